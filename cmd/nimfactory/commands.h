@@ -1,0 +1,13 @@
+/* commands.h - the nimfactory subcommands; each returns a process exit status. */
+#ifndef NF_CMD_COMMANDS_H
+#define NF_CMD_COMMANDS_H
+
+struct nf_command {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the command name */
+	const char *summary;
+};
+
+int nf_cmd_version(int argc, char **argv);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * main.c - the nimfactory command: one table of subcommands, one file each
+ * (cmd/nimfactory/<name>.c), in the manner of git.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/nimfactory/commands.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+static const struct nf_command commands[] = {
+	{"version", nf_cmd_version, "print the version"},
+};
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: nimfactory <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(to, "\nRun 'nimfactory <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return NF_EXIT_INPUT;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return NF_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version"))
+		return nf_cmd_version(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "nimfactory: '%s' is not a command; see 'nimfactory --help'\n", argv[1]);
+	return NF_EXIT_INPUT;
+}

@@ -1,0 +1,43 @@
+/*
+ * checkpoint.h - load model checkpoints into an nf_model (float32), and write
+ * a model out in the Hugging Face layout.
+ *
+ * Formats:
+ *   llama2.c  - one file: 7 int32 header + float32 tensors (../shared/models/README.md)
+ *   hf        - a folder with config.json and model.safetensors, or sharded
+ *               model-0000N-of-0000M.safetensors + model.safetensors.index.json;
+ *               F32, F16 and BF16 tensors, Hugging Face Llama tensor names
+ *               (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ...).
+ *
+ * HF q_proj/k_proj weights are stored permuted for rotate-half RoPE; the loader
+ * un-permutes them to llama2.c's interleaved-pair convention and the writer
+ * permutes them, so a round trip is exact.
+ */
+#ifndef NF_ENGINE_CHECKPOINT_H
+#define NF_ENGINE_CHECKPOINT_H
+
+#include "engine/model.h"
+#include "engine/safetensors.h"
+
+typedef enum nf_ckpt_format {
+	NF_CKPT_AUTO,    /* a directory is hf; a .safetensors file is hf; else llama2.c */
+	NF_CKPT_LLAMA2C,
+	NF_CKPT_HF,
+} nf_ckpt_format;
+
+/* Parse "auto" | "llama2c" | "hf"; NF_EINPUT otherwise. */
+int nf_ckpt_format_parse(nf_ckpt_format *out, const char *name);
+
+/* Load a checkpoint.  Every inconsistency (truncated, oversized, header dims
+ * not matching the size, bad offsets, overlapping tensors, missing tensors)
+ * is NF_EINPUT with "PATH: what is wrong" (byte offset where it applies). */
+int nf_ckpt_load(nf_model **out, const char *path, nf_ckpt_format format);
+
+/* Write m to dir (created) as config.json + model.safetensors with tensors of
+ * dtype (F32, F16 or BF16).  Files are written atomically. */
+int nf_ckpt_write_hf(const char *dir, const nf_model *m, nf_dtype dtype);
+
+/* Write m as a llama2.c checkpoint file (tests and the synthetic-model tool). */
+int nf_ckpt_write_llama2c(const char *path, const nf_model *m);
+
+#endif

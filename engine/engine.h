@@ -1,0 +1,80 @@
+/*
+ * engine.h - an inference engine: built from an nf_model for one precision,
+ * written to disk as a folder, opened (weights mmapped) and run.
+ *
+ * On disk (docs/ARCHITECTURE.md):
+ *   config.json         model config, precision, profile, provenance, tool version
+ *   weights.safetensors quantized tensors, scales beside them, 64-byte aligned
+ *   tactics.json        per GEMM shape: chosen kernel, measured or modelled, timings
+ *   tokenizer.bin       the llama2.c-format tokenizer the model was trained with
+ *
+ * Running: a sequence (nf_seq) owns its KV cache; nf_engine_step advances a
+ * batch of sequences by one token each, so concurrent requests share the
+ * weight reads of every step (iteration-level batching).
+ */
+#ifndef NF_ENGINE_ENGINE_H
+#define NF_ENGINE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+typedef enum nf_precision {
+	NF_PREC_FP32,
+	NF_PREC_FP16,
+	NF_PREC_BF16,
+	NF_PREC_INT8_WO,  /* int8 weights, per-output-channel float scales */
+	NF_PREC_INT4_AWQ, /* int4 weights, per-group scales (AWQ-style) */
+	NF_PREC_FP8_E4M3,
+	NF_PREC_COUNT
+} nf_precision;
+
+/* Canonical names: "fp32" "fp16" "bf16" "int8-wo" "int4-awq" "fp8-e4m3". */
+const char *nf_precision_name(nf_precision p);
+int nf_precision_parse(nf_precision *out, const char *name); /* NF_EINPUT if unknown */
+/* Whether the CPU backend can build and run this precision. */
+int nf_precision_cpu_supported(nf_precision p);
+
+typedef struct nf_engine_build_opts {
+	nf_precision precision;
+	const char *tokenizer_path;  /* copied into the engine as tokenizer.bin */
+	const char *profile_json;    /* canonical profile JSON object, stored verbatim (may be NULL) */
+	const char *provenance_json; /* JSON object: recipe digest, source digests, tool version (may be NULL) */
+	int threads;                 /* autotuning threads; 0 = all cores */
+	int autotune;                /* 1 = measure kernels on this CPU, 0 = cost model only */
+} nf_engine_build_opts;
+
+/* Quantize m and write the engine folder `dir` (created; every file written
+ * atomically, the folder complete only when this returns 0). */
+int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *opts);
+
+typedef struct nf_engine nf_engine;
+
+/* Open an engine folder; threads 0 = all cores.  Validates everything it maps. */
+int nf_engine_open(nf_engine **out, const char *dir, int threads);
+void nf_engine_free(nf_engine *e); /* NULL is fine */
+
+const nf_model_config *nf_engine_config(const nf_engine *e);
+nf_precision nf_engine_precision(const nf_engine *e);
+const nf_tokenizer *nf_engine_tokenizer(const nf_engine *e);
+/* config.json as read (NUL-terminated), for inspect and /v1/metadata. */
+const char *nf_engine_config_json(const nf_engine *e);
+/* Bytes of weights read per decode step (for bandwidth ceilings). */
+uint64_t nf_engine_weight_bytes(const nf_engine *e);
+/* Name of the CPU kernel family in use ("avx512-vnni", "avx2", "scalar"). */
+const char *nf_engine_kernel_name(const nf_engine *e);
+
+typedef struct nf_seq nf_seq;
+int nf_seq_new(nf_seq **out, nf_engine *e);
+void nf_seq_free(nf_seq *s); /* NULL is fine */
+
+/* Advance n sequences by one token each: seqs[i] consumes tokens[i] at
+ * position pos[i] (0 <= pos < max_seq_len, positions before it already
+ * consumed).  Writes vocab_size logits per sequence to logits + i*vocab.
+ * Thread-compatible: one caller at a time per engine. */
+int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
+		   size_t n, float *logits);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * safetensors.h - reading and writing the safetensors format:
+ *   u64 little-endian header length N, N bytes of JSON header
+ *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {"k": "v"}}, then the data section.
+ * The reader validates everything (header length bound, JSON, dtypes, shapes
+ * matching byte sizes, offsets inside the data section, no overlaps) before
+ * exposing a tensor.  The writer aligns each tensor's data to 64 bytes inside
+ * the file (header padded with spaces) so a reader can mmap and use in place.
+ */
+#ifndef NF_ENGINE_SAFETENSORS_H
+#define NF_ENGINE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NF_ST_MAX_HEADER (100u << 20) /* refuse absurd header lengths */
+#define NF_ST_MAX_DIMS 8
+
+typedef enum nf_dtype {
+	NF_DTYPE_F32,
+	NF_DTYPE_F16,
+	NF_DTYPE_BF16,
+	NF_DTYPE_I8,
+	NF_DTYPE_U8,
+	NF_DTYPE_I32,
+	NF_DTYPE_F8_E4M3,
+} nf_dtype;
+
+const char *nf_dtype_name(nf_dtype t); /* "F32", "F16", ... as in safetensors */
+size_t nf_dtype_size(nf_dtype t);      /* bytes per element */
+
+typedef struct nf_st_tensor {
+	const char *name;      /* points into the file object */
+	nf_dtype dtype;
+	int ndim;
+	uint64_t shape[NF_ST_MAX_DIMS];
+	const void *data;      /* in the mapped file; valid while the file is open */
+	uint64_t nbytes;
+} nf_st_tensor;
+
+typedef struct nf_st_file nf_st_file;
+
+/* mmap and validate a safetensors file.  Errors name the file and what is wrong. */
+int nf_st_open(nf_st_file **out, const char *path);
+void nf_st_close(nf_st_file *f); /* NULL is fine */
+
+size_t nf_st_count(const nf_st_file *f);
+const nf_st_tensor *nf_st_at(const nf_st_file *f, size_t i);
+/* NULL when absent. */
+const nf_st_tensor *nf_st_find(const nf_st_file *f, const char *name);
+/* A "__metadata__" string value, or NULL. */
+const char *nf_st_metadata(const nf_st_file *f, const char *key);
+
+/* Writer: add tensors (data is copied or referenced until finish), then
+ * finish writes the file atomically.  Tensors are written in the order added. */
+typedef struct nf_st_writer nf_st_writer;
+int nf_st_writer_new(nf_st_writer **out);
+/* data must stay valid until nf_st_writer_finish; shape has ndim entries. */
+int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
+		     const uint64_t *shape, const void *data, uint64_t nbytes);
+int nf_st_writer_set_metadata(nf_st_writer *w, const char *key, const char *value);
+int nf_st_writer_finish(nf_st_writer *w, const char *path);
+void nf_st_writer_free(nf_st_writer *w); /* NULL is fine */
+
+/* Half-precision conversions used by the loaders and quantizers. */
+float nf_f16_to_f32(uint16_t h);
+uint16_t nf_f32_to_f16(float f);
+float nf_bf16_to_f32(uint16_t h);
+uint16_t nf_f32_to_bf16(float f); /* round to nearest even */
+
+#endif

@@ -1,0 +1,262 @@
+/* fs.c - file helpers (see fs.h). */
+#define _GNU_SOURCE
+#include "util/fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/banned.h"
+
+char *nf_strdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+char *nf_path_join(const char *a, const char *b)
+{
+	size_t la = strlen(a);
+	if (la && a[la - 1] == '/')
+		return nf_strdup_printf("%s%s", a, b);
+	return nf_strdup_printf("%s/%s", a, b);
+}
+
+int nf_fs_read_file(char **out, size_t *len, const char *path, size_t max_len)
+{
+	int fd = -1, err = 0;
+	char *buf = NULL;
+	struct stat st;
+	size_t size, got = 0;
+
+	*out = NULL;
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno == ENOENT ? NF_ENOTFOUND : NF_EINPUT;
+		nf_error_set(err, "%s: %s", path, strerror(errno));
+		goto done;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+		goto done;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		err = nf_error_set(NF_EINPUT, "%s: is a directory", path);
+		goto done;
+	}
+	if ((uint64_t)st.st_size > max_len) {
+		err = nf_error_set(NF_EINPUT, "%s: file is %lld bytes, more than the limit of %zu",
+				   path, (long long)st.st_size, max_len);
+		goto done;
+	}
+	size = (size_t)st.st_size;
+	buf = malloc(size + 1);
+	if (!buf) {
+		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+		goto done;
+	}
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+			goto done;
+		}
+		if (n == 0)
+			break; /* file shrank under us */
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	buf = NULL;
+done:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+int nf_atomic_open(nf_atomic_file *f, const char *path, int mode)
+{
+	f->fd = -1;
+	f->tmp_path = NULL;
+	f->final_path = strdup(path);
+	if (!f->final_path)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	f->tmp_path = nf_strdup_printf("%s.tmp.%ld", path, (long)getpid());
+	if (!f->tmp_path) {
+		nf_atomic_abort(f);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (f->fd < 0) {
+		int e = errno;
+		nf_atomic_abort(f);
+		return nf_error_set(e == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", path, strerror(e));
+	}
+	/* The umask must not change what we produce: set the mode explicitly. */
+	if (fchmod(f->fd, (mode_t)mode) < 0) {
+		int e = errno;
+		nf_atomic_abort(f);
+		return nf_error_set(NF_EIO, "%s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t n = write(f->fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s",
+					    f->final_path, strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int nf_atomic_commit(nf_atomic_file *f)
+{
+	int err = 0;
+	if (fsync(f->fd) < 0)
+		err = nf_error_set(NF_EIO, "%s: fsync: %s", f->final_path, strerror(errno));
+	if (close(f->fd) < 0 && !err)
+		err = nf_error_set(NF_EIO, "%s: close: %s", f->final_path, strerror(errno));
+	f->fd = -1;
+	if (!err && rename(f->tmp_path, f->final_path) < 0)
+		err = nf_error_set(NF_EIO, "%s: rename: %s", f->final_path, strerror(errno));
+	if (err)
+		unlink(f->tmp_path);
+	free(f->tmp_path);
+	free(f->final_path);
+	f->tmp_path = f->final_path = NULL;
+	return err;
+}
+
+void nf_atomic_abort(nf_atomic_file *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	if (f->tmp_path)
+		unlink(f->tmp_path);
+	free(f->tmp_path);
+	free(f->final_path);
+	f->fd = -1;
+	f->tmp_path = f->final_path = NULL;
+}
+
+int nf_fs_write_atomic(const char *path, const void *data, size_t len, int mode)
+{
+	nf_atomic_file f;
+	int err = nf_atomic_open(&f, path, mode);
+	if (err)
+		return err;
+	err = nf_atomic_write(&f, data, len);
+	if (err) {
+		nf_atomic_abort(&f);
+		return err;
+	}
+	return nf_atomic_commit(&f);
+}
+
+int nf_fs_mkdir_p(const char *path, int mode)
+{
+	char *p = strdup(path);
+	int err = 0;
+	if (!p)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (char *s = p + 1;; s++) {
+		char c = *s;
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
+			err = nf_error_set(errno == EACCES || errno == ENOSPC ? NF_EENV : NF_EIO,
+					   "%s: mkdir: %s", p, strerror(errno));
+			break;
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	if (!err && !nf_fs_is_dir(path))
+		err = nf_error_set(NF_EINPUT, "%s: not a directory", path);
+	free(p);
+	return err;
+}
+
+int nf_fs_remove_tree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(path);
+		struct dirent *de;
+		int err = 0;
+		if (!d)
+			return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+		while (!err && (de = readdir(d)) != NULL) {
+			char *child;
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			child = nf_path_join(path, de->d_name);
+			if (!child) {
+				err = nf_error_set(NF_ENOMEM, "out of memory");
+				break;
+			}
+			err = nf_fs_remove_tree(child);
+			free(child);
+		}
+		closedir(d);
+		if (err)
+			return err;
+		if (rmdir(path) < 0)
+			return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+		return 0;
+	}
+	if (unlink(path) < 0)
+		return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+bool nf_fs_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+bool nf_fs_is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int nf_fs_file_size(uint64_t *out, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return nf_error_set(errno == ENOENT ? NF_ENOTFOUND : NF_EIO, "%s: %s", path,
+				    strerror(errno));
+	*out = (uint64_t)st.st_size;
+	return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * fs.h - file helpers: bounded whole-file reads, atomic writes (temp file in
+ * the same folder, fsync, rename), recursive mkdir and removal.
+ */
+#ifndef NF_UTIL_FS_H
+#define NF_UTIL_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Read a whole file into a new NUL-terminated buffer (the NUL is not counted
+ * in *len).  Refuses files larger than max_len with NF_EINPUT.
+ * Caller owns *out (free()).
+ */
+int nf_fs_read_file(char **out, size_t *len, const char *path, size_t max_len);
+
+/* Write data to path atomically; mode is the file mode (e.g. 0644). */
+int nf_fs_write_atomic(const char *path, const void *data, size_t len, int mode);
+
+/* A file being written atomically: bytes go to a temp file beside `path`. */
+typedef struct nf_atomic_file {
+	int fd;
+	char *tmp_path;   /* owned */
+	char *final_path; /* owned */
+} nf_atomic_file;
+
+/* Open a temp file beside `path`.  On success call commit or abort exactly once. */
+int nf_atomic_open(nf_atomic_file *f, const char *path, int mode);
+/* Write all of data (retries short writes). */
+int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len);
+/* fsync, close and rename over the final path; frees f's strings. */
+int nf_atomic_commit(nf_atomic_file *f);
+/* close and unlink the temp file; frees f's strings.  Safe after a failed open. */
+void nf_atomic_abort(nf_atomic_file *f);
+
+/* mkdir -p with mode for each created directory. */
+int nf_fs_mkdir_p(const char *path, int mode);
+
+/* rm -rf; a missing path is not an error. */
+int nf_fs_remove_tree(const char *path);
+
+bool nf_fs_exists(const char *path);
+bool nf_fs_is_dir(const char *path);
+
+/* Size of a regular file. */
+int nf_fs_file_size(uint64_t *out, const char *path);
+
+/* Join two path parts with one '/'; caller frees. NULL on allocation failure. */
+char *nf_path_join(const char *a, const char *b);
+
+/* printf into a new string; caller frees.  NULL on failure. */
+char *nf_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
