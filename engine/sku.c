@@ -1,0 +1,119 @@
+/*
+ * sku.c - the device table (see sku.h).  Precision support follows the
+ * hardware: int4-awq kernels need sm_75+, bf16 needs sm_80+, fp8 (e4m3)
+ * needs sm_89+.  The CPU entry lists exactly what the CPU backend serves.
+ */
+#include "engine/sku.h"
+
+#include <string.h>
+
+#include "util/banned.h"
+
+#define P(x) NF_SKU_PREC_BIT(NF_PREC_##x)
+#define CPU_PRECS (P(FP32) | P(INT8_WO))
+#define SM75_PRECS (P(FP32) | P(FP16) | P(INT8_WO) | P(INT4_AWQ))
+#define SM80_PRECS (SM75_PRECS | P(BF16))
+#define SM89_PRECS (SM80_PRECS | P(FP8_E4M3))
+
+static const nf_sku table[] = {
+	{"cpu", NF_SKU_CPU, "", 0, 0, 0, 0, CPU_PRECS, "host CPU"},
+	{"t4", NF_SKU_GPU, "sm_75", 75, 16, 320, 65, SM75_PRECS, "NVIDIA T4 16GB"},
+	{"a10g", NF_SKU_GPU, "sm_86", 86, 24, 600, 70, SM80_PRECS, "NVIDIA A10G 24GB"},
+	{"a100-sxm-40gb", NF_SKU_GPU, "sm_80", 80, 40, 1555, 312, SM80_PRECS,
+	 "NVIDIA A100 SXM4 40GB"},
+	{"a100-sxm-80gb", NF_SKU_GPU, "sm_80", 80, 80, 2039, 312, SM80_PRECS,
+	 "NVIDIA A100 SXM4 80GB"},
+	{"l4", NF_SKU_GPU, "sm_89", 89, 24, 300, 121, SM89_PRECS, "NVIDIA L4 24GB"},
+	{"l40s", NF_SKU_GPU, "sm_89", 89, 48, 864, 362, SM89_PRECS, "NVIDIA L40S 48GB"},
+	{"h100-pcie", NF_SKU_GPU, "sm_90", 90, 80, 2000, 756, SM89_PRECS, "NVIDIA H100 PCIe 80GB"},
+	{"h100-sxm", NF_SKU_GPU, "sm_90", 90, 80, 3350, 989, SM89_PRECS, "NVIDIA H100 SXM5 80GB"},
+	{"h200", NF_SKU_GPU, "sm_90", 90, 141, 4800, 989, SM89_PRECS, "NVIDIA H200 SXM 141GB"},
+	{"b200", NF_SKU_GPU, "sm_100", 100, 180, 8000, 2250, SM89_PRECS, "NVIDIA B200 180GB"},
+};
+
+#define N_SKUS (sizeof(table) / sizeof(table[0]))
+
+const nf_sku *nf_sku_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < N_SKUS; i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+size_t nf_sku_count(void) { return N_SKUS; }
+
+const nf_sku *nf_sku_at(size_t i) { return i < N_SKUS ? &table[i] : NULL; }
+
+int nf_sku_supports(const nf_sku *sku, nf_precision p)
+{
+	if (!sku || (int)p < 0 || p >= NF_PREC_COUNT)
+		return 0;
+	return (sku->precisions & NF_SKU_PREC_BIT(p)) != 0;
+}
+
+#define DIST_MAX_LEN 64
+
+int nf_sku_edit_distance(const char *a, const char *b, int cap)
+{
+	/* Three rows of the optimal-string-alignment table, bounded by DIST_MAX_LEN. */
+	int rows[3][DIST_MAX_LEN + 1];
+	size_t la = strlen(a), lb = strlen(b);
+	int *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+
+	if (la > DIST_MAX_LEN || lb > DIST_MAX_LEN)
+		return cap + 1;
+	if ((la > lb ? la - lb : lb - la) > (size_t)cap)
+		return cap + 1;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int best = cur[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+			int v = prev[j] + 1;
+			if (cur[j - 1] + 1 < v)
+				v = cur[j - 1] + 1;
+			if (prev[j - 1] + cost < v)
+				v = prev[j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    prev2[j - 2] + 1 < v)
+				v = prev2[j - 2] + 1;
+			cur[j] = v;
+			if (v < best)
+				best = v;
+		}
+		if (best > cap)
+			return cap + 1;
+		int *t = prev2;
+		prev2 = prev;
+		prev = cur;
+		cur = t;
+	}
+	return prev[lb] > cap ? cap + 1 : prev[lb];
+}
+
+const nf_sku *nf_sku_suggest(const char *name)
+{
+	const nf_sku *best = NULL;
+	int best_d = 4;
+	size_t n;
+
+	if (!name || !*name)
+		return NULL;
+	n = strlen(name);
+	/* "h100" -> "h100-pcie": a name the input begins is the likeliest meaning. */
+	for (size_t i = 0; i < N_SKUS; i++)
+		if (strncmp(table[i].name, name, n) == 0)
+			return &table[i];
+	for (size_t i = 0; i < N_SKUS; i++) {
+		int d = nf_sku_edit_distance(name, table[i].name, 3);
+		if (d < best_d) {
+			best_d = d;
+			best = &table[i];
+		}
+	}
+	return best;
+}

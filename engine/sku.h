@@ -1,0 +1,56 @@
+/*
+ * sku.h - the device table: every device a recipe may target (the CPU and
+ * the NVIDIA data-centre GPUs), with its CUDA architecture, memory, rough
+ * roofline numbers for the cost model, and the precisions it runs natively.
+ *
+ * The table is static and read-only: every pointer returned here points into
+ * it and lives for the whole program (never free it).
+ */
+#ifndef NF_ENGINE_SKU_H
+#define NF_ENGINE_SKU_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+typedef enum nf_sku_kind {
+	NF_SKU_CPU,
+	NF_SKU_GPU,
+} nf_sku_kind;
+
+/* Bit for precision p in nf_sku.precisions. */
+#define NF_SKU_PREC_BIT(p) (1u << (unsigned)(p))
+
+typedef struct nf_sku {
+	const char *name;       /* recipe name: "cpu", "t4", "h100-sxm", ... */
+	nf_sku_kind kind;
+	const char *cuda_arch;  /* "sm_80" etc.; "" for the CPU */
+	int sm;                 /* compute capability * 10 (80 for sm_80); 0 for the CPU */
+	int memory_gib;         /* device memory; 0 for the CPU (host memory, measured) */
+	int mem_bw_gbs;         /* peak memory bandwidth, GB/s; 0 for the CPU (measured) */
+	int fp16_tflops;        /* dense fp16 tensor-core peak, TFLOP/s; 0 for the CPU */
+	unsigned precisions;    /* NF_SKU_PREC_BIT of every precision it runs natively */
+	const char *description;/* human name, e.g. "NVIDIA H100 SXM5 80GB" */
+} nf_sku;
+
+/* The entry named `name` (exact, case-sensitive), or NULL. */
+const nf_sku *nf_sku_find(const char *name);
+
+/* Number of entries, and entry i (0 <= i < count; NULL when out of range). */
+size_t nf_sku_count(void);
+const nf_sku *nf_sku_at(size_t i);
+
+/* The entry whose name is nearest to `name` (a name it is a prefix of, else the
+ * smallest edit distance, if that is at most 3), or NULL when none is close. */
+const nf_sku *nf_sku_suggest(const char *name);
+
+/* 1 when sku runs precision p natively, else 0. */
+int nf_sku_supports(const nf_sku *sku, nf_precision p);
+
+/* Optimal-string-alignment (Damerau-Levenshtein) distance between a and b,
+ * capped: returns at most cap + 1 (anything farther is reported as cap + 1).
+ * Strings longer than 64 bytes count as farther than cap. Shared with the
+ * recipe parser's "did you mean" hints. */
+int nf_sku_edit_distance(const char *a, const char *b, int cap);
+
+#endif
