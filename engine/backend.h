@@ -1,0 +1,63 @@
+/*
+ * backend.h - a backend is a static const table of kernels (ggml-style).
+ * The forward pass (forward.c) is written once over this table; the CPU
+ * backend supplies one table per kernel family (engine/cpu/), a CUDA backend
+ * would supply another.  Optional slots may be NULL.
+ *
+ * Shapes: a matrix W is (rows, cols) row-major, y = W x.  Batched kernels
+ * take n activation vectors at stride ldx and write outputs at stride ldy;
+ * they compute only output rows [r0, r1) so a thread pool can split rows.
+ */
+#ifndef NF_ENGINE_BACKEND_H
+#define NF_ENGINE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/quant.h"
+
+/* Padding of int8 activation rows (bytes): kernels may read this far. */
+#define NF_BK_QPAD 64
+
+/* A weight matrix as the kernels see it (borrowed pointers). */
+typedef struct nf_bk_matrix {
+	nf_quant_kind kind;
+	int rows, cols;
+	const float *f32;      /* (rows, cols) when kind == NF_QUANT_NONE */
+	const int8_t *q8;      /* (rows, cols) when kind == NF_QUANT_INT8_ROW */
+	const float *scale;    /* (rows) per-output-channel scales */
+	const int32_t *rowsum; /* (rows) sum of q8 over each row (for u8 x s8 dot products) */
+} nf_bk_matrix;
+
+typedef struct nf_backend_ops {
+	const char *name;
+	/* Non-zero when this machine can run the family. */
+	int (*available)(void);
+
+	/* y[b*ldy + r] (+)= sum_c W[r,c] * x[b*ldx + c], b < n, r0 <= r < r1. */
+	void (*gemm_f32)(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx,
+			 size_t n, int r0, int r1, int accumulate);
+	/* The same for int8 W with int8 activations xq (ldx bytes apart, each row
+	 * zero-padded to a multiple of NF_BK_QPAD) of scales xs[b]. */
+	void (*gemm_q8)(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq, size_t ldx,
+			const float *xs, size_t n, int r0, int r1, int accumulate);
+
+	/* out = x / rms(x) * w over n elements. */
+	void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
+	/* Rotate the pairs (2i, 2i+1) of each head of v (n floats, heads of
+	 * head_size) by cos/sin cs[2*(i%(head_size/2))], cs[...+1]. */
+	void (*rope)(float *v, int n, int head_size, const float *cs);
+	/* In place over n floats. */
+	void (*softmax)(float *x, int n);
+	/* Causal attention of heads [h0, h1) of one sequence at position pos:
+	 * q (n_heads*head_size); kc, vc (pos+1 rows of kv_dim floats, stride
+	 * kv_dim); out (n_heads*head_size); att scratch of pos+1 floats. */
+	void (*attention)(float *out, const float *q, const float *kc, const float *vc, int pos,
+			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att);
+	/* h1[i] = silu(h1[i]) * h3[i]. */
+	void (*swiglu)(float *h1, const float *h3, int n);
+	/* y[i] += x[i] (optional; NULL uses a plain loop). */
+	void (*add)(float *y, const float *x, int n);
+} nf_backend_ops;
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * avx2.c - the AVX2+FMA kernel family: float32 GEMV/GEMM four output rows at
+ * a time (two accumulators each) and int8 GEMV through the maddubs sign trick
+ * (|x| as u8 times sign(x)*w as s8).  Small ops reuse the portable ones.
+ */
+#include <immintrin.h>
+
+#include "engine/cpu/cpu.h"
+#include "util/banned.h"
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+static int avx2_available(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+AVX2 static inline float hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline int32_t hsum8i(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+	return _mm_cvtsi128_si32(s);
+}
+
+static inline void store(float *out, float v, int accumulate)
+{
+	*out = accumulate ? *out + v : v;
+}
+
+/* Dot products of 4 rows (stride cols) with x. */
+AVX2 static void dot4_f32(float out[4], const float *w, size_t cols, const float *x)
+{
+	const float *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+	size_t c = 0;
+	for (; c + 16 <= cols; c += 16) {
+		__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
+		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c + 8), x1, b0);
+		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c + 8), x1, b1);
+		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c + 8), x1, b2);
+		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c + 8), x1, b3);
+	}
+	for (; c + 8 <= cols; c += 8) {
+		__m256 x0 = _mm256_loadu_ps(x + c);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
+	}
+	out[0] = hsum8(_mm256_add_ps(a0, b0));
+	out[1] = hsum8(_mm256_add_ps(a1, b1));
+	out[2] = hsum8(_mm256_add_ps(a2, b2));
+	out[3] = hsum8(_mm256_add_ps(a3, b3));
+	for (; c < cols; c++) {
+		out[0] += w0[c] * x[c];
+		out[1] += w1[c] * x[c];
+		out[2] += w2[c] * x[c];
+		out[3] += w3[c] * x[c];
+	}
+}
+
+AVX2 static float dot1_f32(const float *w, size_t cols, const float *x)
+{
+	__m256 a = _mm256_setzero_ps();
+	size_t c = 0;
+	for (; c + 8 <= cols; c += 8)
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a);
+	float s = hsum8(a);
+	for (; c < cols; c++)
+		s += w[c] * x[c];
+	return s;
+}
+
+AVX2 static void avx2_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			       size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	int r = r0;
+	for (; r + 4 <= r1; r += 4) {
+		const float *wr = w->f32 + (size_t)r * cols;
+		for (size_t b = 0; b < n; b++) {
+			float d[4];
+			dot4_f32(d, wr, cols, x + b * ldx);
+			float *o = y + b * ldy + (size_t)r;
+			for (int i = 0; i < 4; i++)
+				store(o + i, d[i], accumulate);
+		}
+	}
+	for (; r < r1; r++)
+		for (size_t b = 0; b < n; b++)
+			store(y + b * ldy + (size_t)r,
+			      dot1_f32(w->f32 + (size_t)r * cols, cols, x + b * ldx), accumulate);
+}
+
+/* x.w for int8 vectors: maddubs(|x|, sign(w, x)) pairs, widened to int32. */
+AVX2 static inline __m256i dp8(__m256i acc, __m256i ax, __m256i xv, __m256i wv, __m256i ones)
+{
+	__m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv));
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+}
+
+AVX2 static void dot4_q8(int32_t out[4], const int8_t *w, size_t cols, const int8_t *x)
+{
+	const int8_t *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+	size_t c = 0;
+	for (; c + 32 <= cols; c += 32) {
+		__m256i xv = _mm256_loadu_si256((const __m256i *)(x + c));
+		__m256i ax = _mm256_abs_epi8(xv);
+		a0 = dp8(a0, ax, xv, _mm256_loadu_si256((const __m256i *)(w0 + c)), ones);
+		a1 = dp8(a1, ax, xv, _mm256_loadu_si256((const __m256i *)(w1 + c)), ones);
+		a2 = dp8(a2, ax, xv, _mm256_loadu_si256((const __m256i *)(w2 + c)), ones);
+		a3 = dp8(a3, ax, xv, _mm256_loadu_si256((const __m256i *)(w3 + c)), ones);
+	}
+	out[0] = hsum8i(a0);
+	out[1] = hsum8i(a1);
+	out[2] = hsum8i(a2);
+	out[3] = hsum8i(a3);
+	for (; c < cols; c++) {
+		out[0] += (int32_t)w0[c] * x[c];
+		out[1] += (int32_t)w1[c] * x[c];
+		out[2] += (int32_t)w2[c] * x[c];
+		out[3] += (int32_t)w3[c] * x[c];
+	}
+}
+
+AVX2 static void avx2_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			      size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	int r = r0;
+	for (; r + 4 <= r1; r += 4) {
+		const int8_t *wr = w->q8 + (size_t)r * cols;
+		for (size_t b = 0; b < n; b++) {
+			int32_t d[4];
+			dot4_q8(d, wr, cols, xq + b * ldx);
+			float *o = y + b * ldy + (size_t)r;
+			for (int i = 0; i < 4; i++)
+				store(o + i, (float)d[i] * w->scale[r + i] * xs[b], accumulate);
+		}
+	}
+	for (; r < r1; r++) {
+		const int8_t *wr = w->q8 + (size_t)r * cols;
+		for (size_t b = 0; b < n; b++) {
+			const int8_t *xb = xq + b * ldx;
+			int32_t acc = 0;
+			for (size_t c = 0; c < cols; c++)
+				acc += (int32_t)wr[c] * xb[c];
+			store(y + b * ldy + (size_t)r, (float)acc * w->scale[r] * xs[b], accumulate);
+		}
+	}
+}
+
+AVX2 static void avx2_add(float *y, const float *x, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+	for (; i < n; i++)
+		y[i] += x[i];
+}
+
+const nf_backend_ops nf_cpu_avx2_ops = {
+	/* .name      = */ "avx2",
+	/* .available = */ avx2_available,
+	/* .gemm_f32  = */ avx2_gemm_f32,
+	/* .gemm_q8   = */ avx2_gemm_q8,
+	/* .rmsnorm   = */ nf_cpu_rmsnorm_ref,
+	/* .rope      = */ nf_cpu_rope_ref,
+	/* .softmax   = */ nf_cpu_softmax_ref,
+	/* .attention = */ nf_cpu_attention_ref,
+	/* .swiglu    = */ nf_cpu_swiglu_ref,
+	/* .add       = */ avx2_add,
+};

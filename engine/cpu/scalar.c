@@ -1,0 +1,147 @@
+/*
+ * scalar.c - the portable kernel family: plain C float32 and int8 kernels.
+ * Its small ops (rmsnorm, rope, softmax, attention, swiglu) are also the
+ * ones the SIMD families reuse, and the conformance tests' reference.
+ */
+#include <math.h>
+
+#include "engine/cpu/cpu.h"
+#include "util/banned.h"
+
+static int scalar_available(void) { return 1; }
+
+static void scalar_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	for (int r = r0; r < r1; r++) {
+		const float *row = w->f32 + (size_t)r * cols;
+		for (size_t b = 0; b < n; b++) {
+			const float *xb = x + b * ldx;
+			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+			size_t c = 0;
+			for (; c + 4 <= cols; c += 4) {
+				s0 += row[c] * xb[c];
+				s1 += row[c + 1] * xb[c + 1];
+				s2 += row[c + 2] * xb[c + 2];
+				s3 += row[c + 3] * xb[c + 3];
+			}
+			for (; c < cols; c++)
+				s0 += row[c] * xb[c];
+			float s = (s0 + s1) + (s2 + s3);
+			float *out = y + b * ldy + (size_t)r;
+			*out = accumulate ? *out + s : s;
+		}
+	}
+}
+
+static void scalar_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	for (int r = r0; r < r1; r++) {
+		const int8_t *row = w->q8 + (size_t)r * cols;
+		for (size_t b = 0; b < n; b++) {
+			const int8_t *xb = xq + b * ldx;
+			int32_t acc = 0;
+			for (size_t c = 0; c < cols; c++)
+				acc += (int32_t)row[c] * (int32_t)xb[c];
+			float s = (float)acc * w->scale[r] * xs[b];
+			float *out = y + b * ldy + (size_t)r;
+			*out = accumulate ? *out + s : s;
+		}
+	}
+}
+
+void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float eps)
+{
+	float ss = 0.0f;
+	for (int i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	ss = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = w[i] * (ss * x[i]);
+}
+
+void nf_cpu_rope_ref(float *v, int n, int head_size, const float *cs)
+{
+	for (int i = 0; i < n; i += 2) {
+		int j = (i % head_size) / 2;
+		float c = cs[2 * j], s = cs[2 * j + 1];
+		float a = v[i], b = v[i + 1];
+		v[i] = a * c - b * s;
+		v[i + 1] = a * s + b * c;
+	}
+}
+
+void nf_cpu_softmax_ref(float *x, int n)
+{
+	float m = x[0];
+	for (int i = 1; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	float sum = 0.0f;
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		sum += x[i];
+	}
+	float inv = 1.0f / sum;
+	for (int i = 0; i < n; i++)
+		x[i] *= inv;
+}
+
+void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc, int pos,
+			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att)
+{
+	int kv_dim = n_kv_heads * head_size;
+	int group = n_heads / n_kv_heads;
+	float scale = 1.0f / sqrtf((float)head_size);
+	for (int h = h0; h < h1; h++) {
+		const float *qh = q + (size_t)h * (size_t)head_size;
+		size_t koff = (size_t)(h / group) * (size_t)head_size;
+		for (int t = 0; t <= pos; t++) {
+			const float *k = kc + (size_t)t * (size_t)kv_dim + koff;
+			float s = 0.0f;
+			for (int i = 0; i < head_size; i++)
+				s += qh[i] * k[i];
+			att[t] = s * scale;
+		}
+		nf_cpu_softmax_ref(att, pos + 1);
+		float *oh = out + (size_t)h * (size_t)head_size;
+		for (int i = 0; i < head_size; i++)
+			oh[i] = 0.0f;
+		for (int t = 0; t <= pos; t++) {
+			const float *v = vc + (size_t)t * (size_t)kv_dim + koff;
+			float a = att[t];
+			for (int i = 0; i < head_size; i++)
+				oh[i] += a * v[i];
+		}
+	}
+}
+
+void nf_cpu_swiglu_ref(float *h1, const float *h3, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float g = h1[i];
+		h1[i] = g / (1.0f + expf(-g)) * h3[i];
+	}
+}
+
+static void scalar_add(float *y, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+const nf_backend_ops nf_cpu_scalar_ops = {
+	/* .name      = */ "scalar",
+	/* .available = */ scalar_available,
+	/* .gemm_f32  = */ scalar_gemm_f32,
+	/* .gemm_q8   = */ scalar_gemm_q8,
+	/* .rmsnorm   = */ nf_cpu_rmsnorm_ref,
+	/* .rope      = */ nf_cpu_rope_ref,
+	/* .softmax   = */ nf_cpu_softmax_ref,
+	/* .attention = */ nf_cpu_attention_ref,
+	/* .swiglu    = */ nf_cpu_swiglu_ref,
+	/* .add       = */ scalar_add,
+};
