@@ -40,4 +40,20 @@ int nf_ckpt_write_hf(const char *dir, const nf_model *m, nf_dtype dtype);
 /* Write m as a llama2.c checkpoint file (tests and the synthetic-model tool). */
 int nf_ckpt_write_llama2c(const char *path, const nf_model *m);
 
+/* The format-specific loaders nf_ckpt_load dispatches to (same contract). */
+int nf_ckpt_load_llama2c(nf_model **out, const char *path);
+/* path: a folder, a .safetensors file (config.json beside it) or a
+ * model.safetensors.index.json file. */
+int nf_ckpt_load_hf(nf_model **out, const char *path);
+
+/* Parse a Hugging Face config.json (len bytes, need not be NUL-terminated)
+ * into *out and validate it; `what` names it in messages.  Unsupported
+ * features (rope_scaling, attention bias, another activation) are
+ * NF_EUNSUPPORTED, malformed values NF_EINPUT. */
+int nf_ckpt_hf_config_parse(nf_model_config *out, const char *json, size_t len, const char *what);
+
+/* The llama2.c file size for cfg: 28-byte header, the weights, the two legacy
+ * RoPE tables and, when not shared, the classifier.  NF_EINPUT on overflow. */
+int nf_ckpt_llama2c_size(uint64_t *out, const nf_model_config *cfg);
+
 #endif

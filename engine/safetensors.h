@@ -43,6 +43,9 @@ typedef struct nf_st_file nf_st_file;
 
 /* mmap and validate a safetensors file.  Errors name the file and what is wrong. */
 int nf_st_open(nf_st_file **out, const char *path);
+/* The same over bytes in memory (fuzzing, embedded data): data must stay
+ * valid and unchanged until nf_st_close; `what` names it in messages. */
+int nf_st_open_mem(nf_st_file **out, const void *data, size_t len, const char *what);
 void nf_st_close(nf_st_file *f); /* NULL is fine */
 
 size_t nf_st_count(const nf_st_file *f);
