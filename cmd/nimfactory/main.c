@@ -11,6 +11,7 @@
 
 static const struct nf_command commands[] = {
 	{"version", nf_cmd_version, "print the version"},
+	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
 };
 
 static void usage(FILE *to)
