@@ -32,7 +32,7 @@ static int same_weights(const nf_model *a, const nf_model *b)
 }
 
 /* Largest |a-b| / (|a| + 1e-3) over every weight. */
-__attribute__((unused)) static double max_rel_err(const nf_model *a, const nf_model *b)
+static double max_rel_err(const nf_model *a, const nf_model *b)
 {
 	size_t n;
 	double worst = 0;
@@ -164,8 +164,188 @@ int main(void)
 	return done_testing();
 }
 
+static int copy_file(const char *from, const char *to)
+{
+	char *b = NULL;
+	size_t l;
+	int err = nf_fs_read_file(&b, &l, from, 1 << 20);
+	if (!err)
+		err = nf_fs_write_atomic(to, b, l, 0644);
+	free(b);
+	return err;
+}
+
+/* Split dir32/model.safetensors into two shards + index in dst. */
+static int write_sharded(const char *dir32, const char *dst)
+{
+	char *one = nf_path_join(dir32, "model.safetensors");
+	char *s1 = nf_path_join(dst, "model-00001-of-00002.safetensors");
+	char *s2 = nf_path_join(dst, "model-00002-of-00002.safetensors");
+	char *cf = nf_path_join(dir32, "config.json"), *cf2 = nf_path_join(dst, "config.json");
+	char *ix = nf_path_join(dst, "model.safetensors.index.json");
+	nf_st_file *f = NULL;
+	nf_st_writer *w1 = NULL, *w2 = NULL;
+	char *map = malloc(1 << 16);
+	size_t ml = 0, n;
+	int err = nf_fs_mkdir_p(dst, 0755);
+
+	if (!err)
+		err = nf_st_open(&f, one);
+	if (!err)
+		err = nf_st_writer_new(&w1);
+	if (!err)
+		err = nf_st_writer_new(&w2);
+	if (err)
+		goto done;
+	n = nf_st_count(f);
+	ml += (size_t)snprintf(map + ml, (1 << 16) - ml, "{\"metadata\": {}, \"weight_map\": {");
+	for (size_t i = 0; i < n; i++) {
+		const nf_st_tensor *t = nf_st_at(f, i);
+		bool second = i >= n / 2;
+		if ((err = nf_st_writer_add(second ? w2 : w1, t->name, t->dtype, t->ndim, t->shape,
+					    t->data, t->nbytes)))
+			goto done;
+		ml += (size_t)snprintf(map + ml, (1 << 16) - ml, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+				       i ? ", " : "", t->name, second ? 2 : 1);
+	}
+	ml += (size_t)snprintf(map + ml, (1 << 16) - ml, "}}\n");
+	if (!(err = nf_st_writer_finish(w1, s1)) && !(err = nf_st_writer_finish(w2, s2)) &&
+	    !(err = nf_fs_write_atomic(ix, map, ml, 0644)))
+		err = copy_file(cf, cf2);
+done:
+	nf_st_writer_free(w1);
+	nf_st_writer_free(w2);
+	nf_st_close(f);
+	free(map);
+	free(one);
+	free(s1);
+	free(s2);
+	free(cf);
+	free(cf2);
+	free(ix);
+	return err;
+}
+
 static void test_hf(const nf_model *m, const char *dir)
 {
-	(void)m;
-	(void)dir;
+	char *d32 = nf_path_join(dir, "hf32"), *d16 = nf_path_join(dir, "hf16");
+	char *dbf = nf_path_join(dir, "hfbf16"), *dsh = nf_path_join(dir, "sharded");
+	char *st32 = nf_path_join(d32, "model.safetensors"), *cfg = nf_path_join(d32, "config.json");
+	char *cfg_text = NULL, *b1 = NULL, *b2 = NULL;
+	size_t cl, l1, l2;
+	nf_model *h = NULL;
+	nf_st_file *f = NULL;
+
+	is_int(nf_ckpt_write_hf(d32, m, NF_DTYPE_F32), 0, "write HF F32");
+	ok(nf_fs_read_file(&cfg_text, &cl, cfg, 1 << 20) == 0, "config.json written");
+	if (cfg_text) {
+		static const char *keys[] = {
+			"\"hidden_size\": 64", "\"intermediate_size\": 172", "\"num_hidden_layers\": 5",
+			"\"num_attention_heads\": 8", "\"num_key_value_heads\": 4", "\"vocab_size\": 512",
+			"\"max_position_embeddings\": 512", "\"rms_norm_eps\": 1e-",
+			"\"rope_theta\": 10000.0", "\"tie_word_embeddings\": true",
+			"\"LlamaForCausalLM\"", "\"torch_dtype\": \"float32\""};
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			ok(strstr(cfg_text, keys[i]) != NULL, "config.json has %s", keys[i]);
+		/* 1e-5 written as its shortest decimal, not 9.99999975e-06 */
+		ok(strstr(cfg_text, "\"rms_norm_eps\": 1e-5,") || strstr(cfg_text, "\"rms_norm_eps\": 1e-05"),
+		   "rms_norm_eps is the shortest decimal");
+	}
+	is_int(nf_ckpt_load(&h, d32, NF_CKPT_AUTO), 0, "load HF F32 folder");
+	if (!h)
+		diag("%s", nf_error_last());
+	ok(h && same_weights(m, h), "HF F32 round trip is bit-identical");
+	nf_model_free(h);
+	h = NULL;
+	is_int(nf_ckpt_load(&h, st32, NF_CKPT_AUTO), 0, "load HF by its .safetensors path");
+	ok(h && same_weights(m, h), "same weights through the file path");
+	nf_model_free(h);
+	h = NULL;
+	/* the file holds HF's rotate-half order: HF row j*hs/2+i is llama2.c row 2i+j */
+	is_int(nf_st_open(&f, st32), 0, "open model.safetensors");
+	if (f) {
+		const nf_st_tensor *q = nf_st_find(f, "model.layers.1.self_attn.q_proj.weight");
+		const nf_st_tensor *k = nf_st_find(f, "model.layers.2.self_attn.k_proj.weight");
+		const float *qf = q ? q->data : NULL, *kf = k ? k->data : NULL;
+		const float *wq = m->w.wq + 4096, *wk = m->w.wk + 2 * 2048;
+		/* head 1, hs 8: HF row 8+4+1 (j=1,i=1) = llama2.c row 8+2+1 */
+		ok(qf && memcmp(qf + 13 * 64, wq + 11 * 64, 64 * 4) == 0 &&
+		   memcmp(qf + 1 * 64, wq + 2 * 64, 64 * 4) == 0 &&
+		   memcmp(qf + 0, wq + 0, 64 * 4) == 0, "q_proj rows permuted to rotate-half order");
+		ok(kf && memcmp(kf + 3 * 64, wk + 6 * 64, 64 * 4) == 0 &&
+		   memcmp(kf + 31 * 64, wk + 31 * 64, 64 * 4) == 0, "k_proj rows permuted");
+		ok(q && memcmp(qf + 1 * 64, wq + 1 * 64, 64 * 4) != 0, "and q_proj differs from wq");
+		is_int(nf_st_count(f), 1 + 5 * 9 + 1, "47 tensors (tied classifier not written)");
+		nf_st_close(f);
+	}
+	/* deterministic bytes */
+	ok(nf_fs_read_file(&b1, &l1, st32, 4 << 20) == 0, "read model.safetensors");
+	is_int(nf_ckpt_write_hf(d32, m, NF_DTYPE_F32), 0, "write HF F32 again");
+	ok(nf_fs_read_file(&b2, &l2, st32, 4 << 20) == 0 && l1 == l2 && memcmp(b1, b2, l1) == 0,
+	   "same model gives the same bytes");
+
+	is_int(nf_ckpt_write_hf(d16, m, NF_DTYPE_F16), 0, "write HF F16");
+	is_int(nf_ckpt_load(&h, d16, NF_CKPT_HF), 0, "load HF F16");
+	if (h) {
+		double e = max_rel_err(m, h);
+		ok(e < 1e-3, "F16 weights within 1e-3 relative (%.2e)", e);
+		ok(!same_weights(m, h), "F16 is not a silent F32 copy");
+	}
+	nf_model_free(h);
+	h = NULL;
+	is_int(nf_ckpt_write_hf(dbf, m, NF_DTYPE_BF16), 0, "write HF BF16");
+	is_int(nf_ckpt_load(&h, dbf, NF_CKPT_HF), 0, "load HF BF16");
+	if (h) {
+		double e = max_rel_err(m, h);
+		ok(e < 4e-3 && e > 1e-4, "BF16 weights within 4e-3 relative (%.2e)", e);
+	}
+	nf_model_free(h);
+	h = NULL;
+	is_int(nf_ckpt_write_hf(dbf, m, NF_DTYPE_I8), NF_EUNSUPPORTED, "HF I8 refused");
+
+	is_int(write_sharded(d32, dsh), 0, "write a 2-shard copy");
+	is_int(nf_ckpt_load(&h, dsh, NF_CKPT_AUTO), 0, "load the sharded copy");
+	if (!h)
+		diag("%s", nf_error_last());
+	ok(h && same_weights(m, h), "sharded load is bit-identical");
+	nf_model_free(h);
+	h = NULL;
+	{
+		char *ix = nf_path_join(dsh, "model.safetensors.index.json");
+		is_int(nf_ckpt_load(&h, ix, NF_CKPT_AUTO), 0, "load through the index path");
+		ok(h && same_weights(m, h), "same weights");
+		nf_model_free(h);
+		h = NULL;
+		free(ix);
+	}
+	/* unshared classifier through HF */
+	{
+		nf_model_config c = m->cfg;
+		nf_model *u = NULL;
+		size_t n;
+		c.shared_classifier = false;
+		c.norm_eps = 1e-6f;
+		c.rope_theta = 500000.0f;
+		if (nf_model_alloc(&u, &c) == 0) {
+			nf_model_param_count(&n, &m->cfg);
+			memcpy(u->mem, m->mem, n * sizeof(float));
+			for (size_t i = 0; i < 512 * 64; i++)
+				u->w.wcls[i] = -(float)i * 1e-4f;
+		}
+		is_int(u ? nf_ckpt_write_hf(dbf, u, NF_DTYPE_F32) : -1, 0, "write unshared HF");
+		is_int(nf_ckpt_load(&h, dbf, NF_CKPT_HF), 0, "load unshared HF");
+		ok(h && u && !h->cfg.shared_classifier && same_weights(u, h),
+		   "lm_head, eps 1e-6 and theta 500000 round trip");
+		nf_model_free(h);
+		nf_model_free(u);
+	}
+	free(b1);
+	free(b2);
+	free(cfg_text);
+	free(d32);
+	free(d16);
+	free(dbf);
+	free(dsh);
+	free(st32);
+	free(cfg);
 }
