@@ -1,0 +1,487 @@
+/*
+ * forward.c - the batched Llama forward pass over a backend table: embed,
+ * then per layer RMSNorm -> fused QKV GEMM -> RoPE -> GQA attention over the
+ * KV cache -> output GEMM (+residual) -> RMSNorm -> fused gate/up GEMM ->
+ * SwiGLU -> down GEMM (+residual), then the final norm and the classifier.
+ * GEMMs and attention are split across the thread pool by output rows (by
+ * (sequence, head) for attention); buffers are allocated once per batch size.
+ */
+#include "engine/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/quant.h"
+#include "util/checked.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+/* Below this many multiply-adds a GEMM runs on the calling thread only. */
+#define PAR_MIN_MACS (1u << 16)
+
+struct nf_fwd {
+	const nf_model_config *cfg;
+	const nf_fwd_weights *w;
+	const nf_backend_ops *ops;
+	nf_pool *pool;
+	size_t cap;        /* batch capacity of the buffers */
+	size_t ldq;        /* bytes per int8 activation row */
+	float *x;          /* (cap, dim) residual stream */
+	float *xb;         /* (cap, dim) */
+	float *xb2;        /* (cap, dim) */
+	float *q;          /* (cap, dim) */
+	float *k;          /* (cap, kv_dim) */
+	float *v;          /* (cap, kv_dim) */
+	float *h1;         /* (cap, hidden) */
+	float *h3;         /* (cap, hidden) */
+	float *cs;         /* (cap, head_size) cos/sin pairs for RoPE */
+	int8_t *xq;        /* (cap, ldq) quantized activations */
+	float *xs;         /* (cap) their scales */
+	float *att;        /* (threads, max_seq) attention scores */
+};
+
+/* ---- weights ---- */
+
+static nf_bk_matrix f32_matrix(const float *p, int rows, int cols)
+{
+	nf_bk_matrix m = {0};
+	m.kind = NF_QUANT_NONE;
+	m.rows = rows;
+	m.cols = cols;
+	m.f32 = p;
+	return m;
+}
+
+int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
+{
+	const nf_model_config *c = &m->cfg;
+	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kv = (size_t)nf_model_kv_dim(c);
+	memset(w, 0, sizeof *w);
+	w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+	if (!w->layers)
+		return nf_error_set(NF_ENOMEM, "forward: out of memory");
+	w->emb = f32_matrix(m->w.token_embedding, c->vocab_size, c->dim);
+	w->cls = f32_matrix(m->w.wcls, c->vocab_size, c->dim);
+	w->rms_final = m->w.rms_final;
+	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+		nf_fwd_layer *L = &w->layers[l];
+		L->rms_att = m->w.rms_att + l * dim;
+		L->rms_ffn = m->w.rms_ffn + l * dim;
+		L->wq = f32_matrix(m->w.wq + l * dim * dim, c->dim, c->dim);
+		L->wk = f32_matrix(m->w.wk + l * kv * dim, (int)kv, c->dim);
+		L->wv = f32_matrix(m->w.wv + l * kv * dim, (int)kv, c->dim);
+		L->wo = f32_matrix(m->w.wo + l * dim * dim, c->dim, c->dim);
+		L->w1 = f32_matrix(m->w.w1 + l * hid * dim, c->hidden_dim, c->dim);
+		L->w2 = f32_matrix(m->w.w2 + l * dim * hid, c->dim, c->hidden_dim);
+		L->w3 = f32_matrix(m->w.w3 + l * hid * dim, c->hidden_dim, c->dim);
+	}
+	return 0;
+}
+
+/* Every matrix of w, in a fixed order; returns the count. */
+static size_t all_matrices(nf_bk_matrix **out, nf_fwd_weights *w, const nf_model_config *cfg)
+{
+	size_t n = 0;
+	out[n++] = &w->emb;
+	if (w->cls.q8 != w->emb.q8 || w->cls.f32 != w->emb.f32)
+		out[n++] = &w->cls;
+	for (int l = 0; l < cfg->n_layers; l++) {
+		nf_fwd_layer *L = &w->layers[l];
+		out[n++] = &L->wq;
+		out[n++] = &L->wk;
+		out[n++] = &L->wv;
+		out[n++] = &L->wo;
+		out[n++] = &L->w1;
+		out[n++] = &L->w2;
+		out[n++] = &L->w3;
+	}
+	return n;
+}
+
+int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg)
+{
+	nf_bk_matrix **mats = NULL;
+	size_t total = 0, n, max;
+	int err = 0;
+	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
+	    !(mats = calloc(max, sizeof *mats)))
+		return nf_error_set(NF_ENOMEM, "forward: out of memory");
+	n = all_matrices(mats, w, cfg);
+	for (size_t i = 0; i < n; i++)
+		if (mats[i]->kind == NF_QUANT_INT8_ROW)
+			total += (size_t)mats[i]->rows;
+	free(w->rowsums);
+	w->rowsums = NULL;
+	if (total) {
+		if (!(w->rowsums = calloc(total, sizeof *w->rowsums))) {
+			err = nf_error_set(NF_ENOMEM, "forward: out of memory");
+			goto done;
+		}
+		size_t at = 0;
+		for (size_t i = 0; i < n; i++) {
+			nf_bk_matrix *m = mats[i];
+			if (m->kind != NF_QUANT_INT8_ROW)
+				continue;
+			nf_quant_int8_rowsums(w->rowsums + at, m->q8, (size_t)m->rows, (size_t)m->cols);
+			m->rowsum = w->rowsums + at;
+			at += (size_t)m->rows;
+		}
+		if (w->cls.kind == NF_QUANT_INT8_ROW && w->cls.q8 == w->emb.q8)
+			w->cls.rowsum = w->emb.rowsum;
+	}
+done:
+	free(mats);
+	return err;
+}
+
+void nf_fwd_weights_release(nf_fwd_weights *w)
+{
+	if (!w)
+		return;
+	free(w->layers);
+	free(w->rowsums);
+	w->layers = NULL;
+	w->rowsums = NULL;
+}
+
+static uint64_t matrix_bytes(const nf_bk_matrix *m)
+{
+	uint64_t n = (uint64_t)m->rows * (uint64_t)m->cols;
+	if (m->kind == NF_QUANT_INT8_ROW)
+		return n + 4u * (uint64_t)m->rows;
+	return 4u * n;
+}
+
+uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg)
+{
+	uint64_t b = matrix_bytes(&w->cls) + 4u * (uint64_t)cfg->dim; /* + rms_final */
+	for (int l = 0; l < cfg->n_layers; l++) {
+		const nf_fwd_layer *L = &w->layers[l];
+		b += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) +
+		     matrix_bytes(&L->wo) + matrix_bytes(&L->w1) + matrix_bytes(&L->w2) +
+		     matrix_bytes(&L->w3) + 8u * (uint64_t)cfg->dim;
+	}
+	return b;
+}
+
+/* ---- KV cache ---- */
+
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg)
+{
+	size_t n;
+	kv->k = kv->v = NULL;
+	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->max_seq_len,
+			  (size_t)nf_model_kv_dim(cfg)) ||
+	    !nf_size_mul(&n, n, sizeof(float)))
+		return nf_error_set(NF_ENOMEM, "KV cache size overflows");
+	kv->k = calloc(1, n);
+	kv->v = calloc(1, n);
+	if (!kv->k || !kv->v) {
+		nf_fwd_kv_release(kv);
+		return nf_error_set(NF_ENOMEM, "KV cache: out of memory (%zu bytes)", 2 * n);
+	}
+	return 0;
+}
+
+void nf_fwd_kv_release(nf_fwd_kv *kv)
+{
+	if (!kv)
+		return;
+	free(kv->k);
+	free(kv->v);
+	kv->k = kv->v = NULL;
+}
+
+/* ---- run state ---- */
+
+static void free_buffers(nf_fwd *f)
+{
+	free(f->x);
+	free(f->xb);
+	free(f->xb2);
+	free(f->q);
+	free(f->k);
+	free(f->v);
+	free(f->h1);
+	free(f->h3);
+	free(f->cs);
+	free(f->xq);
+	free(f->xs);
+	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = NULL;
+	f->xq = NULL;
+	f->cap = 0;
+}
+
+static void *zalloc(size_t a, size_t b, int *err)
+{
+	size_t n;
+	void *p = NULL;
+	if (*err)
+		return NULL;
+	if (!nf_size_mul(&n, a ? a : 1, b ? b : 1) || !(p = calloc(1, n)))
+		*err = nf_error_set(NF_ENOMEM, "forward: out of memory");
+	return p;
+}
+
+static int grow(nf_fwd *f, size_t cap)
+{
+	const nf_model_config *c = f->cfg;
+	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kv = (size_t)nf_model_kv_dim(c);
+	int err = 0;
+	free_buffers(f);
+	f->x = zalloc(cap, dim * sizeof(float), &err);
+	f->xb = zalloc(cap, dim * sizeof(float), &err);
+	f->xb2 = zalloc(cap, dim * sizeof(float), &err);
+	f->q = zalloc(cap, dim * sizeof(float), &err);
+	f->k = zalloc(cap, kv * sizeof(float), &err);
+	f->v = zalloc(cap, kv * sizeof(float), &err);
+	f->h1 = zalloc(cap, hid * sizeof(float), &err);
+	f->h3 = zalloc(cap, hid * sizeof(float), &err);
+	f->cs = zalloc(cap, (size_t)nf_model_head_size(c) * sizeof(float), &err);
+	f->xq = zalloc(cap, f->ldq, &err);
+	f->xs = zalloc(cap, sizeof(float), &err);
+	if (err) {
+		free_buffers(f);
+		return err;
+	}
+	f->cap = cap;
+	return 0;
+}
+
+int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w,
+	       const nf_backend_ops *ops, int threads)
+{
+	nf_fwd *f = NULL;
+	int err = 0;
+	*out = NULL;
+	if (!(f = calloc(1, sizeof *f)))
+		return nf_error_set(NF_ENOMEM, "forward: out of memory");
+	f->cfg = cfg;
+	f->w = w;
+	f->ops = ops ? ops : nf_cpu_best();
+	size_t widest = (size_t)(cfg->dim > cfg->hidden_dim ? cfg->dim : cfg->hidden_dim);
+	f->ldq = (widest + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+	if ((err = nf_pool_new(&f->pool, threads)))
+		goto done;
+	f->att = zalloc((size_t)nf_pool_threads(f->pool), (size_t)cfg->max_seq_len * sizeof(float),
+			&err);
+	if (!err)
+		err = grow(f, 1);
+done:
+	if (err) {
+		nf_fwd_free(f);
+		return err;
+	}
+	*out = f;
+	return 0;
+}
+
+void nf_fwd_free(nf_fwd *f)
+{
+	if (!f)
+		return;
+	nf_pool_free(f->pool);
+	free_buffers(f);
+	free(f->att);
+	free(f);
+}
+
+void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops)
+{
+	f->ops = ops;
+}
+
+const nf_backend_ops *nf_fwd_ops(const nf_fwd *f)
+{
+	return f->ops;
+}
+
+int nf_fwd_threads(const nf_fwd *f)
+{
+	return nf_pool_threads(f->pool);
+}
+
+/* ---- parallel jobs ---- */
+
+typedef struct gemm_task {
+	const nf_bk_matrix *w;
+	float *y;
+	size_t ldy;
+	int accumulate;
+} gemm_task;
+
+typedef struct gemm_job {
+	const nf_backend_ops *ops;
+	gemm_task t[3];
+	int nt;
+	const float *x; /* (n, ldx) float activations */
+	size_t ldx;
+	const int8_t *xq; /* (n, ldq) int8 activations, when a matrix is int8 */
+	size_t ldq;
+	const float *xs;
+	size_t n;
+} gemm_job;
+
+static void gemm_worker(void *ctx, int tid, int nth)
+{
+	const gemm_job *j = ctx;
+	for (int i = 0; i < j->nt; i++) {
+		const gemm_task *t = &j->t[i];
+		int r0, r1;
+		nf_pool_split(&r0, &r1, t->w->rows, tid, nth);
+		if (r0 >= r1)
+			continue;
+		if (t->w->kind == NF_QUANT_INT8_ROW)
+			j->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1,
+					t->accumulate);
+		else
+			j->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1,
+					 t->accumulate);
+	}
+}
+
+/* Run the job's GEMMs (all sharing input x of `cols` floats per vector). */
+static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
+{
+	size_t macs = 0;
+	int any_q8 = 0;
+	j->ops = f->ops;
+	j->x = x;
+	j->ldx = (size_t)cols;
+	j->n = n;
+	for (int i = 0; i < j->nt; i++) {
+		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
+		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
+	}
+	if (any_q8) {
+		for (size_t b = 0; b < n; b++)
+			f->xs[b] = nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
+						     (size_t)cols);
+		j->xq = f->xq;
+		j->ldq = f->ldq;
+		j->xs = f->xs;
+	}
+	if (macs < PAR_MIN_MACS)
+		gemm_worker(j, 0, 1);
+	else
+		nf_pool_run(f->pool, gemm_worker, j);
+}
+
+static void gemm1(nf_fwd *f, const nf_bk_matrix *w, float *y, size_t ldy, int accumulate,
+		  const float *x, size_t n)
+{
+	gemm_job j = {0};
+	j.t[0] = (gemm_task){w, y, ldy, accumulate};
+	j.nt = 1;
+	run_gemm(f, &j, x, w->cols, n);
+}
+
+typedef struct attn_job {
+	nf_fwd *f;
+	nf_fwd_kv *const *kv;
+	const int *pos;
+	size_t n;
+	size_t layer;
+} attn_job;
+
+static void attn_worker(void *ctx, int tid, int nth)
+{
+	const attn_job *j = ctx;
+	const nf_model_config *c = j->f->cfg;
+	size_t heads = (size_t)c->n_heads, total = j->n * heads;
+	size_t a = total * (size_t)tid / (size_t)nth, b = total * (size_t)(tid + 1) / (size_t)nth;
+	size_t dim = (size_t)c->dim, kvd = (size_t)nf_model_kv_dim(c);
+	size_t lstride = (size_t)c->max_seq_len * kvd;
+	float *att = j->f->att + (size_t)tid * (size_t)c->max_seq_len;
+	while (a < b) {
+		size_t s = a / heads, h0 = a % heads, h1 = heads;
+		if (s * heads + h1 > b)
+			h1 = b - s * heads;
+		j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim,
+				     j->kv[s]->k + j->layer * lstride, j->kv[s]->v + j->layer * lstride,
+				     j->pos[s], (int)h0, (int)h1, c->n_heads, c->n_kv_heads,
+				     nf_model_head_size(c), att);
+		a = s * heads + h1;
+	}
+}
+
+int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
+		float *logits)
+{
+	const nf_model_config *c = f->cfg;
+	const nf_fwd_weights *w = f->w;
+	const nf_backend_ops *ops = f->ops;
+	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kvd = (size_t)nf_model_kv_dim(c);
+	size_t hs = (size_t)nf_model_head_size(c), seq = (size_t)c->max_seq_len;
+	int err;
+	if (n == 0)
+		return 0;
+	if (n > f->cap && (err = grow(f, n)))
+		return err;
+
+	/* embeddings and the RoPE angles of each sequence's position */
+	for (size_t b = 0; b < n; b++) {
+		size_t tok = (size_t)tokens[b];
+		if (w->emb.kind == NF_QUANT_INT8_ROW)
+			nf_quant_int8_dequant_row(f->x + b * dim, w->emb.q8 + tok * dim,
+						  w->emb.scale[tok], dim);
+		else
+			memcpy(f->x + b * dim, w->emb.f32 + tok * dim, dim * sizeof(float));
+		float *cs = f->cs + b * hs;
+		for (size_t i = 0; i < hs; i += 2) {
+			float freq = 1.0f / powf(c->rope_theta, (float)i / (float)hs);
+			float val = (float)pos[b] * freq;
+			cs[i] = cosf(val);
+			cs[i + 1] = sinf(val);
+		}
+	}
+
+	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+		const nf_fwd_layer *L = &w->layers[l];
+		for (size_t b = 0; b < n; b++)
+			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_att, c->dim, c->norm_eps);
+
+		gemm_job qkv = {0};
+		qkv.t[0] = (gemm_task){&L->wq, f->q, dim, 0};
+		qkv.t[1] = (gemm_task){&L->wk, f->k, kvd, 0};
+		qkv.t[2] = (gemm_task){&L->wv, f->v, kvd, 0};
+		qkv.nt = 3;
+		run_gemm(f, &qkv, f->xb, c->dim, n);
+
+		for (size_t b = 0; b < n; b++) {
+			ops->rope(f->q + b * dim, c->dim, (int)hs, f->cs + b * hs);
+			ops->rope(f->k + b * kvd, (int)kvd, (int)hs, f->cs + b * hs);
+			size_t at = l * seq * kvd + (size_t)pos[b] * kvd;
+			memcpy(kv[b]->k + at, f->k + b * kvd, kvd * sizeof(float));
+			memcpy(kv[b]->v + at, f->v + b * kvd, kvd * sizeof(float));
+		}
+
+		attn_job aj = {f, kv, pos, n, l};
+		size_t ctx = 0;
+		for (size_t b = 0; b < n; b++)
+			ctx += (size_t)pos[b] + 1;
+		if (ctx * dim < PAR_MIN_MACS / 2)
+			attn_worker(&aj, 0, 1);
+		else
+			nf_pool_run(f->pool, attn_worker, &aj);
+
+		gemm1(f, &L->wo, f->x, dim, 1, f->xb2, n); /* x += wo @ att */
+
+		for (size_t b = 0; b < n; b++)
+			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_ffn, c->dim, c->norm_eps);
+		gemm_job up = {0};
+		up.t[0] = (gemm_task){&L->w1, f->h1, hid, 0};
+		up.t[1] = (gemm_task){&L->w3, f->h3, hid, 0};
+		up.nt = 2;
+		run_gemm(f, &up, f->xb, c->dim, n);
+		for (size_t b = 0; b < n; b++)
+			ops->swiglu(f->h1 + b * hid, f->h3 + b * hid, c->hidden_dim);
+		gemm1(f, &L->w2, f->x, dim, 1, f->h1, n); /* x += w2 @ h */
+	}
+
+	for (size_t b = 0; b < n; b++)
+		ops->rmsnorm(f->xb + b * dim, f->x + b * dim, w->rms_final, c->dim, c->norm_eps);
+	gemm1(f, &w->cls, logits, (size_t)c->vocab_size, 0, f->xb, n);
+	return 0;
+}

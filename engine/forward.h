@@ -1,0 +1,65 @@
+/*
+ * forward.h - the batched forward pass, written once over a backend table
+ * (backend.h).  Internal to engine/: engine.c maps the weights into an
+ * nf_fwd_weights and drives nf_fwd_step; tests drive it directly.
+ */
+#ifndef NF_ENGINE_FORWARD_H
+#define NF_ENGINE_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/cpu.h"
+#include "engine/model.h"
+
+typedef struct nf_fwd_layer {
+	const float *rms_att;             /* (dim) */
+	const float *rms_ffn;             /* (dim) */
+	nf_bk_matrix wq, wk, wv, wo;      /* (dim|kv_dim, dim), (dim, dim) */
+	nf_bk_matrix w1, w2, w3;          /* (hidden, dim), (dim, hidden), (hidden, dim) */
+} nf_fwd_layer;
+
+/* Borrowed weight views, except `layers` and `rowsums`, which the owner frees
+ * with nf_fwd_weights_release. */
+typedef struct nf_fwd_weights {
+	nf_bk_matrix emb;     /* (vocab, dim) token embedding, float32 or int8 */
+	nf_fwd_layer *layers; /* (n_layers) owned */
+	const float *rms_final; /* (dim) */
+	nf_bk_matrix cls;     /* (vocab, dim) classifier */
+	int32_t *rowsums;     /* owned: rowsum arrays of every int8 matrix */
+} nf_fwd_weights;
+
+/* Views of a float32 nf_model (no copies); w->layers is allocated. */
+int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m);
+/* Compute rowsums for every int8 matrix (allocates w->rowsums). */
+int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg);
+void nf_fwd_weights_release(nf_fwd_weights *w);
+/* Bytes of weights one decode step reads. */
+uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);
+
+/* A sequence's KV cache: (layer, max_seq_len, kv_dim) each. */
+typedef struct nf_fwd_kv {
+	float *k;
+	float *v;
+} nf_fwd_kv;
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg);
+void nf_fwd_kv_release(nf_fwd_kv *kv);
+
+typedef struct nf_fwd nf_fwd;
+
+/* Run state for cfg and w (both borrowed; must outlive it). */
+int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w,
+	       const nf_backend_ops *ops, int threads);
+void nf_fwd_free(nf_fwd *f); /* NULL is fine */
+void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops);
+const nf_backend_ops *nf_fwd_ops(const nf_fwd *f);
+int nf_fwd_threads(const nf_fwd *f);
+
+/* One token for each of n sequences (tokens and positions already checked
+ * in range); vocab logits per sequence at logits + i*vocab.  Allocates only
+ * when n exceeds every earlier batch. */
+int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
+		float *logits);
+
+#endif

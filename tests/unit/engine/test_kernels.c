@@ -1,0 +1,237 @@
+/*
+ * test_kernels.c - conformance: every op of every CPU kernel family this
+ * machine runs, against the portable scalar float32 family (and the scalar
+ * GEMMs against a double-precision sum).  Families the CPU lacks are skipped.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+#include "engine/quant.h"
+#include "tests/tap.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+static void fill(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = frand() * scale;
+}
+
+/* max |a-b| / max(max|b|, tiny) */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+	double num = 0, den = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+		if (d > num || isnan(d))
+			num = isnan(d) ? INFINITY : d;
+		if (fabs((double)b[i]) > den)
+			den = fabs((double)b[i]);
+	}
+	return num / den;
+}
+
+static const int shapes[][2] = {{1, 1}, {5, 7}, {16, 64}, {37, 172}, {64, 300}, {40, 768}, {9, 129}};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static void check_gemm(const nf_backend_ops *ops, const nf_backend_ops *ref)
+{
+	double worst_f = 0, worst_q = 0;
+	for (size_t si = 0; si < NSHAPES; si++) {
+		int rows = shapes[si][0], cols = shapes[si][1];
+		for (size_t n = 1; n <= 3; n += 2) {
+			size_t ldx = (size_t)cols + 3, ldy = (size_t)rows + 5;
+			size_t ldq = ((size_t)cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+			float *w = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
+			float *x = malloc(sizeof(float) * n * ldx);
+			float *y0 = calloc(n * ldy, sizeof(float)), *y1 = calloc(n * ldy, sizeof(float));
+			int8_t *wq = malloc((size_t)rows * (size_t)cols);
+			float *ws = malloc(sizeof(float) * (size_t)rows);
+			int32_t *rs = malloc(sizeof(int32_t) * (size_t)rows);
+			int8_t *xq = calloc(n, ldq);
+			float xs[3];
+			fill(w, (size_t)rows * (size_t)cols, 0.1f);
+			fill(x, n * ldx, 1.0f);
+			nf_quant_int8_rows(wq, ws, w, (size_t)rows, (size_t)cols);
+			nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
+			for (size_t b = 0; b < n; b++)
+				xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
+			nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL};
+			nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs};
+
+			/* float32: whole range, then accumulate over a sub-range */
+			ref->gemm_f32(y0, ldy, &mf, x, ldx, n, 0, rows, 0);
+			ops->gemm_f32(y1, ldy, &mf, x, ldx, n, 0, rows, 0);
+			int r0 = rows / 3, r1 = rows - rows / 4;
+			ref->gemm_f32(y0, ldy, &mf, x, ldx, n, r0, r1, 1);
+			ops->gemm_f32(y1, ldy, &mf, x, ldx, n, r0, r1, 1);
+			double e = rel_err(y1, y0, n * ldy);
+			if (e > worst_f)
+				worst_f = e;
+			if (ops == ref) { /* scalar against a double-precision sum */
+				double num = 0, den = 1e-30;
+				for (size_t b = 0; b < n; b++)
+					for (int r = 0; r < rows; r++) {
+						double s = 0;
+						for (int c = 0; c < cols; c++)
+							s += (double)w[(size_t)r * (size_t)cols + (size_t)c] *
+							     x[b * ldx + (size_t)c];
+						if (r >= r0 && r < r1)
+							s *= 2;
+						num = fmax(num, fabs(s - y0[b * ldy + (size_t)r]));
+						den = fmax(den, fabs(s));
+					}
+				if (num / den > worst_f)
+					worst_f = num / den;
+			}
+
+			/* int8 */
+			memset(y0, 0, sizeof(float) * n * ldy);
+			memset(y1, 0, sizeof(float) * n * ldy);
+			ref->gemm_q8(y0, ldy, &mq, xq, ldq, xs, n, 0, rows, 0);
+			ops->gemm_q8(y1, ldy, &mq, xq, ldq, xs, n, 0, rows, 0);
+			ref->gemm_q8(y0, ldy, &mq, xq, ldq, xs, n, r0, r1, 1);
+			ops->gemm_q8(y1, ldy, &mq, xq, ldq, xs, n, r0, r1, 1);
+			e = rel_err(y1, y0, n * ldy);
+			if (e > worst_q)
+				worst_q = e;
+			free(w), free(x), free(y0), free(y1), free(wq), free(ws), free(rs), free(xq);
+		}
+	}
+	ok(worst_f < 1e-5, "%s gemm_f32 matches scalar (rel err %.2e)", ops->name, worst_f);
+	ok(worst_q < 1e-6, "%s gemm_q8 matches scalar (rel err %.2e)", ops->name, worst_q);
+}
+
+static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref)
+{
+	enum { N = 173, HS = 8, NH = 8, NKV = 4, POS = 37 };
+	float a[N], b[N], c[N], w[N], d[N];
+	fill(a, N, 2.0f);
+	fill(w, N, 1.0f);
+	ref->rmsnorm(b, a, w, N, 1e-5f);
+	ops->rmsnorm(c, a, w, N, 1e-5f);
+	ok(rel_err(c, b, N) < 1e-6, "%s rmsnorm", ops->name);
+
+	float cs[HS];
+	for (int i = 0; i < HS; i += 2) {
+		cs[i] = cosf(0.3f * (float)i + 1.0f);
+		cs[i + 1] = sinf(0.3f * (float)i + 1.0f);
+	}
+	memcpy(b, a, sizeof a);
+	memcpy(c, a, sizeof a);
+	ref->rope(b, 64, HS, cs);
+	ops->rope(c, 64, HS, cs);
+	ok(rel_err(c, b, 64) < 1e-6, "%s rope", ops->name);
+
+	memcpy(b, a, sizeof a);
+	memcpy(c, a, sizeof a);
+	ref->softmax(b, N);
+	ops->softmax(c, N);
+	double sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += c[i];
+	ok(rel_err(c, b, N) < 1e-6 && fabs(sum - 1.0) < 1e-5, "%s softmax (sum %.6f)", ops->name, sum);
+
+	memcpy(b, a, sizeof a);
+	memcpy(c, a, sizeof a);
+	fill(d, N, 3.0f);
+	ref->swiglu(b, d, N);
+	ops->swiglu(c, d, N);
+	ok(rel_err(c, b, N) < 1e-6, "%s swiglu", ops->name);
+
+	if (ops->add) {
+		memcpy(b, a, sizeof a);
+		memcpy(c, a, sizeof a);
+		for (int i = 0; i < N; i++)
+			b[i] += d[i];
+		ops->add(c, d, N);
+		ok(rel_err(c, b, N) < 1e-7, "%s add", ops->name);
+	}
+
+	size_t kvd = NKV * HS;
+	float *kc = malloc(sizeof(float) * (POS + 1) * kvd), *vc = malloc(sizeof(float) * (POS + 1) * kvd);
+	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[POS + 1];
+	fill(kc, (POS + 1) * kvd, 1.0f);
+	fill(vc, (POS + 1) * kvd, 1.0f);
+	fill(q, NH * HS, 1.0f);
+	ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, HS, att);
+	ops->attention(o1, q, kc, vc, POS, 0, 3, NH, NKV, HS, att);
+	ops->attention(o1, q, kc, vc, POS, 3, NH, NH, NKV, HS, att);
+	ok(rel_err(o1, o0, NH * HS) < 1e-5, "%s attention (GQA, split heads)", ops->name);
+	/* head 5 reads KV head 2: check it against a direct computation */
+	double sc[POS + 1], mx = -1e30, tot = 0, o = 0;
+	for (int t = 0; t <= POS; t++) {
+		double s = 0;
+		for (int i = 0; i < HS; i++)
+			s += (double)q[5 * HS + i] * kc[(size_t)t * kvd + 2 * HS + (size_t)i];
+		sc[t] = s / sqrt((double)HS);
+		mx = fmax(mx, sc[t]);
+	}
+	for (int t = 0; t <= POS; t++)
+		tot += (sc[t] = exp(sc[t] - mx));
+	for (int t = 0; t <= POS; t++)
+		o += sc[t] / tot * vc[(size_t)t * kvd + 2 * HS];
+	ok(fabs(o - o1[5 * HS]) < 1e-5, "%s attention head 5 uses kv head 2", ops->name);
+	free(kc);
+	free(vc);
+}
+
+int main(void)
+{
+	const nf_backend_ops *ref = &nf_cpu_scalar_ops;
+	const nf_backend_ops *const *fam = nf_cpu_families();
+	int n = 0;
+	for (size_t i = 0; fam[i]; i++, n++) {
+		if (!fam[i]->available()) {
+			skip("kernel family %s: this CPU lacks its instructions", fam[i]->name);
+			continue;
+		}
+		check_gemm(fam[i], ref);
+		check_small_ops(fam[i], ref);
+		ok(nf_cpu_find(fam[i]->name) == fam[i], "%s found by name", fam[i]->name);
+	}
+	ok(n >= 3, "three kernel families");
+	ok(nf_cpu_best()->available(), "best family (%s) runs here", nf_cpu_best()->name);
+	ok(nf_cpu_find("no-such") == NULL, "unknown family not found");
+
+	/* int8 quantization round trip error is at most half a step */
+	float w[300], back[300], s;
+	int8_t q[300];
+	fill(w, 300, 0.5f);
+	nf_quant_int8_rows(q, &s, w, 1, 300);
+	nf_quant_int8_dequant_row(back, q, s, 300);
+	double worst = 0;
+	for (int i = 0; i < 300; i++)
+		worst = fmax(worst, fabs((double)back[i] - w[i]));
+	ok(worst <= s * 0.5 + 1e-7, "int8 round trip within half a step (%.3g <= %.3g)", worst, s * 0.5);
+
+	/* pool splits cover the rows once, on 16-row boundaries */
+	int good = 1;
+	for (int rows = 1; rows < 200; rows += 7)
+		for (int th = 1; th <= 5; th++) {
+			int next = 0;
+			for (int t = 0; t < th; t++) {
+				int r0, r1;
+				nf_pool_split(&r0, &r1, rows, t, th);
+				if (r0 != next || r1 < r0 || (r1 != rows && r1 % 16))
+					good = 0;
+				next = r1;
+			}
+			if (next != rows)
+				good = 0;
+		}
+	ok(good, "pool row splits partition the rows");
+
+	nf_pool *p = NULL;
+	ok(nf_pool_new(&p, 3) == 0 && nf_pool_threads(p) == 3, "pool of 3 threads");
+	return done_testing() + (nf_pool_free(p), 0);
+}
