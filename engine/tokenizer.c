@@ -124,8 +124,8 @@ int nf_tokenizer_load_mem(nf_tokenizer **out, const void *data, size_t len, int 
 		goto nomem;
 	t->vocab_size = vocab_size;
 	t->max_token_length = (int)mtl;
-	/* every token's bytes + NUL fit in len - 4 - 8 * vocab + vocab */
-	blob_need = len - 4 - 8 * (size_t)vocab_size + (size_t)vocab_size;
+	/* every token's bytes fit in the file, plus one NUL each */
+	blob_need = len - 4 + (size_t)vocab_size;
 	if (!(t->vocab = calloc((size_t)vocab_size, sizeof(*t->vocab))) ||
 	    !(t->lens = calloc((size_t)vocab_size, sizeof(*t->lens))) ||
 	    !(t->scores = calloc((size_t)vocab_size, sizeof(*t->scores))) ||
