@@ -191,9 +191,9 @@ static int dest_join(char **out, const char *prefix, const char *rel, bool allow
 }
 
 /* Append an entry; takes ownership of e's pointers (released on failure). */
-static int push(nf_oci_layer *l, struct entry *e)
+static int push_any(nf_oci_layer *l, struct entry *e, bool internal)
 {
-	if (l->finished) {
+	if (l->finished && !internal) {
 		entry_release(e);
 		return nf_error_set(NF_EINTERNAL, "layer changed after finish");
 	}
@@ -210,6 +210,11 @@ static int push(nf_oci_layer *l, struct entry *e)
 	e->seq = l->n;
 	l->ents[l->n++] = *e;
 	return 0;
+}
+
+static int push(nf_oci_layer *l, struct entry *e)
+{
+	return push_any(l, e, false);
 }
 
 static unsigned file_mode(unsigned src_mode, unsigned mode)
@@ -454,28 +459,32 @@ static int normalise(nf_oci_layer *l)
 			e.path = strndup(p, (size_t)(s - p));
 			if (!e.path)
 				return nf_error_set(NF_ENOMEM, "out of memory");
-			if ((err = push(l, &e)))
+			if ((err = push_any(l, &e, true)))
 				return err;
-			p = l->ents[i].path;
 		}
 	}
 	if (l->n > 1)
 		qsort(l->ents, l->n, sizeof(*l->ents), cmp_entry);
+	err = 0;
 	for (i = 0, o = 0; i < l->n; i++) {
 		if (o > 0 && !strcmp(l->ents[o - 1].path, l->ents[i].path)) {
 			if (l->ents[o - 1].type == ENT_DIR && l->ents[i].type == ENT_DIR) {
 				entry_release(&l->ents[i]);
 				continue;
 			}
-			return nf_error_set(NF_EINPUT, "layer path '%.200s' added twice%s",
-					    l->ents[i].path,
-					    (l->ents[o - 1].type == ENT_DIR || l->ents[i].type == ENT_DIR)
-						    ? " (as a directory and as a non-directory)" : "");
+			err = nf_error_set(NF_EINPUT, "layer path '%.200s' added twice%s",
+					   l->ents[i].path,
+					   (l->ents[o - 1].type == ENT_DIR || l->ents[i].type == ENT_DIR)
+						   ? " (as a directory and as a non-directory)" : "");
+			break;
 		}
 		l->ents[o++] = l->ents[i];
 	}
+	/* On error keep the rest, so that every entry is still owned exactly once. */
+	for (; i < l->n; i++)
+		l->ents[o++] = l->ents[i];
 	l->n = o;
-	return 0;
+	return err;
 }
 
 static int feed_compressed(nf_oci_layer *l, const void *data, size_t len, bool end)
@@ -688,9 +697,9 @@ int nf_oci_layer_finish(nf_oci_layer_desc *out, nf_oci_layer *l)
 	memset(out, 0, sizeof(*out));
 	if (l->finished)
 		return nf_error_set(NF_EINTERNAL, "layer finished twice");
+	l->finished = true;
 	if ((err = normalise(l)))
 		goto done;
-	l->finished = true;
 	if ((err = nf_sha256_new(&l->diff)))
 		goto done;
 	if ((err = nf_oci_blob_writer_open(&l->w, l->layout, l->comp != NF_OCI_COMPRESS_NONE)))
