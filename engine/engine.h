@@ -66,6 +66,15 @@ uint64_t nf_engine_weight_bytes(const nf_engine *e);
 /* Name of the CPU kernel family in use ("avx512-vnni", "avx2", "scalar"). */
 const char *nf_engine_kernel_name(const nf_engine *e);
 
+/* Recompute the sha256 of weights.safetensors and tokenizer.bin and compare
+ * them with config.json (opening does not hash; call this to check). */
+int nf_engine_verify(const nf_engine *e);
+/* Force a kernel family ("avx512-vnni", "avx2", "scalar") for every GEMM,
+ * overriding the tactics; NF_EUNSUPPORTED if this CPU cannot run it. */
+int nf_engine_set_kernel(nf_engine *e, const char *name);
+/* Threads the engine's pool uses. */
+int nf_engine_threads(const nf_engine *e);
+
 typedef struct nf_seq nf_seq;
 int nf_seq_new(nf_seq **out, nf_engine *e);
 void nf_seq_free(nf_seq *s); /* NULL is fine */

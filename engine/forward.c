@@ -39,6 +39,11 @@ struct nf_fwd {
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
 	float *att;        /* (threads, max_seq) attention scores */
+	struct {
+		int rows, cols;
+		const nf_backend_ops *ops;
+	} shape_ops[16];   /* per-shape GEMM family from the tactics */
+	int n_shape_ops;
 };
 
 /* ---- weights ---- */
@@ -290,6 +295,31 @@ void nf_fwd_free(nf_fwd *f)
 void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops)
 {
 	f->ops = ops;
+	f->n_shape_ops = 0;
+}
+
+int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops)
+{
+	for (int i = 0; i < f->n_shape_ops; i++)
+		if (f->shape_ops[i].rows == rows && f->shape_ops[i].cols == cols) {
+			f->shape_ops[i].ops = ops;
+			return 0;
+		}
+	if (f->n_shape_ops >= (int)(sizeof f->shape_ops / sizeof f->shape_ops[0]))
+		return nf_error_set(NF_EINPUT, "tactics: too many GEMM shapes");
+	f->shape_ops[f->n_shape_ops].rows = rows;
+	f->shape_ops[f->n_shape_ops].cols = cols;
+	f->shape_ops[f->n_shape_ops].ops = ops;
+	f->n_shape_ops++;
+	return 0;
+}
+
+static const nf_backend_ops *ops_for(const nf_fwd *f, const nf_bk_matrix *m)
+{
+	for (int i = 0; i < f->n_shape_ops; i++)
+		if (f->shape_ops[i].rows == m->rows && f->shape_ops[i].cols == m->cols)
+			return f->shape_ops[i].ops;
+	return f->ops;
 }
 
 const nf_backend_ops *nf_fwd_ops(const nf_fwd *f)
@@ -306,13 +336,13 @@ int nf_fwd_threads(const nf_fwd *f)
 
 typedef struct gemm_task {
 	const nf_bk_matrix *w;
+	const nf_backend_ops *ops;
 	float *y;
 	size_t ldy;
 	int accumulate;
 } gemm_task;
 
 typedef struct gemm_job {
-	const nf_backend_ops *ops;
 	gemm_task t[3];
 	int nt;
 	const float *x; /* (n, ldx) float activations */
@@ -333,10 +363,10 @@ static void gemm_worker(void *ctx, int tid, int nth)
 		if (r0 >= r1)
 			continue;
 		if (t->w->kind == NF_QUANT_INT8_ROW)
-			j->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1,
+			t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1,
 					t->accumulate);
 		else
-			j->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1,
+			t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1,
 					 t->accumulate);
 	}
 }
@@ -346,11 +376,11 @@ static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
 	size_t macs = 0;
 	int any_q8 = 0;
-	j->ops = f->ops;
 	j->x = x;
 	j->ldx = (size_t)cols;
 	j->n = n;
 	for (int i = 0; i < j->nt; i++) {
+		j->t[i].ops = ops_for(f, j->t[i].w);
 		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
 		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
 	}
@@ -372,7 +402,7 @@ static void gemm1(nf_fwd *f, const nf_bk_matrix *w, float *y, size_t ldy, int ac
 		  const float *x, size_t n)
 {
 	gemm_job j = {0};
-	j.t[0] = (gemm_task){w, y, ldy, accumulate};
+	j.t[0] = (gemm_task){w, NULL, y, ldy, accumulate};
 	j.nt = 1;
 	run_gemm(f, &j, x, w->cols, n);
 }
@@ -443,9 +473,9 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_att, c->dim, c->norm_eps);
 
 		gemm_job qkv = {0};
-		qkv.t[0] = (gemm_task){&L->wq, f->q, dim, 0};
-		qkv.t[1] = (gemm_task){&L->wk, f->k, kvd, 0};
-		qkv.t[2] = (gemm_task){&L->wv, f->v, kvd, 0};
+		qkv.t[0] = (gemm_task){&L->wq, NULL, f->q, dim, 0};
+		qkv.t[1] = (gemm_task){&L->wk, NULL, f->k, kvd, 0};
+		qkv.t[2] = (gemm_task){&L->wv, NULL, f->v, kvd, 0};
 		qkv.nt = 3;
 		run_gemm(f, &qkv, f->xb, c->dim, n);
 
@@ -471,8 +501,8 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_ffn, c->dim, c->norm_eps);
 		gemm_job up = {0};
-		up.t[0] = (gemm_task){&L->w1, f->h1, hid, 0};
-		up.t[1] = (gemm_task){&L->w3, f->h3, hid, 0};
+		up.t[0] = (gemm_task){&L->w1, NULL, f->h1, hid, 0};
+		up.t[1] = (gemm_task){&L->w3, NULL, f->h3, hid, 0};
 		up.nt = 2;
 		run_gemm(f, &up, f->xb, c->dim, n);
 		for (size_t b = 0; b < n; b++)

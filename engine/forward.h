@@ -54,6 +54,8 @@ int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w
 void nf_fwd_free(nf_fwd *f); /* NULL is fine */
 void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops);
 const nf_backend_ops *nf_fwd_ops(const nf_fwd *f);
+/* Use ops for the GEMMs of shape (rows, cols) (tactics); cleared by set_ops. */
+int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops);
 int nf_fwd_threads(const nf_fwd *f);
 
 /* One token for each of n sequences (tokens and positions already checked

@@ -1,0 +1,641 @@
+/*
+ * engine.c - engine folders: nf_engine_build quantizes a model and writes
+ * config.json, weights.safetensors, tactics.json and tokenizer.bin;
+ * nf_engine_open validates and mmaps them; nf_seq and nf_engine_step run
+ * the batched forward pass (forward.c) on the CPU backend.
+ */
+#include "engine/engine.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+#include "engine/forward.h"
+#include "engine/quant.h"
+#include "engine/safetensors.h"
+#include "engine/tactics.h"
+#include "util/checked.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+#include "util/version.h"
+#include "util/banned.h"
+
+#define ENGINE_FORMAT "nimfactory-engine"
+#define ENGINE_FORMAT_VERSION 1
+#define CONFIG_MAX (1u << 20)
+#define TOKENIZER_MAX (64u << 20)
+
+struct nf_engine {
+	char *dir;
+	char *config_json;
+	nf_model_config cfg;
+	nf_precision precision;
+	nf_st_file *st;
+	nf_tokenizer *tok;
+	nf_fwd_weights w;
+	nf_fwd *fwd;
+	nf_fwd_kv **kv; /* (kv_cap) scratch for a step's sequence caches */
+	size_t kv_cap;
+};
+
+struct nf_seq {
+	nf_engine *e;
+	nf_fwd_kv kv;
+};
+
+/* ---- the tensors of an engine ---- */
+
+typedef struct tensor_spec {
+	const char *name;
+	int ndim;
+	uint64_t shape[3];
+	int matrix; /* quantized with the engine's precision (else always F32) */
+} tensor_spec;
+
+/* The tensors of cfg, in file order; returns the count (at most 12). */
+static int tensor_specs(tensor_spec *t, const nf_model_config *c)
+{
+	uint64_t L = (uint64_t)c->n_layers, d = (uint64_t)c->dim, h = (uint64_t)c->hidden_dim;
+	uint64_t kv = (uint64_t)nf_model_kv_dim(c), V = (uint64_t)c->vocab_size;
+	int n = 0;
+	t[n++] = (tensor_spec){"token_embedding", 2, {V, d, 0}, 1};
+	t[n++] = (tensor_spec){"rms_att", 2, {L, d, 0}, 0};
+	t[n++] = (tensor_spec){"wq", 3, {L, d, d}, 1};
+	t[n++] = (tensor_spec){"wk", 3, {L, kv, d}, 1};
+	t[n++] = (tensor_spec){"wv", 3, {L, kv, d}, 1};
+	t[n++] = (tensor_spec){"wo", 3, {L, d, d}, 1};
+	t[n++] = (tensor_spec){"rms_ffn", 2, {L, d, 0}, 0};
+	t[n++] = (tensor_spec){"w1", 3, {L, h, d}, 1};
+	t[n++] = (tensor_spec){"w2", 3, {L, d, h}, 1};
+	t[n++] = (tensor_spec){"w3", 3, {L, h, d}, 1};
+	t[n++] = (tensor_spec){"rms_final", 1, {d, 0, 0}, 0};
+	if (!c->shared_classifier)
+		t[n++] = (tensor_spec){"wcls", 2, {V, d, 0}, 1};
+	return n;
+}
+
+static const float *model_tensor(const nf_model *m, const char *name)
+{
+	const nf_model_weights *w = &m->w;
+	const struct {
+		const char *n;
+		const float *p;
+	} map[] = {{"token_embedding", w->token_embedding}, {"rms_att", w->rms_att},
+		   {"wq", w->wq}, {"wk", w->wk}, {"wv", w->wv}, {"wo", w->wo},
+		   {"rms_ffn", w->rms_ffn}, {"w1", w->w1}, {"w2", w->w2}, {"w3", w->w3},
+		   {"rms_final", w->rms_final}, {"wcls", w->wcls}};
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (strcmp(map[i].n, name) == 0)
+			return map[i].p;
+	return NULL;
+}
+
+static uint64_t spec_count(const tensor_spec *t)
+{
+	uint64_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+/* Point the forward pass's matrix views at tensor data (stacked by layer). */
+static void bind(nf_fwd_weights *w, const nf_model_config *c, const char *name,
+		 nf_quant_kind kind, const void *data, const float *scale)
+{
+	size_t d = (size_t)c->dim, h = (size_t)c->hidden_dim, kv = (size_t)nf_model_kv_dim(c);
+	nf_bk_matrix proto = {0};
+	proto.kind = kind;
+	if (strcmp(name, "rms_final") == 0) {
+		w->rms_final = data;
+		return;
+	}
+	if (strcmp(name, "token_embedding") == 0 || strcmp(name, "wcls") == 0) {
+		proto.rows = c->vocab_size;
+		proto.cols = c->dim;
+		proto.f32 = kind == NF_QUANT_NONE ? data : NULL;
+		proto.q8 = kind == NF_QUANT_INT8_ROW ? data : NULL;
+		proto.scale = scale;
+		if (strcmp(name, "wcls") == 0)
+			w->cls = proto;
+		else {
+			w->emb = proto;
+			if (c->shared_classifier)
+				w->cls = proto;
+		}
+		return;
+	}
+	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+		nf_fwd_layer *L = &w->layers[l];
+		size_t rows, cols;
+		nf_bk_matrix *m;
+		if (strcmp(name, "rms_att") == 0) {
+			L->rms_att = (const float *)data + l * d;
+			continue;
+		}
+		if (strcmp(name, "rms_ffn") == 0) {
+			L->rms_ffn = (const float *)data + l * d;
+			continue;
+		}
+		if (strcmp(name, "wq") == 0)
+			m = &L->wq, rows = d, cols = d;
+		else if (strcmp(name, "wk") == 0)
+			m = &L->wk, rows = kv, cols = d;
+		else if (strcmp(name, "wv") == 0)
+			m = &L->wv, rows = kv, cols = d;
+		else if (strcmp(name, "wo") == 0)
+			m = &L->wo, rows = d, cols = d;
+		else if (strcmp(name, "w1") == 0)
+			m = &L->w1, rows = h, cols = d;
+		else if (strcmp(name, "w2") == 0)
+			m = &L->w2, rows = d, cols = h;
+		else
+			m = &L->w3, rows = h, cols = d;
+		*m = proto;
+		m->rows = (int)rows;
+		m->cols = (int)cols;
+		if (kind == NF_QUANT_INT8_ROW) {
+			m->q8 = (const int8_t *)data + l * rows * cols;
+			m->scale = scale + l * rows;
+		} else {
+			m->f32 = (const float *)data + l * rows * cols;
+		}
+	}
+}
+
+/* ---- build ---- */
+
+static json_t *config_model_json(const nf_model_config *c)
+{
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b}", "architecture",
+			 "llama", "dim", c->dim, "hidden_dim", c->hidden_dim, "n_layers", c->n_layers,
+			 "n_heads", c->n_heads, "n_kv_heads", c->n_kv_heads, "vocab_size",
+			 c->vocab_size, "max_seq_len", c->max_seq_len, "norm_eps",
+			 (double)c->norm_eps, "rope_theta", (double)c->rope_theta,
+			 "shared_classifier", c->shared_classifier);
+}
+
+/* Check an optional caller JSON object; "null" when absent. */
+static int check_json_object(const char *text, const char *what)
+{
+	json_error_t je;
+	json_t *j;
+	if (!text)
+		return 0;
+	j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		return nf_error_set(NF_EINPUT, "engine build: %s is not a JSON object (%s)", what,
+				    j ? "not an object" : je.text);
+	}
+	json_decref(j);
+	return 0;
+}
+
+static int write_config(const char *dir, const nf_model_config *cfg,
+			const nf_engine_build_opts *o, const char *wsha, uint64_t wbytes,
+			const char *tsha)
+{
+	json_t *root = NULL;
+	char *body = NULL, *text = NULL, *path = NULL;
+	int err = 0;
+	int q8 = o->precision == NF_PREC_INT8_WO;
+	json_t *quant = q8 ? json_pack("{s:s, s:s, s:s, s:s, s:s}", "weights", "int8",
+				       "granularity", "per-output-channel", "scale_dtype", "F32",
+				       "scale_tensor_suffix", ".scale", "activations",
+				       "int8 per-vector dynamic")
+			   : json_pack("{s:s}", "weights", "fp32");
+	root = json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:s, s:o, s:s, s:{s:{s:s, s:I}, s:{s:s}}}",
+			 "format", ENGINE_FORMAT, "format_version", ENGINE_FORMAT_VERSION, "tool",
+			 "name", "nimfactory", "version", NF_VERSION, "model", config_model_json(cfg),
+			 "precision", nf_precision_name(o->precision), "quantization", quant,
+			 "weight_layout", "row-major (out, in), layers stacked, 64-byte aligned",
+			 "files", "weights.safetensors", "sha256", wsha, "bytes", (json_int_t)wbytes,
+			 "tokenizer.bin", "sha256", tsha);
+	if (!root) {
+		err = nf_error_set(NF_ENOMEM, "engine build: cannot make config.json");
+		goto done;
+	}
+	body = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+	if (!body) {
+		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+		goto done;
+	}
+	/* splice the caller's profile and provenance in verbatim before the final brace */
+	size_t len = strlen(body);
+	while (len > 0 && body[len - 1] != '}')
+		len--;
+	if (len == 0) {
+		err = nf_error_set(NF_EINTERNAL, "engine build: bad config.json text");
+		goto done;
+	}
+	body[len - 1] = '\0';
+	while (len > 1 && (body[len - 2] == '\n' || body[len - 2] == ' '))
+		body[--len - 1] = '\0';
+	text = nf_strdup_printf("%s,\n  \"profile\": %s,\n  \"provenance\": %s\n}\n", body,
+				o->profile_json ? o->profile_json : "null",
+				o->provenance_json ? o->provenance_json : "null");
+	path = nf_path_join(dir, "config.json");
+	if (!text || !path) {
+		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+		goto done;
+	}
+	err = nf_fs_write_atomic(path, text, strlen(text), 0644);
+done:
+	json_decref(root);
+	free(body);
+	free(text);
+	free(path);
+	return err;
+}
+
+int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *o)
+{
+	nf_st_writer *wr = NULL;
+	void *bufs[12] = {0};
+	float *scales[12] = {0};
+	char *wpath = NULL, *tpath = NULL, *tacpath = NULL, *tokbuf = NULL;
+	nf_tokenizer *tok = NULL;
+	nf_fwd_weights fw = {0};
+	tensor_spec specs[12];
+	char wsha[NF_SHA256_HEX_LEN + 1], tsha[NF_SHA256_HEX_LEN + 1];
+	uint64_t wbytes = 0;
+	size_t toklen = 0;
+	int err, n;
+
+	if ((err = nf_model_config_validate(&m->cfg, "engine build")))
+		return err;
+	if (!nf_precision_cpu_supported(o->precision))
+		return nf_error_set(NF_EUNSUPPORTED,
+				    "engine build: precision %s is not supported by the CPU backend",
+				    nf_precision_name(o->precision));
+	if (!o->tokenizer_path)
+		return nf_error_set(NF_EINPUT, "engine build: no tokenizer given");
+	if ((err = check_json_object(o->profile_json, "profile")) ||
+	    (err = check_json_object(o->provenance_json, "provenance")))
+		return err;
+	if ((err = nf_fs_read_file(&tokbuf, &toklen, o->tokenizer_path, TOKENIZER_MAX)) ||
+	    (err = nf_tokenizer_load_mem(&tok, tokbuf, toklen, m->cfg.vocab_size,
+					 o->tokenizer_path)))
+		goto done;
+	if ((err = nf_fs_mkdir_p(dir, 0755)))
+		goto done;
+	wpath = nf_path_join(dir, "weights.safetensors");
+	tpath = nf_path_join(dir, "tokenizer.bin");
+	tacpath = nf_path_join(dir, "tactics.json");
+	if (!wpath || !tpath || !tacpath) {
+		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+		goto done;
+	}
+
+	/* weights: matrices in the engine's precision, scales beside them */
+	int q8 = o->precision == NF_PREC_INT8_WO;
+	if ((err = nf_st_writer_new(&wr)) ||
+	    (err = nf_st_writer_set_metadata(wr, "format", ENGINE_FORMAT)) ||
+	    (err = nf_st_writer_set_metadata(wr, "precision", nf_precision_name(o->precision))))
+		goto done;
+	fw.layers = calloc((size_t)m->cfg.n_layers, sizeof *fw.layers);
+	if (!fw.layers) {
+		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+		goto done;
+	}
+	n = tensor_specs(specs, &m->cfg);
+	for (int i = 0; i < n; i++) {
+		const tensor_spec *t = &specs[i];
+		const float *src = model_tensor(m, t->name);
+		uint64_t count = spec_count(t);
+		if (!src) {
+			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", t->name);
+			goto done;
+		}
+		if (!(t->matrix && q8)) {
+			if ((err = nf_st_writer_add(wr, t->name, NF_DTYPE_F32, t->ndim, t->shape, src,
+						    count * 4)))
+				goto done;
+			bind(&fw, &m->cfg, t->name, NF_QUANT_NONE, src, NULL);
+			continue;
+		}
+		uint64_t cols = t->shape[t->ndim - 1], rows = count / cols;
+		char sname[64];
+		bufs[i] = malloc(count ? count : 1);
+		scales[i] = malloc((rows ? rows : 1) * sizeof(float));
+		if (!bufs[i] || !scales[i]) {
+			err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+			goto done;
+		}
+		nf_quant_int8_rows(bufs[i], scales[i], src, rows, cols);
+		snprintf(sname, sizeof sname, "%s.scale", t->name);
+		if ((err = nf_st_writer_add(wr, t->name, NF_DTYPE_I8, t->ndim, t->shape, bufs[i],
+					    count)) ||
+		    (err = nf_st_writer_add(wr, sname, NF_DTYPE_F32, t->ndim - 1, t->shape, scales[i],
+					    rows * 4)))
+			goto done;
+		bind(&fw, &m->cfg, t->name, NF_QUANT_INT8_ROW, bufs[i], scales[i]);
+	}
+	if ((err = nf_st_writer_finish(wr, wpath)))
+		goto done;
+	if ((err = nf_fs_write_atomic(tpath, tokbuf, toklen, 0644)))
+		goto done;
+	if ((err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)) ||
+	    (err = nf_sha256_hex(tsha, tokbuf, toklen)))
+		goto done;
+	if ((err = nf_fwd_weights_prepare(&fw, &m->cfg)) ||
+	    (err = nf_tactics_write(tacpath, &fw, &m->cfg, o->autotune, o->threads)))
+		goto done;
+	/* config.json last: a folder with it is complete */
+	err = write_config(dir, &m->cfg, o, wsha, wbytes, tsha);
+done:
+	if (err)
+		nf_error_wrap(err, "engine build %s", dir);
+	nf_fwd_weights_release(&fw);
+	nf_st_writer_free(wr);
+	for (int i = 0; i < 12; i++) {
+		free(bufs[i]);
+		free(scales[i]);
+	}
+	nf_tokenizer_free(tok);
+	free(tokbuf);
+	free(wpath);
+	free(tpath);
+	free(tacpath);
+	return err;
+}
+
+/* ---- open ---- */
+
+static int get_int(int32_t *out, json_t *obj, const char *key, const char *path)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)NF_MODEL_MAX_HIDDEN * 4)
+		return nf_error_set(NF_EINPUT, "%s: model.%s must be a positive integer", path, key);
+	*out = (int32_t)json_integer_value(v);
+	return 0;
+}
+
+static int parse_config(nf_engine *e, const char *path)
+{
+	json_error_t je;
+	json_t *root = json_loads(e->config_json, JSON_REJECT_DUPLICATES, &je), *mo;
+	int err = 0;
+	const char *fmt, *prec;
+	if (!root)
+		return nf_error_set(NF_EINPUT, "%s: line %d column %d: %s", path, je.line, je.column,
+				    je.text);
+	fmt = json_string_value(json_object_get(root, "format"));
+	if (!fmt || strcmp(fmt, ENGINE_FORMAT) != 0 ||
+	    json_integer_value(json_object_get(root, "format_version")) != ENGINE_FORMAT_VERSION) {
+		err = nf_error_set(NF_EINPUT, "%s: not a %s config (version %d)", path, ENGINE_FORMAT,
+				   ENGINE_FORMAT_VERSION);
+		goto done;
+	}
+	mo = json_object_get(root, "model");
+	if (!json_is_object(mo)) {
+		err = nf_error_set(NF_EINPUT, "%s: \"model\" is missing", path);
+		goto done;
+	}
+	nf_model_config *c = &e->cfg;
+	if ((err = get_int(&c->dim, mo, "dim", path)) ||
+	    (err = get_int(&c->hidden_dim, mo, "hidden_dim", path)) ||
+	    (err = get_int(&c->n_layers, mo, "n_layers", path)) ||
+	    (err = get_int(&c->n_heads, mo, "n_heads", path)) ||
+	    (err = get_int(&c->n_kv_heads, mo, "n_kv_heads", path)) ||
+	    (err = get_int(&c->vocab_size, mo, "vocab_size", path)) ||
+	    (err = get_int(&c->max_seq_len, mo, "max_seq_len", path)))
+		goto done;
+	json_t *eps = json_object_get(mo, "norm_eps"), *theta = json_object_get(mo, "rope_theta");
+	json_t *shared = json_object_get(mo, "shared_classifier");
+	if (!json_is_number(eps) || !json_is_number(theta) || !json_is_boolean(shared)) {
+		err = nf_error_set(NF_EINPUT,
+				   "%s: model.norm_eps, rope_theta (numbers) and shared_classifier (bool) are required",
+				   path);
+		goto done;
+	}
+	c->norm_eps = (float)json_number_value(eps);
+	c->rope_theta = (float)json_number_value(theta);
+	c->shared_classifier = json_is_true(shared);
+	if ((err = nf_model_config_validate(c, path)))
+		goto done;
+	prec = json_string_value(json_object_get(root, "precision"));
+	if ((err = nf_precision_parse(&e->precision, prec))) {
+		nf_error_wrap(err, "%s", path);
+		goto done;
+	}
+	if (!nf_precision_cpu_supported(e->precision))
+		err = nf_error_set(NF_EUNSUPPORTED, "%s: precision %s is not supported on the CPU",
+				   path, prec);
+done:
+	json_decref(root);
+	return err;
+}
+
+static int map_weights(nf_engine *e, const char *path)
+{
+	tensor_spec specs[12];
+	int n = tensor_specs(specs, &e->cfg), err = 0;
+	int q8 = e->precision == NF_PREC_INT8_WO;
+	const char *p = nf_st_metadata(e->st, "precision");
+	if (!p || strcmp(p, nf_precision_name(e->precision)) != 0)
+		return nf_error_set(NF_EINPUT, "%s: precision metadata %s does not match config %s",
+				    path, p ? p : "(none)", nf_precision_name(e->precision));
+	e->w.layers = calloc((size_t)e->cfg.n_layers, sizeof *e->w.layers);
+	if (!e->w.layers)
+		return nf_error_set(NF_ENOMEM, "engine: out of memory");
+	for (int i = 0; i < n; i++) {
+		const tensor_spec *s = &specs[i];
+		int quant = s->matrix && q8;
+		const nf_st_tensor *t = nf_st_find(e->st, s->name), *sc = NULL;
+		nf_dtype want = quant ? NF_DTYPE_I8 : NF_DTYPE_F32;
+		if (!t)
+			return nf_error_set(NF_EINPUT, "%s: tensor %s is missing", path, s->name);
+		int same = t->dtype == want && t->ndim == s->ndim;
+		for (int d = 0; same && d < s->ndim; d++)
+			same = t->shape[d] == s->shape[d];
+		if (!same)
+			return nf_error_set(NF_EINPUT,
+					    "%s: tensor %s has dtype %s and %d dims, config wants %s with shape [%llu, %llu, %llu] (%d dims)",
+					    path, s->name, nf_dtype_name(t->dtype), t->ndim,
+					    nf_dtype_name(want), (unsigned long long)s->shape[0],
+					    (unsigned long long)s->shape[1],
+					    (unsigned long long)s->shape[2], s->ndim);
+		if (!quant && ((uintptr_t)t->data % 4) != 0)
+			return nf_error_set(NF_EINPUT, "%s: tensor %s is not 4-byte aligned", path,
+					    s->name);
+		if (quant) {
+			char sname[64];
+			snprintf(sname, sizeof sname, "%s.scale", s->name);
+			sc = nf_st_find(e->st, sname);
+			int ok = sc && sc->dtype == NF_DTYPE_F32 && sc->ndim == s->ndim - 1 &&
+				 ((uintptr_t)sc->data % 4) == 0;
+			for (int d = 0; ok && d < s->ndim - 1; d++)
+				ok = sc->shape[d] == s->shape[d];
+			if (!ok)
+				return nf_error_set(NF_EINPUT,
+						    "%s: tensor %s is missing or has the wrong dtype/shape",
+						    path, sname);
+		}
+		bind(&e->w, &e->cfg, s->name, quant ? NF_QUANT_INT8_ROW : NF_QUANT_NONE, t->data,
+		     sc ? sc->data : NULL);
+	}
+	return err;
+}
+
+int nf_engine_open(nf_engine **out, const char *dir, int threads)
+{
+	nf_engine *e = NULL;
+	char *cpath = NULL, *wpath = NULL, *tpath = NULL, *tacpath = NULL;
+	size_t len;
+	int err = 0;
+	*out = NULL;
+	if (!(e = calloc(1, sizeof *e)) || !(e->dir = nf_path_join(dir, "")) ||
+	    !(cpath = nf_path_join(dir, "config.json")) ||
+	    !(wpath = nf_path_join(dir, "weights.safetensors")) ||
+	    !(tpath = nf_path_join(dir, "tokenizer.bin")) ||
+	    !(tacpath = nf_path_join(dir, "tactics.json"))) {
+		err = nf_error_set(NF_ENOMEM, "engine: out of memory");
+		goto done;
+	}
+	if ((err = nf_fs_read_file(&e->config_json, &len, cpath, CONFIG_MAX)) ||
+	    (err = parse_config(e, cpath)) || (err = nf_st_open(&e->st, wpath)) ||
+	    (err = map_weights(e, wpath)) ||
+	    (err = nf_tokenizer_load(&e->tok, tpath, e->cfg.vocab_size)) ||
+	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) ||
+	    (err = nf_fwd_new(&e->fwd, &e->cfg, &e->w, nf_cpu_best(), threads)) ||
+	    (err = nf_tactics_apply(e->fwd, tacpath)))
+		goto done;
+done:
+	free(cpath);
+	free(wpath);
+	free(tpath);
+	free(tacpath);
+	if (err) {
+		nf_engine_free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+void nf_engine_free(nf_engine *e)
+{
+	if (!e)
+		return;
+	nf_fwd_free(e->fwd);
+	nf_fwd_weights_release(&e->w);
+	nf_tokenizer_free(e->tok);
+	nf_st_close(e->st);
+	free(e->kv);
+	free(e->config_json);
+	free(e->dir);
+	free(e);
+}
+
+int nf_engine_verify(const nf_engine *e)
+{
+	const char *names[] = {"weights.safetensors", "tokenizer.bin"};
+	json_t *root = json_loads(e->config_json, 0, NULL);
+	int err = 0;
+	for (size_t i = 0; i < 2 && !err; i++) {
+		char hex[NF_SHA256_HEX_LEN + 1];
+		char *path = nf_path_join(e->dir, names[i]);
+		const char *want = json_string_value(
+			json_object_get(json_object_get(json_object_get(root, "files"), names[i]), "sha256"));
+		if (!path)
+			err = nf_error_set(NF_ENOMEM, "engine: out of memory");
+		else if (!want)
+			err = nf_error_set(NF_EINPUT, "%sconfig.json: no sha256 for %s", e->dir, names[i]);
+		else if (!(err = nf_sha256_file_hex(hex, path)) && strcmp(hex, want) != 0)
+			err = nf_error_set(NF_EINPUT, "%s: sha256 %s does not match config.json (%s)",
+					   path, hex, want);
+		free(path);
+	}
+	json_decref(root);
+	return err;
+}
+
+const nf_model_config *nf_engine_config(const nf_engine *e) { return &e->cfg; }
+nf_precision nf_engine_precision(const nf_engine *e) { return e->precision; }
+const nf_tokenizer *nf_engine_tokenizer(const nf_engine *e) { return e->tok; }
+const char *nf_engine_config_json(const nf_engine *e) { return e->config_json; }
+
+uint64_t nf_engine_weight_bytes(const nf_engine *e)
+{
+	return nf_fwd_weights_bytes(&e->w, &e->cfg);
+}
+
+const char *nf_engine_kernel_name(const nf_engine *e)
+{
+	return nf_fwd_ops(e->fwd)->name;
+}
+
+int nf_engine_threads(const nf_engine *e)
+{
+	return nf_fwd_threads(e->fwd);
+}
+
+int nf_engine_set_kernel(nf_engine *e, const char *name)
+{
+	const nf_backend_ops *ops = nf_cpu_find(name);
+	if (!ops)
+		return nf_error_set(NF_EUNSUPPORTED, "kernel family '%s' does not exist or cannot run on this CPU",
+				    name);
+	nf_fwd_set_ops(e->fwd, ops);
+	return 0;
+}
+
+/* ---- sequences and steps ---- */
+
+int nf_seq_new(nf_seq **out, nf_engine *e)
+{
+	nf_seq *s = calloc(1, sizeof *s);
+	int err;
+	*out = NULL;
+	if (!s)
+		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
+	s->e = e;
+	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg))) {
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+void nf_seq_free(nf_seq *s)
+{
+	if (!s)
+		return;
+	nf_fwd_kv_release(&s->kv);
+	free(s);
+}
+
+int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
+		   size_t n, float *logits)
+{
+	if (n == 0)
+		return 0;
+	if (n > e->kv_cap) {
+		nf_fwd_kv **kv = realloc(e->kv, n * sizeof *kv);
+		if (!kv)
+			return nf_error_set(NF_ENOMEM, "engine step: out of memory");
+		e->kv = kv;
+		e->kv_cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!seqs[i] || seqs[i]->e != e)
+			return nf_error_set(NF_EINPUT, "engine step: sequence %zu belongs to another engine", i);
+		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
+			return nf_error_set(NF_EINPUT, "engine step: token %d out of range (vocab %d)",
+					    tokens[i], (int)e->cfg.vocab_size);
+		if (pos[i] < 0 || pos[i] >= e->cfg.max_seq_len)
+			return nf_error_set(NF_EINPUT,
+					    "engine step: position %d out of range (max_seq_len %d)",
+					    pos[i], (int)e->cfg.max_seq_len);
+		for (size_t j = 0; j < i; j++)
+			if (seqs[j] == seqs[i])
+				return nf_error_set(NF_EINPUT, "engine step: sequence %zu appears twice", i);
+		e->kv[i] = &seqs[i]->kv;
+	}
+	return nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits);
+}

@@ -1,0 +1,205 @@
+/*
+ * generate.c - the sampler (greedy at temperature 0, else temperature and
+ * top-p with a seeded xorshift) and the single-sequence generation loop.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "engine/generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+#include "util/banned.h"
+
+typedef struct prob_index {
+	float prob;
+	int index;
+} prob_index;
+
+int nf_sampler_init(nf_sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed)
+{
+	memset(s, 0, sizeof *s);
+	if (vocab_size <= 0)
+		return nf_error_set(NF_EINPUT, "sampler: vocab size %d", vocab_size);
+	if (!(temperature >= 0.0f) || !isfinite(temperature))
+		return nf_error_set(NF_EINPUT, "sampler: temperature %g must be >= 0", (double)temperature);
+	if (!(top_p > 0.0f && top_p <= 1.0f))
+		return nf_error_set(NF_EINPUT, "sampler: top_p %g must be in (0, 1]", (double)top_p);
+	s->vocab_size = vocab_size;
+	s->temperature = temperature;
+	s->top_p = top_p;
+	/* splitmix the seed so that 0 and nearby seeds give distinct, non-zero states */
+	uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	s->rng = (z ^ (z >> 31)) | 1;
+	s->scratch = calloc((size_t)vocab_size, sizeof(prob_index));
+	if (!s->scratch)
+		return nf_error_set(NF_ENOMEM, "sampler: out of memory");
+	return 0;
+}
+
+void nf_sampler_release(nf_sampler *s)
+{
+	if (!s)
+		return;
+	free(s->scratch);
+	s->scratch = NULL;
+}
+
+static float rand_f32(uint64_t *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return (float)((*state * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f; /* [0, 1) */
+}
+
+static int argmax(const float *x, int n)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	const prob_index *x = a, *y = b;
+	if (x->prob != y->prob)
+		return x->prob > y->prob ? -1 : 1;
+	return x->index - y->index;
+}
+
+int nf_sampler_sample(nf_sampler *s, float *logits)
+{
+	int n = s->vocab_size;
+	if (s->temperature == 0.0f)
+		return argmax(logits, n);
+	float max = logits[0];
+	for (int i = 1; i < n; i++)
+		if (logits[i] > max)
+			max = logits[i];
+	double sum = 0.0;
+	for (int i = 0; i < n; i++) {
+		logits[i] = expf((logits[i] - max) / s->temperature);
+		sum += logits[i];
+	}
+	for (int i = 0; i < n; i++)
+		logits[i] = (float)(logits[i] / sum);
+	float coin = rand_f32(&s->rng);
+	if (s->top_p >= 1.0f) {
+		float cdf = 0.0f;
+		for (int i = 0; i < n; i++) {
+			cdf += logits[i];
+			if (coin < cdf)
+				return i;
+		}
+		return n - 1;
+	}
+	/* top-p: keep the smallest set of most likely tokens whose mass exceeds top_p;
+	 * tokens below (1 - top_p) / (n - 1) can never be in it */
+	prob_index *pi = s->scratch;
+	float cutoff = n > 1 ? (1.0f - s->top_p) / (float)(n - 1) : 0.0f;
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		if (logits[i] >= cutoff)
+			pi[m++] = (prob_index){logits[i], i};
+	if (m == 0)
+		return argmax(logits, n);
+	qsort(pi, (size_t)m, sizeof *pi, cmp_desc);
+	float cum = 0.0f;
+	int last = m - 1;
+	for (int i = 0; i < m; i++) {
+		cum += pi[i].prob;
+		if (cum > s->top_p) {
+			last = i;
+			break;
+		}
+	}
+	float r = coin * cum, cdf = 0.0f;
+	for (int i = 0; i <= last; i++) {
+		cdf += pi[i].prob;
+		if (r < cdf)
+			return pi[i].index;
+	}
+	return pi[last].index;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_gen_params *p,
+		nf_token_cb cb, void *user, nf_gen_stats *stats)
+{
+	const nf_model_config *c = nf_engine_config(e);
+	const nf_tokenizer *tok = nf_engine_tokenizer(e);
+	nf_seq *seq = NULL;
+	nf_sampler smp = {0};
+	int *toks = NULL;
+	size_t ntoks = 0;
+	float *logits = NULL;
+	nf_gen_stats st = {0};
+	int err;
+	double t0 = now_s(), t_first = 0.0;
+
+	if (p->max_tokens < 0)
+		return nf_error_set(NF_EINPUT, "generate: max_tokens %d is negative", p->max_tokens);
+	if ((err = nf_sampler_init(&smp, c->vocab_size, p->temperature, p->top_p, p->seed)) ||
+	    (err = nf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? prompt_len : 0, true,
+				       false, &toks, &ntoks)) ||
+	    (err = nf_seq_new(&seq, e)))
+		goto done;
+	if (ntoks == 0 || ntoks > (size_t)c->max_seq_len) {
+		err = nf_error_set(NF_EINPUT, "generate: prompt of %zu tokens does not fit the context of %d",
+				   ntoks, (int)c->max_seq_len);
+		goto done;
+	}
+	if (!(logits = malloc(sizeof(float) * (size_t)c->vocab_size))) {
+		err = nf_error_set(NF_ENOMEM, "generate: out of memory");
+		goto done;
+	}
+	st.prompt_tokens = (int)ntoks;
+	int pos = 0, token = toks[0];
+	for (; pos < (int)ntoks - 1; pos++)
+		if ((err = nf_engine_step(e, &seq, &toks[pos], &pos, 1, logits)))
+			goto done;
+	/* pos = last prompt token; each step consumes `token` and samples the next */
+	while (st.generated_tokens < p->max_tokens && pos < c->max_seq_len) {
+		token = pos < (int)ntoks ? toks[pos] : token;
+		if ((err = nf_engine_step(e, &seq, &token, &pos, 1, logits)))
+			goto done;
+		int next = nf_sampler_sample(&smp, logits);
+		if (st.generated_tokens == 0) {
+			t_first = now_s();
+			st.prefill_seconds = t_first - t0;
+			st.first_token_seconds = t_first - t0;
+		}
+		if (p->stop_at_eos && (next == NF_TOKEN_EOS || next == NF_TOKEN_BOS))
+			break;
+		st.generated_tokens++;
+		size_t len = 0;
+		const char *piece = nf_tokenizer_decode(tok, token, next, &len);
+		pos++;
+		token = next;
+		if (cb && cb(user, next, piece, len))
+			break;
+	}
+	if (st.generated_tokens > 0)
+		st.decode_seconds = now_s() - t_first;
+done:
+	if (stats)
+		*stats = st;
+	free(logits);
+	free(toks);
+	nf_seq_free(seq);
+	nf_sampler_release(&smp);
+	return err;
+}
