@@ -10,5 +10,6 @@ struct nf_command {
 
 int nf_cmd_version(int argc, char **argv);
 int nf_cmd_cache(int argc, char **argv);
+int nf_cmd_validate(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@
 static const struct nf_command commands[] = {
 	{"version", nf_cmd_version, "print the version"},
 	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
+	{"validate", nf_cmd_validate, "check a recipe and print its digest (or --json)"},
 };
 
 static void usage(FILE *to)
