@@ -1,0 +1,319 @@
+/*
+ * test_engine.c - engine folders on stories260K: deterministic builds, the
+ * fp32 engine against the float32 reference (every kernel family: logits
+ * within 1e-4 relative, 64 greedy tokens identical), the int8 engine's
+ * agreement, batched steps equal single steps, and damaged folders refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/checkpoint.h"
+#include "engine/cpu/cpu.h"
+#include "engine/engine.h"
+#include "engine/reference.h"
+#include "tests/tap.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+#define STEPS 64
+
+static char tokpath[1024];
+
+static int argmax(const float *x, int n)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+static double rel_err(const float *a, const float *b, int n)
+{
+	double num = 0, den = 1e-30;
+	for (int i = 0; i < n; i++) {
+		num = fmax(num, fabs((double)a[i] - b[i]));
+		den = fmax(den, fabs((double)b[i]));
+	}
+	return num / den;
+}
+
+static int build(const char *dir, const nf_model *m, nf_precision p)
+{
+	nf_engine_build_opts o = {0};
+	o.precision = p;
+	o.tokenizer_path = tokpath;
+	o.profile_json = "{\"gpu\": \"cpu\",  \"precision\": \"x\"}";
+	o.provenance_json = "{\"recipe\":\"sha256:abc\"}";
+	o.threads = 1;
+	o.autotune = p == NF_PREC_FP32;
+	return nf_engine_build(dir, m, &o);
+}
+
+static int same_file(const char *a, const char *b)
+{
+	char *x = NULL, *y = NULL;
+	size_t lx = 0, ly = 0;
+	int same = nf_fs_read_file(&x, &lx, a, 1u << 28) == 0 &&
+		   nf_fs_read_file(&y, &ly, b, 1u << 28) == 0 && lx == ly && memcmp(x, y, lx) == 0;
+	free(x);
+	free(y);
+	return same;
+}
+
+/* Greedy-decode STEPS tokens with the engine and the reference side by side,
+ * teacher-forced on the reference's tokens.  Returns agreement count. */
+static int compare(nf_engine *e, const nf_model *m, double *worst, double *mean, int *free_run)
+{
+	nf_ref_state *r = NULL;
+	nf_seq *s = NULL, *s2 = NULL;
+	int vocab = m->cfg.vocab_size, agree = 0, tok = 1, tok2 = 1, diverged = 0;
+	float *lg = malloc(sizeof(float) * (size_t)vocab), *lg2 = malloc(sizeof(float) * (size_t)vocab);
+	*worst = 0;
+	*mean = 0;
+	*free_run = 0;
+	if (nf_ref_state_new(&r, m) || nf_seq_new(&s, e) || nf_seq_new(&s2, e))
+		goto done;
+	for (int pos = 0; pos < STEPS; pos++) {
+		const float *ref = nf_ref_forward(r, tok, pos);
+		if (!ref || nf_engine_step(e, &s, &tok, &pos, 1, lg) != 0)
+			break;
+		double er = rel_err(lg, ref, vocab);
+		*worst = fmax(*worst, er);
+		*mean += er / STEPS;
+		int want = argmax(ref, vocab);
+		agree += argmax(lg, vocab) == want;
+		/* free-running engine decode */
+		if (nf_engine_step(e, &s2, &tok2, &pos, 1, lg2) != 0)
+			break;
+		int got2 = argmax(lg2, vocab);
+		if (!diverged && got2 == want)
+			(*free_run)++;
+		else
+			diverged = 1;
+		tok = want;
+		tok2 = got2;
+	}
+done:
+	nf_seq_free(s);
+	nf_seq_free(s2);
+	nf_ref_state_free(r);
+	free(lg);
+	free(lg2);
+	return agree;
+}
+
+static void test_batch(nf_engine *e, const char *what)
+{
+	enum { N = 3 };
+	int vocab = nf_engine_config(e)->vocab_size;
+	nf_seq *a[N] = {0}, *b[N] = {0};
+	int start[N] = {5, 11, 0}, tokens[N], pos[N];
+	float *single = malloc(sizeof(float) * N * (size_t)vocab);
+	float *batch = malloc(sizeof(float) * N * (size_t)vocab);
+	int err = 0;
+	for (int i = 0; i < N; i++) {
+		err |= nf_seq_new(&a[i], e) | nf_seq_new(&b[i], e);
+		/* prefill both copies with the same tokens, one at a time */
+		for (int p = 0; p < start[i] && !err; p++) {
+			int t = (7 * p + 3 * i + 1) % vocab;
+			err |= nf_engine_step(e, &a[i], &t, &p, 1, single);
+			err |= nf_engine_step(e, &b[i], &t, &p, 1, single);
+		}
+		tokens[i] = (31 * i + 5) % vocab;
+		pos[i] = start[i];
+	}
+	for (int i = 0; i < N && !err; i++)
+		err |= nf_engine_step(e, &a[i], &tokens[i], &pos[i], 1, single + (size_t)i * (size_t)vocab);
+	if (!err)
+		err = nf_engine_step(e, b, tokens, pos, N, batch);
+	double er = err ? 1 : rel_err(batch, single, N * vocab);
+	ok(!err && er < 1e-5, "%s: a batch of 3 sequences at positions 5, 11, 0 equals 3 single steps (rel err %.2e)",
+	   what, er);
+	int bad = nf_engine_step(e, (nf_seq *[]){a[0], a[0]}, tokens, pos, 2, batch);
+	ok(bad == NF_EINPUT, "%s: the same sequence twice in a batch is refused", what);
+	for (int i = 0; i < N; i++) {
+		nf_seq_free(a[i]);
+		nf_seq_free(b[i]);
+	}
+	free(single);
+	free(batch);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	nf_fs_write_atomic(path, text, strlen(text), 0644);
+}
+
+int main(void)
+{
+	const char *shared = tap_env("NF_SHARED", "../shared");
+	const char *build_dir = tap_env("NF_BUILD", "build");
+	char mpath[1024], root[1024], d1[1100], d2[1100], d8[1100], bad[1100], p1[1200], p2[1200];
+	nf_model *m = NULL;
+	nf_engine *e = NULL;
+	snprintf(mpath, sizeof mpath, "%s/models/stories260K/stories260K.bin", shared);
+	snprintf(tokpath, sizeof tokpath, "%s/models/stories260K/tok512.bin", shared);
+	snprintf(root, sizeof root, "%s/tmp/test_engine.%d", build_dir, (int)getpid());
+	snprintf(d1, sizeof d1, "%s/fp32-a", root);
+	snprintf(d2, sizeof d2, "%s/fp32-b", root);
+	snprintf(d8, sizeof d8, "%s/int8", root);
+	snprintf(bad, sizeof bad, "%s/bad", root);
+
+	if (nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C) != 0) {
+		ok(0, "load stories260K: %s", nf_error_last());
+		return done_testing();
+	}
+	is_int(build(d1, m, NF_PREC_FP32), 0, "build fp32 engine: %s", nf_error_last());
+	is_int(build(d2, m, NF_PREC_FP32), 0, "build fp32 engine again");
+	snprintf(p1, sizeof p1, "%s/config.json", d1);
+	snprintf(p2, sizeof p2, "%s/config.json", d2);
+	ok(same_file(p1, p2), "config.json is byte-identical across builds");
+	snprintf(p1, sizeof p1, "%s/weights.safetensors", d1);
+	snprintf(p2, sizeof p2, "%s/weights.safetensors", d2);
+	ok(same_file(p1, p2), "weights.safetensors is byte-identical across builds");
+	snprintf(p1, sizeof p1, "%s/tactics.json", d1);
+	ok(nf_fs_exists(p1), "tactics.json written");
+	{
+		char *t = NULL;
+		size_t n;
+		nf_fs_read_file(&t, &n, p1, 1u << 20);
+		ok(t && strstr(t, "\"measured\"") && strstr(t, "\"shape\""), "tactics.json has measured shapes");
+		free(t);
+	}
+	is_int(build(d8, m, NF_PREC_INT8_WO), 0, "build int8 engine: %s", nf_error_last());
+	ok(build(bad, m, NF_PREC_FP16) == NF_EUNSUPPORTED, "fp16 is refused by the CPU backend");
+
+	/* fp32: every kernel family against the reference */
+	is_int(nf_engine_open(&e, d1, 2), 0, "open fp32 engine: %s", nf_error_last());
+	if (e) {
+		const char *cj = nf_engine_config_json(e);
+		ok(strstr(cj, "\"profile\": {\"gpu\": \"cpu\",  \"precision\": \"x\"}") != NULL,
+		   "profile stored verbatim in config.json");
+		ok(strstr(cj, "\"precision\": \"fp32\"") && strstr(cj, "\"sha256\"") &&
+			   strstr(cj, "\"version\""), "config.json records precision, hashes and tool version");
+		is_int(nf_engine_verify(e), 0, "hashes verify: %s", nf_error_last());
+		ok(nf_engine_weight_bytes(e) > 4u * 200000u, "weight bytes per step %llu",
+		   (unsigned long long)nf_engine_weight_bytes(e));
+		const nf_backend_ops *const *fam = nf_cpu_families();
+		for (size_t i = 0; fam[i]; i++) {
+			if (nf_engine_set_kernel(e, fam[i]->name) != 0) {
+				skip("fp32 engine with %s: this CPU lacks it", fam[i]->name);
+				continue;
+			}
+			double worst, mean;
+			int fr, agree = compare(e, m, &worst, &mean, &fr);
+			ok(worst < 1e-4, "fp32 %s: logits within 1e-4 of the reference (max rel err %.2e)",
+			   fam[i]->name, worst);
+			ok(agree == STEPS && fr == STEPS, "fp32 %s: %d greedy tokens identical (%d, free %d)",
+			   fam[i]->name, STEPS, agree, fr);
+			test_batch(e, fam[i]->name);
+		}
+		int t = 1, p = m->cfg.max_seq_len;
+		nf_seq *s = NULL;
+		float *lg = malloc(sizeof(float) * (size_t)m->cfg.vocab_size);
+		nf_seq_new(&s, e);
+		ok(nf_engine_step(e, &s, &t, &p, 1, lg) == NF_EINPUT, "position past the context refused");
+		t = m->cfg.vocab_size, p = 0;
+		ok(nf_engine_step(e, &s, &t, &p, 1, lg) == NF_EINPUT, "token out of range refused");
+		ok(nf_engine_set_kernel(e, "sse9") == NF_EUNSUPPORTED, "unknown kernel family refused");
+		nf_seq_free(s);
+		free(lg);
+		nf_engine_free(e);
+		e = NULL;
+	}
+
+	/* int8 */
+	is_int(nf_engine_open(&e, d8, 2), 0, "open int8 engine: %s", nf_error_last());
+	if (e) {
+		const nf_backend_ops *const *fam = nf_cpu_families();
+		ok(nf_engine_weight_bytes(e) < 400000, "int8 weight bytes per step %llu",
+		   (unsigned long long)nf_engine_weight_bytes(e));
+		for (size_t i = 0; fam[i]; i++) {
+			if (nf_engine_set_kernel(e, fam[i]->name) != 0) {
+				skip("int8 engine with %s: this CPU lacks it", fam[i]->name);
+				continue;
+			}
+			double worst, mean;
+			int fr, agree = compare(e, m, &worst, &mean, &fr);
+			diag("int8 %s: top-1 agreement %d/%d (teacher-forced), free-running identical for %d tokens, logits rel err mean %.4f max %.4f",
+			     fam[i]->name, agree, STEPS, fr, mean, worst);
+			ok(agree >= STEPS * 9 / 10, "int8 %s: greedy tokens agree on >= 90%% of positions (%d/%d)",
+			   fam[i]->name, agree, STEPS);
+			ok(mean < 0.05, "int8 %s: mean logits rel err %.4f < 0.05", fam[i]->name, mean);
+		}
+		test_batch(e, "int8");
+		nf_engine_free(e);
+		e = NULL;
+	}
+
+	/* damaged folders */
+	ok(nf_engine_open(&e, bad, 1) != 0 && strstr(nf_error_last(), "config.json"),
+	   "missing folder: error names config.json (%s)", nf_error_last());
+	nf_fs_mkdir_p(bad, 0755);
+	snprintf(p1, sizeof p1, "%s/config.json", bad);
+	write_text(p1, "{\"format\": \"nimfactory-engine\", \"format_version\": 1,");
+	ok(nf_engine_open(&e, bad, 1) == NF_EINPUT && strstr(nf_error_last(), "config.json"),
+	   "broken JSON refused (%s)", nf_error_last());
+	/* a config that disagrees with the weights: copy the fp32 engine, change dim */
+	{
+		char *t = NULL, *w = NULL;
+		size_t n, wn;
+		snprintf(p2, sizeof p2, "%s/config.json", d1);
+		nf_fs_read_file(&t, &n, p2, 1u << 20);
+		char *at = t ? strstr(t, "\"hidden_dim\": 172") : NULL;
+		if (at)
+			memcpy(at, "\"hidden_dim\": 176", 17);
+		write_text(p1, t ? t : "");
+		snprintf(p2, sizeof p2, "%s/weights.safetensors", d1);
+		nf_fs_read_file(&w, &wn, p2, 1u << 28);
+		snprintf(p1, sizeof p1, "%s/weights.safetensors", bad);
+		nf_fs_write_atomic(p1, w, wn, 0644);
+		snprintf(p2, sizeof p2, "%s/tokenizer.bin", d1);
+		free(w);
+		w = NULL;
+		nf_fs_read_file(&w, &wn, p2, 1u << 28);
+		snprintf(p1, sizeof p1, "%s/tokenizer.bin", bad);
+		nf_fs_write_atomic(p1, w, wn, 0644);
+		ok(nf_engine_open(&e, bad, 1) == NF_EINPUT && strstr(nf_error_last(), "weights.safetensors") &&
+			   strstr(nf_error_last(), "w1"),
+		   "shape mismatch refused (%s)", nf_error_last());
+		/* truncated weights */
+		if (at)
+			memcpy(at, "\"hidden_dim\": 172", 17);
+		snprintf(p1, sizeof p1, "%s/config.json", bad);
+		write_text(p1, t ? t : "");
+		snprintf(p1, sizeof p1, "%s/weights.safetensors", bad);
+		snprintf(p2, sizeof p2, "%s/weights.safetensors", d1);
+		free(w);
+		w = NULL;
+		nf_fs_read_file(&w, &wn, p2, 1u << 28);
+		nf_fs_write_atomic(p1, w, wn / 2, 0644);
+		ok(nf_engine_open(&e, bad, 1) != 0 && strstr(nf_error_last(), "weights.safetensors"),
+		   "truncated weights refused (%s)", nf_error_last());
+		/* good weights, altered tokenizer: opens, but verify fails */
+		nf_fs_write_atomic(p1, w, wn, 0644);
+		snprintf(p1, sizeof p1, "%s/tokenizer.bin", bad);
+		snprintf(p2, sizeof p2, "%s/tokenizer.bin", d1);
+		free(w);
+		w = NULL;
+		nf_fs_read_file(&w, &wn, p2, 1u << 28);
+		if (w && wn > 8)
+			w[wn - 1] ^= 0x01;
+		nf_fs_write_atomic(p1, w, wn, 0644);
+		int rc = nf_engine_open(&e, bad, 1);
+		ok(rc == 0 && nf_engine_verify(e) == NF_EINPUT && strstr(nf_error_last(), "tokenizer.bin"),
+		   "altered tokenizer fails verification (%s)", nf_error_last());
+		nf_engine_free(e);
+		e = NULL;
+		free(t);
+		free(w);
+	}
+	nf_engine_free(NULL);
+	nf_fs_remove_tree(root);
+	nf_model_free(m);
+	return done_testing();
+}
