@@ -1,0 +1,258 @@
+/*
+ * main.c - nimserve: read the model manifest, choose the engine profile for
+ * this machine, load it and serve the OpenAI-compatible API until SIGTERM.
+ *
+ * Every option has an NIM_* environment default (docs/serving.md).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "serve/api.h"
+#include "serve/gpu.h"
+#include "serve/manifest.h"
+#include "serve/metrics.h"
+#include "serve/profile.h"
+#include "serve/sched.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/version.h"
+#include "util/banned.h"
+
+typedef struct opts {
+	const char *manifest, *host, *profile, *port_file;
+	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us;
+	int list_profiles;
+} opts;
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+	char ts[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	va_list ap;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr, "%s nimserve: ", ts);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nimserve [options]\n"
+		"  --manifest PATH        model_manifest.yaml (NIM_MANIFEST, /opt/nim/model_manifest.yaml)\n"
+		"  --host ADDR            listen address (NIM_HOST, 0.0.0.0)\n"
+		"  --port N               listen port, 0 = any free one (NIM_PORT, 8000)\n"
+		"  --port-file PATH       write the bound port there once listening\n"
+		"  --profile ID|NAME      force a profile (NIM_MODEL_PROFILE)\n"
+		"  --list-profiles        print every profile and whether it fits here, then exit\n"
+		"  --max-batch N          sequences decoded together (NIM_MAX_BATCH, 32)\n"
+		"  --max-queue N          requests waiting beyond the batch; past it 429 (NIM_MAX_QUEUE, 64)\n"
+		"  --max-body BYTES       largest request body; past it 413 (NIM_MAX_BODY, 1048576)\n"
+		"  --max-connections N    open connections at most (NIM_MAX_CONNECTIONS, 256)\n"
+		"  --threads N            engine threads, 0 = all cores (NIM_THREADS, 0)\n"
+		"  --drain-timeout S      on SIGTERM, wait this long for in-flight requests (NIM_DRAIN_TIMEOUT, 30)\n"
+		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
+		"  --version, --help\n");
+}
+
+static int parse_long(long *out, const char *what, const char *s, long lo, long hi)
+{
+	char *end = NULL;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || !end || *end || end == s || v < lo || v > hi)
+		return nf_error_set(NF_EINPUT, "%s: expected an integer in %ld..%ld, got '%s'", what, lo, hi, s);
+	*out = v;
+	return 0;
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : dflt;
+}
+
+static int parse_args(opts *o, int argc, char **argv)
+{
+	struct { const char *flag, *env, *dflt; long *dst; long lo, hi; } nums[] = {
+		{"--port", "NIM_PORT", "8000", &o->port, 0, 65535},
+		{"--max-batch", "NIM_MAX_BATCH", "32", &o->max_batch, 1, 4096},
+		{"--max-queue", "NIM_MAX_QUEUE", "64", &o->max_queue, 0, 65536},
+		{"--max-body", "NIM_MAX_BODY", "1048576", &o->max_body, 1024, 64L << 20},
+		{"--max-connections", "NIM_MAX_CONNECTIONS", "256", &o->max_conns, 4, 65536},
+		{"--threads", "NIM_THREADS", "0", &o->threads, 0, 1024},
+		{"--drain-timeout", "NIM_DRAIN_TIMEOUT", "30", &o->drain_timeout, 0, 3600},
+		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
+	};
+	size_t n_nums = sizeof nums / sizeof nums[0];
+	int rc;
+	o->manifest = env_or("NIM_MANIFEST", "/opt/nim/model_manifest.yaml");
+	o->host = env_or("NIM_HOST", "0.0.0.0");
+	o->profile = env_or("NIM_MODEL_PROFILE", NULL);
+	for (size_t i = 0; i < n_nums; i++)
+		if ((rc = parse_long(nums[i].dst, nums[i].env, env_or(nums[i].env, nums[i].dflt),
+				     nums[i].lo, nums[i].hi)) < 0)
+			return rc;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int matched = 0;
+		if (!strcmp(a, "--list-profiles")) {
+			o->list_profiles = 1;
+			continue;
+		}
+		if (i + 1 >= argc)
+			return nf_error_set(NF_EINPUT, "unknown option or missing value: %s", a);
+		if (!strcmp(a, "--manifest"))
+			o->manifest = argv[++i], matched = 1;
+		else if (!strcmp(a, "--host"))
+			o->host = argv[++i], matched = 1;
+		else if (!strcmp(a, "--profile"))
+			o->profile = argv[++i], matched = 1;
+		else if (!strcmp(a, "--port-file"))
+			o->port_file = argv[++i], matched = 1;
+		for (size_t k = 0; k < n_nums && !matched; k++)
+			if (!strcmp(a, nums[k].flag)) {
+				if ((rc = parse_long(nums[k].dst, a, argv[++i], nums[k].lo, nums[k].hi)) < 0)
+					return rc;
+				matched = 1;
+			}
+		if (!matched)
+			return nf_error_set(NF_EINPUT, "unknown option: %s (see --help)", a);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	opts o;
+	nf_manifest *m = NULL;
+	nf_gpu_list gpus;
+	nf_metrics *metrics = NULL;
+	nf_server *srv = NULL;
+	nf_engine *engine = NULL;
+	nf_sched *sched = NULL;
+	nf_server_config sc;
+	nf_sched_opts so;
+	sigset_t sigs;
+	size_t chosen = 0;
+	char why[1536];
+	int rc, sig = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--version")) {
+			printf("nimserve %s\n", NF_VERSION);
+			return 0;
+		}
+	}
+	memset(&o, 0, sizeof o);
+	if ((rc = parse_args(&o, argc, argv)) < 0)
+		goto done;
+
+	/* Signals go to sigwait below, never to a handler in some other thread. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	if ((rc = nf_manifest_load(&m, o.manifest)) < 0)
+		goto done;
+	nf_gpu_detect(&gpus);
+	if (o.list_profiles) {
+		nf_profile_print(stdout, m, &gpus, 1);
+		rc = 0;
+		goto done;
+	}
+	logf_("nimserve %s, model %s %s, manifest %s", NF_VERSION, m->model_name, m->model_version, o.manifest);
+	logf_("gpu detection: %s", gpus.note);
+	if ((rc = nf_profile_select(&chosen, why, sizeof why, m, &gpus, o.profile, 1)) < 0)
+		goto done;
+	logf_("profile %s (%s) chosen: %s", m->profiles[chosen].name, m->profiles[chosen].id, why);
+
+	if ((rc = nf_metrics_new(&metrics)) < 0)
+		goto done;
+	memset(&sc, 0, sizeof sc);
+	sc.host = o.host;
+	sc.port = (int)o.port;
+	sc.max_body = (size_t)o.max_body;
+	sc.max_connections = (int)o.max_conns;
+	sc.manifest = m;
+	sc.profile = chosen;
+	sc.selection_reason = why;
+	sc.gpus = &gpus;
+	sc.metrics = metrics;
+	if ((rc = nf_server_start(&srv, &sc)) < 0)
+		goto done;
+	logf_("listening on http://%s:%d (not ready until the engine is loaded)", o.host, nf_server_port(srv));
+	if (o.port_file) {
+		char buf[16];
+		int n = snprintf(buf, sizeof buf, "%d\n", nf_server_port(srv));
+		if ((rc = nf_fs_write_atomic(o.port_file, buf, (size_t)n, 0644)) < 0)
+			goto done;
+	}
+
+	if ((rc = nf_engine_open(&engine, m->profiles[chosen].engine_path, (int)o.threads)) < 0) {
+		nf_error_wrap(rc, "loading engine %s", m->profiles[chosen].engine_path);
+		goto done;
+	}
+	memset(&so, 0, sizeof so);
+	so.max_batch = (int)o.max_batch;
+	so.max_queue = (int)o.max_queue;
+	so.step_delay_us = (int)o.step_delay_us;
+	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
+		goto done;
+	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
+		goto done;
+	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld",
+	      m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
+	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue);
+
+	while (sigwait(&sigs, &sig) != 0)
+		;
+	logf_("%s: no longer accepting; finishing %zu request(s) in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+	      nf_sched_load(sched));
+	nf_server_quiesce(srv);
+	nf_sched_drain(sched);
+	{
+		double deadline = nf_sched_now() + (double)o.drain_timeout;
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		while ((nf_sched_load(sched) > 0 || nf_server_inflight(srv) > 0) && nf_sched_now() < deadline)
+			nanosleep(&ts, NULL);
+		if (nf_sched_load(sched) > 0 || nf_server_inflight(srv) > 0)
+			logf_("drain timeout after %lds: cancelling what is left", o.drain_timeout);
+	}
+	nf_sched_free(sched); /* cancels anything left, so open streams end */
+	sched = NULL;
+	nf_server_free(srv);
+	srv = NULL;
+	logf_("stopped");
+	rc = 0;
+done:
+	if (rc < 0)
+		fprintf(stderr, "nimserve: error: %s\n", nf_error_last());
+	nf_sched_free(sched);
+	nf_server_free(srv);
+	nf_engine_free(engine);
+	nf_metrics_free(metrics);
+	nf_manifest_free(m);
+	return rc < 0 ? nf_error_exit_status(rc) : 0;
+}

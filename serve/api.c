@@ -1,0 +1,703 @@
+/*
+ * api.c - routes, request handling and response rendering for nimserve.
+ */
+#define _GNU_SOURCE
+#include "serve/api.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/tokenizer.h"
+#include "serve/request.h"
+#include "serve/sbuf.h"
+#include "util/error.h"
+#include "util/version.h"
+#include "util/banned.h"
+
+#define MAX_RESPONSE_TEXT (8u << 20)
+#define KEEPALIVE_MS 10000
+
+struct nf_server {
+	struct MHD_Daemon *d;
+	int port;
+	size_t max_body;
+	const nf_manifest *manifest;
+	const nf_manifest_profile *profile;
+	char *reason;
+	nf_gpu_list gpus;
+	nf_metrics *metrics;
+	nf_engine *engine;   /* set once ready */
+	nf_sched *sched;
+	char *metadata;      /* JSON, built when ready */
+	atomic_int ready;
+	atomic_int quiesced;
+	atomic_size_t inflight;
+	atomic_ullong ids;
+	long long created;
+};
+
+/* Per-request state (MHD's con_cls). */
+typedef struct conn {
+	nf_server *srv;
+	nf_sbuf body;
+	int too_big;
+	int answered;
+	char endpoint[32];
+	double t_start;
+} conn;
+
+/* A streamed response's state (the content reader's cls). */
+typedef struct stream {
+	nf_server *srv;
+	nf_job *job;
+	nf_sbuf out;        /* formatted bytes not yet handed to MHD */
+	size_t out_off;
+	int finished;       /* job over and the final events formatted */
+	int chat;
+	int include_usage;
+	int sent_role;
+	char id[48];
+	char endpoint[32];
+	long long created;
+	double t_start;
+} stream;
+
+static enum MHD_Result send_body(struct MHD_Connection *c, nf_metrics *metrics, const char *endpoint,
+				 int status, const char *ctype, const char *body, size_t len,
+				 const char *h1, const char *v1)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (h1)
+		MHD_add_response_header(r, h1, v1);
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	if (metrics)
+		nf_metrics_request(metrics, endpoint, status);
+	return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, nf_server *srv, const char *endpoint,
+				 int status, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	enum MHD_Result ret;
+	json_decref(o);
+	if (!s)
+		return send_body(c, srv->metrics, endpoint, 500, "application/json",
+				 "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}",
+				 86, NULL, NULL);
+	ret = send_body(c, srv->metrics, endpoint, status, "application/json", s, strlen(s), NULL, NULL);
+	free(s);
+	return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, nf_server *srv, const char *endpoint,
+				  const nf_api_error *e)
+{
+	char *s = nf_api_error_json(e);
+	enum MHD_Result ret;
+	const char *h1 = NULL, *v1 = NULL;
+	if (e->status == 429) {
+		h1 = "Retry-After";
+		v1 = "1";
+	} else if (e->status == 405) {
+		h1 = "Allow";
+		v1 = !strcmp(endpoint, "/v1/completions") || !strcmp(endpoint, "/v1/chat/completions")
+			     ? "POST" : "GET";
+	}
+	if (!s)
+		return MHD_NO;
+	ret = send_body(c, srv->metrics, endpoint, e->status, "application/json", s, strlen(s), h1, v1);
+	free(s);
+	return ret;
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, nf_server *srv, const char *endpoint,
+			    int status, const char *type, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+static enum MHD_Result fail(struct MHD_Connection *c, nf_server *srv, const char *endpoint,
+			    int status, const char *type, const char *code, const char *fmt, ...)
+{
+	nf_api_error e;
+	va_list ap;
+	e.status = status;
+	e.type = type;
+	e.code = code;
+	e.param[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(e.message, sizeof e.message, fmt, ap);
+	va_end(ap);
+	return send_error(c, srv, endpoint, &e);
+}
+
+static json_t *usage_json(const nf_job_result *r)
+{
+	return json_pack("{s:i,s:i,s:i}", "prompt_tokens", r->prompt_tokens, "completion_tokens",
+			 r->completion_tokens, "total_tokens", r->prompt_tokens + r->completion_tokens);
+}
+
+/* One SSE event carrying a chunk. */
+static int stream_chunk(stream *st, const char *text, size_t len, const nf_job_result *final)
+{
+	json_t *choice, *o, *t;
+	char *s;
+	int rc;
+	t = json_stringn(text ? text : "", text ? len : 0);
+	if (!t)
+		t = json_string("");
+	if (st->chat) {
+		json_t *delta = json_object();
+		if (!st->sent_role) {
+			json_object_set_new(delta, "role", json_string("assistant"));
+			st->sent_role = 1;
+		}
+		if (!final || len)
+			json_object_set_new(delta, "content", t);
+		else
+			json_decref(t);
+		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
+				   "finish_reason", final ? json_string(final->finish_reason) : json_null());
+	} else {
+		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", t, "logprobs",
+				   "finish_reason", final ? json_string(final->finish_reason) : json_null());
+	}
+	o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:s}", "id", st->id, "object",
+		      st->chat ? "chat.completion.chunk" : "text_completion", "created",
+		      (json_int_t)st->created, "model", st->srv->manifest->model_name, "choices", choice,
+		      "system_fingerprint", st->srv->profile->id);
+	if (o && final)
+		json_object_set_new(o, "usage", usage_json(final));
+	s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	rc = nf_sbuf_printf(&st->out, "data: %s\n\n", s);
+	free(s);
+	if (rc == 0 && final && st->include_usage) {
+		o = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", st->id, "object",
+			      st->chat ? "chat.completion.chunk" : "text_completion", "created",
+			      (json_int_t)st->created, "model", st->srv->manifest->model_name, "choices",
+			      "usage", usage_json(final));
+		s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!s)
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		rc = nf_sbuf_printf(&st->out, "data: %s\n\n", s);
+		free(s);
+	}
+	return rc;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	stream *st = cls;
+	(void)pos;
+	while (st->out_off == st->out.len) {
+		nf_sbuf text;
+		int fin = 0;
+		if (st->finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		st->out.len = st->out_off = 0;
+		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
+		if (nf_job_next(st->job, &text, &fin, KEEPALIVE_MS) < 0) {
+			nf_sbuf_release(&text);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		if (text.len && !fin && stream_chunk(st, text.data, text.len, NULL) < 0) {
+			nf_sbuf_release(&text);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		if (fin) {
+			nf_job_result r;
+			nf_job_get_result(st->job, &r);
+			if (!strcmp(r.finish_reason, "stop") || !strcmp(r.finish_reason, "length")) {
+				if (stream_chunk(st, text.data, text.len, &r) < 0) {
+					nf_sbuf_release(&text);
+					return MHD_CONTENT_READER_END_WITH_ERROR;
+				}
+			} else {
+				nf_sbuf_printf(&st->out, "data: {\"error\":{\"message\":\"generation %s\","
+					       "\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n",
+					       !strcmp(r.finish_reason, "cancelled") ? "cancelled: the server is stopping" : "failed");
+			}
+			nf_sbuf_adds(&st->out, "data: [DONE]\n\n");
+			st->finished = 1;
+		} else if (!text.len) {
+			nf_sbuf_adds(&st->out, ": keep-alive\n\n"); /* also finds a vanished client */
+		}
+		nf_sbuf_release(&text);
+	}
+	{
+		size_t n = st->out.len - st->out_off;
+		if (n > max)
+			n = max;
+		memcpy(buf, st->out.data + st->out_off, n);
+		st->out_off += n;
+		return (ssize_t)n;
+	}
+}
+
+static void stream_free(void *cls)
+{
+	stream *st = cls;
+	if (!st->finished) {
+		nf_job_cancel(st->job); /* the client went away mid-stream */
+	}
+	if (st->srv->metrics)
+		nf_metrics_observe(st->srv->metrics, NF_HIST_REQUEST, nf_sched_now() - st->t_start);
+	nf_job_release(st->job);
+	nf_sbuf_release(&st->out);
+	free(st);
+}
+
+static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn,
+					 int chat)
+{
+	const char *ep = cn->endpoint;
+	nf_serve_req *req = NULL;
+	nf_api_error err;
+	nf_job *job = NULL;
+	int *tokens = NULL;
+	size_t n_tokens = 0;
+	nf_job_params jp;
+	const nf_model_config *cfg;
+	enum MHD_Result ret;
+	unsigned long long idn;
+	char id[48];
+	int rc;
+
+	if (!atomic_load(&srv->ready) || atomic_load(&srv->quiesced)) {
+		ret = fail(c, srv, ep, 503, "service_unavailable", "model_not_ready",
+			   atomic_load(&srv->ready) ? "the server is shutting down"
+						    : "the model is still loading; see /v1/health/ready");
+		goto done;
+	}
+	if (nf_serve_req_parse(&req, &err, cn->body.data ? cn->body.data : "", cn->body.len, chat,
+			       srv->manifest->chat_template) < 0) {
+		ret = send_error(c, srv, ep, &err);
+		goto done;
+	}
+	if (strcmp(req->model, srv->manifest->model_name) != 0) {
+		nf_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
+				 "The model '%.128s' does not exist; this server serves '%s'", req->model,
+				 srv->manifest->model_name);
+		ret = send_error(c, srv, ep, &err);
+		goto done;
+	}
+	cfg = nf_engine_config(srv->engine);
+	if (nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len, true,
+				false, &tokens, &n_tokens) < 0) {
+		ret = fail(c, srv, ep, 400, "invalid_request_error", NULL, "cannot tokenize the prompt: %s",
+			   nf_error_last());
+		goto done;
+	}
+	if (n_tokens >= (size_t)cfg->max_seq_len) {
+		nf_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
+				 chat ? "messages" : "prompt",
+				 "This model's maximum context length is %d tokens, however the prompt is %zu tokens "
+				 "(BOS included); shorten it to at most %d tokens",
+				 cfg->max_seq_len, n_tokens, cfg->max_seq_len - 1);
+		ret = send_error(c, srv, ep, &err);
+		goto done;
+	}
+	memset(&jp, 0, sizeof jp);
+	jp.max_tokens = req->max_tokens > 0 ? req->max_tokens : chat ? cfg->max_seq_len : 16;
+	jp.temperature = req->temperature;
+	jp.top_p = req->top_p;
+	idn = atomic_fetch_add(&srv->ids, 1) + 1;
+	jp.seed = req->has_seed ? req->seed
+				: ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) ^ (idn * 0xBF58476D1CE4E5B9ull);
+	jp.stop = req->stop;
+	jp.n_stop = req->n_stop;
+	jp.t_arrival = cn->t_start;
+	rc = nf_sched_submit(&job, srv->sched, tokens, n_tokens, &jp);
+	if (rc == NF_EENV) {
+		ret = fail(c, srv, ep, 429, "rate_limit_error", "queue_full",
+			   "too many requests in flight (%s); retry shortly", nf_error_last());
+		goto done;
+	} else if (rc == NF_EUNSUPPORTED) {
+		ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down", "the server is shutting down");
+		goto done;
+	} else if (rc < 0) {
+		ret = fail(c, srv, ep, 500, "server_error", NULL, "cannot queue the request: %s", nf_error_last());
+		goto done;
+	}
+	snprintf(id, sizeof id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
+		 (unsigned long long)srv->created, idn);
+	if (req->stream) {
+		struct MHD_Response *r;
+		stream *st = calloc(1, sizeof *st);
+		if (!st) {
+			ret = MHD_NO;
+			goto done;
+		}
+		st->srv = srv;
+		st->job = job;
+		job = NULL;
+		nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
+		st->chat = chat;
+		st->include_usage = req->include_usage;
+		st->created = (long long)time(NULL);
+		st->t_start = cn->t_start;
+		memcpy(st->id, id, sizeof st->id);
+		if (chat && stream_chunk(st, "", 0, NULL) < 0) { /* the role comes first */
+			stream_free(st);
+			ret = MHD_NO;
+			goto done;
+		}
+		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
+						      stream_free);
+		if (!r) {
+			stream_free(st);
+			ret = MHD_NO;
+			goto done;
+		}
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		ret = MHD_queue_response(c, 200, r);
+		MHD_destroy_response(r);
+		if (srv->metrics)
+			nf_metrics_request(srv->metrics, ep, 200);
+		goto done;
+	}
+	{
+		nf_sbuf text;
+		nf_job_result res;
+		int fin = 0;
+		json_t *choice, *o, *t;
+		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
+		while (!fin)
+			if (nf_job_next(job, &text, &fin, KEEPALIVE_MS) < 0)
+				break;
+		nf_job_get_result(job, &res);
+		if (!fin || (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length"))) {
+			nf_sbuf_release(&text);
+			if (!strcmp(res.finish_reason, "cancelled"))
+				ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down",
+					   "the server stopped before the completion finished");
+			else
+				ret = fail(c, srv, ep, 500, "server_error", NULL, "generation failed");
+			goto done;
+		}
+		t = json_stringn(text.data ? text.data : "", text.len);
+		nf_sbuf_release(&text);
+		if (chat)
+			choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
+					   "assistant", "content", t, "logprobs", "finish_reason",
+					   res.finish_reason);
+		else
+			choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", t, "logprobs",
+					   "finish_reason", res.finish_reason);
+		o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:s}", "id", id, "object",
+			      chat ? "chat.completion" : "text_completion", "created",
+			      (json_int_t)time(NULL), "model", srv->manifest->model_name, "choices", choice,
+			      "usage", usage_json(&res), "system_fingerprint", srv->profile->id);
+		if (srv->metrics)
+			nf_metrics_observe(srv->metrics, NF_HIST_REQUEST, nf_sched_now() - cn->t_start);
+		ret = send_json(c, srv, ep, 200, o);
+	}
+done:
+	nf_job_release(job);
+	free(tokens);
+	nf_serve_req_free(req);
+	return ret;
+}
+
+static enum MHD_Result handle_get(struct MHD_Connection *c, nf_server *srv, const char *ep)
+{
+	if (!strcmp(ep, "/v1/health/live"))
+		return send_json(c, srv, ep, 200, json_pack("{s:s}", "status", "live"));
+	if (!strcmp(ep, "/v1/health/ready")) {
+		if (atomic_load(&srv->ready) && !atomic_load(&srv->quiesced))
+			return send_json(c, srv, ep, 200, json_pack("{s:s}", "status", "ready"));
+		return fail(c, srv, ep, 503, "service_unavailable", "model_not_ready",
+			    atomic_load(&srv->ready) ? "the server is shutting down" : "the model is still loading");
+	}
+	if (!strcmp(ep, "/v1/models"))
+		return send_json(c, srv, ep, 200,
+				 json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:s}]}", "object", "list", "data", "id",
+					   srv->manifest->model_name, "object", "model", "created",
+					   (json_int_t)srv->created, "owned_by", "nimfactory", "root",
+					   srv->profile->name));
+	if (!strcmp(ep, "/v1/metrics")) {
+		nf_sbuf b;
+		enum MHD_Result ret;
+		nf_sbuf_init(&b, 1u << 20);
+		if (srv->metrics)
+			nf_metrics_request(srv->metrics, ep, 200); /* counted before, so it shows itself */
+		if (!srv->metrics || nf_metrics_format(srv->metrics, &b) < 0) {
+			nf_sbuf_release(&b);
+			return fail(c, srv, ep, 500, "server_error", NULL, "metrics unavailable");
+		}
+		ret = send_body(c, NULL, ep, 200,
+				"text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "", b.len, NULL, NULL);
+		nf_sbuf_release(&b);
+		return ret;
+	}
+	if (!strcmp(ep, "/v1/metadata")) {
+		if (!srv->metadata)
+			return fail(c, srv, ep, 503, "service_unavailable", "model_not_ready",
+				    "the model is still loading");
+		return send_body(c, srv->metrics, ep, 200, "application/json", srv->metadata,
+				 strlen(srv->metadata), NULL, NULL);
+	}
+	return fail(c, srv, ep, 404, "invalid_request_error", "not_found", "no route for GET %s", ep);
+}
+
+static const char *known_endpoint(const char *url)
+{
+	static const char *const eps[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+					  "/v1/health/live", "/v1/health/ready", "/v1/metrics",
+					  "/v1/metadata", NULL};
+	for (const char *const *e = eps; *e; e++)
+		if (!strcmp(url, *e))
+			return *e;
+	return NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	nf_server *srv = cls;
+	conn *cn = *con_cls;
+	const char *ep;
+	int is_post;
+	(void)version;
+	if (!cn) {
+		const char *cl;
+		cn = calloc(1, sizeof *cn);
+		if (!cn)
+			return MHD_NO;
+		cn->srv = srv;
+		cn->t_start = nf_sched_now();
+		nf_sbuf_init(&cn->body, srv->max_body);
+		ep = known_endpoint(url);
+		snprintf(cn->endpoint, sizeof cn->endpoint, "%s", ep ? ep : "other");
+		*con_cls = cn;
+		atomic_fetch_add(&srv->inflight, 1);
+		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl) {
+			char *end = NULL;
+			unsigned long long v = strtoull(cl, &end, 10);
+			if (end && *end == '\0' && v > srv->max_body) {
+				cn->answered = 1;
+				return fail(c, srv, cn->endpoint, 413, "invalid_request_error",
+					    "request_too_large", "the request body exceeds %zu bytes",
+					    srv->max_body);
+			}
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!cn->too_big && nf_sbuf_add(&cn->body, upload, *upload_size) < 0) {
+			cn->too_big = 1;
+			nf_sbuf_release(&cn->body);
+		}
+		*upload_size = 0;
+		if (cn->too_big && !cn->answered) {
+			cn->answered = 1;
+			return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
+				    "the request body exceeds %zu bytes", srv->max_body);
+		}
+		return MHD_YES;
+	}
+	if (cn->answered)
+		return MHD_YES;
+	cn->answered = 1;
+	ep = known_endpoint(url);
+	is_post = !strcmp(method, "POST");
+	if (!ep) {
+		char u[128];
+		snprintf(u, sizeof u, "%s", url);
+		for (char *p = u; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+				*p = '?';
+		return fail(c, srv, "other", 404, "invalid_request_error", "not_found",
+			    "no route for %s %s", is_post ? "POST" : "GET", u);
+	}
+	if (!strcmp(ep, "/v1/completions") || !strcmp(ep, "/v1/chat/completions")) {
+		if (!is_post)
+			return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed",
+				    "%s takes POST", ep);
+		return handle_completion(c, srv, cn, !strcmp(ep, "/v1/chat/completions"));
+	}
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed", "%s takes GET", ep);
+	return handle_get(c, srv, ep);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	nf_server *srv = cls;
+	conn *cn = *con_cls;
+	(void)c;
+	(void)toe;
+	if (!cn)
+		return;
+	nf_sbuf_release(&cn->body);
+	free(cn);
+	*con_cls = NULL;
+	atomic_fetch_sub(&srv->inflight, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	fprintf(stderr, "nimserve: http: ");
+	vfprintf(stderr, fmt, ap);
+}
+
+int nf_server_start(nf_server **out, const nf_server_config *cfg)
+{
+	nf_server *s = NULL;
+	struct addrinfo hints, *ai = NULL;
+	char portstr[16];
+	unsigned flags;
+	const union MHD_DaemonInfo *info;
+	int rc;
+
+	*out = NULL;
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	s->max_body = cfg->max_body;
+	s->manifest = cfg->manifest;
+	s->profile = &cfg->manifest->profiles[cfg->profile];
+	s->reason = strdup(cfg->selection_reason ? cfg->selection_reason : "");
+	s->gpus = *cfg->gpus;
+	s->metrics = cfg->metrics;
+	s->created = (long long)time(NULL);
+	atomic_init(&s->ready, 0);
+	atomic_init(&s->quiesced, 0);
+	atomic_init(&s->inflight, 0);
+	atomic_init(&s->ids, 0);
+	if (!s->reason) {
+		rc = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(portstr, sizeof portstr, "%d", cfg->port);
+	if (cfg->port < 0 || cfg->port > 65535 || getaddrinfo(cfg->host, portstr, &hints, &ai) != 0 || !ai) {
+		rc = nf_error_set(NF_EINPUT, "cannot resolve listen address %s port %d", cfg->host, cfg->port);
+		goto done;
+	}
+	flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+		MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_END);
+	if (!s->d) {
+		rc = nf_error_set(NF_EENV, "cannot listen on %s port %d (in use, or not an address of this host)",
+				  cfg->host, cfg->port);
+		goto done;
+	}
+	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : cfg->port;
+	*out = s;
+	s = NULL;
+	rc = 0;
+done:
+	if (ai)
+		freeaddrinfo(ai);
+	nf_server_free(s);
+	return rc;
+}
+
+int nf_server_port(const nf_server *s)
+{
+	return s->port;
+}
+
+int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
+{
+	const nf_manifest *m = s->manifest;
+	const nf_manifest_profile *p = s->profile;
+	json_t *o, *gpus, *cfgj;
+	json_error_t jerr;
+	const char *cj = nf_engine_config_json(e);
+	s->engine = e;
+	s->sched = sched;
+	gpus = json_array();
+	for (int i = 0; i < s->gpus.count; i++) {
+		char cc[16];
+		snprintf(cc, sizeof cc, "%d.%d", s->gpus.gpus[i].major, s->gpus.gpus[i].minor);
+		json_array_append_new(gpus, json_pack("{s:s,s:s}", "name", s->gpus.gpus[i].name,
+						      "compute_capability", cc));
+	}
+	cfgj = cj ? json_loads(cj, 0, &jerr) : NULL;
+	o = json_pack("{s:{s:s,s:s,s:s},s:s,s:{s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:s},s:s,s:{s:s,s:o},"
+		      "s:{s:s,s:s,s:i,s:o},s:{s:s},s:s}",
+		      "model", "name", m->model_name, "family", m->model_family, "version", m->model_version,
+		      "recipe_digest", m->recipe_digest,
+		      "profile", "id", p->id, "name", p->name, "device", p->device, "arch", p->arch,
+		      "precision", p->precision, "tensor_parallel", p->tensor_parallel, "gate",
+		      nf_gate_name(p->gate), "engine", p->engine,
+		      "selection", s->reason,
+		      "gpus", "detection", s->gpus.note, "devices", gpus,
+		      "engine", "precision", nf_precision_name(nf_engine_precision(e)), "kernel",
+		      nf_engine_kernel_name(e), "context_length", nf_engine_config(e)->max_seq_len,
+		      "config", cfgj ? cfgj : json_null(),
+		      "nimserve", "version", NF_VERSION,
+		      "chat_template", nf_chat_template_name(m->chat_template));
+	s->metadata = o ? json_dumps(o, JSON_COMPACT | JSON_INDENT(0)) : NULL;
+	json_decref(o);
+	if (!s->metadata)
+		return nf_error_set(NF_ENOMEM, "cannot build /v1/metadata");
+	atomic_store(&s->ready, 1);
+	if (s->metrics)
+		nf_metrics_set_ready(s->metrics, 1);
+	return 0;
+}
+
+void nf_server_quiesce(nf_server *s)
+{
+	MHD_socket fd;
+	atomic_store(&s->quiesced, 1);
+	if (s->metrics)
+		nf_metrics_set_ready(s->metrics, 0);
+	fd = MHD_quiesce_daemon(s->d);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+size_t nf_server_inflight(nf_server *s)
+{
+	return atomic_load(&s->inflight);
+}
+
+void nf_server_free(nf_server *s)
+{
+	if (!s)
+		return;
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	free(s->metadata);
+	free(s->reason);
+	free(s);
+}

@@ -1,0 +1,487 @@
+/*
+ * sched.c - the batching scheduler thread and the job hand-off to HTTP threads.
+ */
+#define _GNU_SOURCE
+#include "serve/sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/generate.h"
+#include "serve/textstream.h"
+#include "util/checked.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+#define NF_JOB_MAX_TEXT (4u << 20)
+
+struct nf_job {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refs;          /* under mu */
+	int cancelled;     /* under mu: set by the HTTP side */
+	int finished;      /* under mu */
+	nf_textstream text;/* under mu */
+	nf_job_result res; /* under mu once finished */
+	char *stop[8];
+	size_t n_stop;
+	/* scheduler-thread only */
+	int *tokens;
+	int n_prompt;
+	int pos;           /* position the next fed token takes */
+	int next_token;    /* the token fed at pos */
+	int generated;
+	int max_tokens;
+	nf_sampler sampler;
+	int have_sampler;
+	nf_seq *seq;
+	double t_arrival, t_last;
+	nf_job *next;      /* queue link, under the scheduler's mu */
+};
+
+struct nf_sched {
+	nf_engine *engine;
+	nf_metrics *metrics;
+	nf_sched_opts opts;
+	pthread_t thread;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	nf_job *q_head, *q_tail; /* under mu */
+	size_t n_queued;         /* under mu */
+	size_t n_active;         /* under mu (written by the thread) */
+	int stopping, draining;  /* under mu */
+	nf_job **active;         /* thread only */
+	float *logits;           /* (max_batch, vocab) */
+	nf_seq **b_seqs;
+	int *b_tokens, *b_pos;
+};
+
+double nf_sched_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void job_unref(nf_job *j)
+{
+	int last;
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->mu);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->mu);
+	if (!last)
+		return;
+	nf_seq_free(j->seq);
+	if (j->have_sampler)
+		nf_sampler_release(&j->sampler);
+	nf_textstream_release(&j->text);
+	for (size_t i = 0; i < j->n_stop; i++)
+		free(j->stop[i]);
+	free(j->tokens);
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->mu);
+	free(j);
+}
+
+void nf_job_release(nf_job *j)
+{
+	job_unref(j);
+}
+
+/* Scheduler side: the job is over. */
+static void job_finish(nf_sched *s, nf_job *j, const char *reason)
+{
+	pthread_mutex_lock(&j->mu);
+	if (!j->finished) {
+		j->finished = 1;
+		j->res.finish_reason = reason;
+		j->res.prompt_tokens = j->n_prompt;
+		j->res.completion_tokens = j->generated;
+	}
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	if (s->metrics) {
+		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
+				  (size_t)j->generated);
+		if (!strcmp(reason, "cancelled"))
+			nf_metrics_cancelled(s->metrics);
+	}
+	nf_seq_free(j->seq);
+	j->seq = NULL;
+}
+
+/* One generated token: decode, check stops and limits.  Returns 1 if the job is over. */
+static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(s->engine);
+	int max_seq = nf_engine_config(s->engine)->max_seq_len;
+	size_t len = 0;
+	const char *piece;
+	int hit;
+	if (token == NF_TOKEN_EOS || token == NF_TOKEN_BOS) {
+		job_finish(s, j, "stop");
+		return 1;
+	}
+	j->generated++;
+	if (s->metrics) {
+		if (j->generated == 1)
+			nf_metrics_observe(s->metrics, NF_HIST_TTFT, now - j->t_arrival);
+		else
+			nf_metrics_observe(s->metrics, NF_HIST_ITL, now - j->t_last);
+	}
+	pthread_mutex_lock(&j->mu);
+	if (j->generated == 1)
+		j->res.ttft = now - j->t_arrival;
+	piece = nf_tokenizer_decode(tok, prev, token, &len);
+	hit = nf_textstream_push(&j->text, piece, len);
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	j->t_last = now;
+	if (hit != 0) {
+		job_finish(s, j, hit > 0 ? "stop" : "length");
+		return 1;
+	}
+	if (j->generated >= j->max_tokens || j->pos + 1 >= max_seq) {
+		job_finish(s, j, "length");
+		return 1;
+	}
+	j->next_token = token;
+	j->pos++;
+	return 0;
+}
+
+static void *sched_main(void *arg)
+{
+	nf_sched *s = arg;
+	int vocab = nf_engine_config(s->engine)->vocab_size;
+	size_t n_active = 0;
+	for (;;) {
+		size_t n = 0;
+		int rc, stopping;
+		pthread_mutex_lock(&s->mu);
+		while (!s->stopping && !s->q_head && n_active == 0)
+			pthread_cond_wait(&s->cv, &s->mu);
+		stopping = s->stopping;
+		while (!stopping && s->q_head && n_active < (size_t)s->opts.max_batch) {
+			nf_job *j = s->q_head;
+			s->q_head = j->next;
+			if (!s->q_head)
+				s->q_tail = NULL;
+			s->n_queued--;
+			s->active[n_active++] = j;
+		}
+		if (stopping) { /* everything left is cancelled */
+			while (s->q_head) {
+				nf_job *j = s->q_head;
+				s->q_head = j->next;
+				s->active[n_active++] = j; /* capacity: see nf_sched_new */
+				if (n_active == (size_t)s->opts.max_batch + (size_t)s->opts.max_queue)
+					break;
+			}
+			s->q_tail = s->q_head ? s->q_tail : NULL;
+			s->n_queued = 0;
+		}
+		s->n_active = n_active;
+		pthread_mutex_unlock(&s->mu);
+		if (stopping) {
+			for (size_t i = 0; i < n_active; i++) {
+				job_finish(s, s->active[i], "cancelled");
+				job_unref(s->active[i]);
+			}
+			n_active = 0;
+			pthread_mutex_lock(&s->mu);
+			s->n_active = 0;
+			if (!s->q_head) {
+				pthread_mutex_unlock(&s->mu);
+				break;
+			}
+			pthread_mutex_unlock(&s->mu);
+			continue;
+		}
+		/* drop cancelled jobs, give new ones a sequence */
+		for (size_t i = 0; i < n_active; i++) {
+			nf_job *j = s->active[i];
+			int cancelled;
+			pthread_mutex_lock(&j->mu);
+			cancelled = j->cancelled;
+			pthread_mutex_unlock(&j->mu);
+			if (!cancelled && !j->seq && nf_seq_new(&j->seq, s->engine) < 0) {
+				job_finish(s, j, "error");
+				cancelled = 2;
+			}
+			if (cancelled) {
+				if (cancelled == 1)
+					job_finish(s, j, "cancelled");
+				job_unref(j);
+				s->active[i] = NULL;
+				continue;
+			}
+			s->active[n++] = j;
+		}
+		n_active = n;
+		for (size_t i = 0; i < n_active; i++) {
+			nf_job *j = s->active[i];
+			s->b_seqs[i] = j->seq;
+			s->b_tokens[i] = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
+			s->b_pos[i] = j->pos;
+		}
+		if (n_active == 0)
+			goto gauges;
+		rc = nf_engine_step(s->engine, s->b_seqs, s->b_tokens, s->b_pos, n_active, s->logits);
+		if (rc < 0) {
+			for (size_t i = 0; i < n_active; i++) {
+				job_finish(s, s->active[i], "error");
+				job_unref(s->active[i]);
+			}
+			n_active = 0;
+			goto gauges;
+		}
+		{
+			double now = nf_sched_now();
+			n = 0;
+			for (size_t i = 0; i < n_active; i++) {
+				nf_job *j = s->active[i];
+				int over = 0;
+				if (j->pos < j->n_prompt - 1) {
+					j->pos++; /* still prefilling */
+				} else {
+					float *lg = s->logits + i * (size_t)vocab;
+					int prev = s->b_tokens[i];
+					int tok = nf_sampler_sample(&j->sampler, lg);
+					if (tok < 0 || tok >= vocab) {
+						job_finish(s, j, "error");
+						over = 1;
+					} else {
+						over = job_token(s, j, tok, prev, now);
+					}
+				}
+				if (over)
+					job_unref(j);
+				else
+					s->active[n++] = j;
+			}
+			n_active = n;
+		}
+	gauges:
+		pthread_mutex_lock(&s->mu);
+		s->n_active = n_active;
+		if (s->metrics)
+			nf_metrics_set_gauges(s->metrics, s->n_queued, n_active, -1);
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		if (s->opts.step_delay_us > 0 && n_active) {
+			struct timespec ts = {s->opts.step_delay_us / 1000000,
+					      (long)(s->opts.step_delay_us % 1000000) * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opts *o)
+{
+	nf_sched *s = NULL;
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size, nl, cap;
+	int rc;
+	*out = NULL;
+	if (o->max_batch < 1 || o->max_batch > 4096 || o->max_queue < 0 || o->max_queue > 65536)
+		return nf_error_set(NF_EINPUT, "max_batch must be 1..4096 and max_queue 0..65536");
+	cap = (size_t)o->max_batch + (size_t)o->max_queue;
+	s = calloc(1, sizeof *s);
+	if (!s || !nf_size_mul(&nl, (size_t)o->max_batch, vocab)) {
+		rc = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	s->engine = e;
+	s->metrics = m;
+	s->opts = *o;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	s->active = calloc(cap, sizeof *s->active);
+	s->logits = calloc(nl, sizeof *s->logits);
+	s->b_seqs = calloc((size_t)o->max_batch, sizeof *s->b_seqs);
+	s->b_tokens = calloc((size_t)o->max_batch, sizeof *s->b_tokens);
+	s->b_pos = calloc((size_t)o->max_batch, sizeof *s->b_pos);
+	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_pos) {
+		rc = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+		rc = nf_error_set(NF_EENV, "cannot start the scheduler thread");
+		goto done;
+	}
+	s->started = 1;
+	*out = s;
+	s = NULL;
+	rc = 0;
+done:
+	nf_sched_free(s);
+	return rc;
+}
+
+void nf_sched_free(nf_sched *s)
+{
+	if (!s)
+		return;
+	if (s->started) {
+		pthread_mutex_lock(&s->mu);
+		s->stopping = 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->thread, NULL);
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+	} else if (s->active) {
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+	}
+	free(s->active);
+	free(s->logits);
+	free(s->b_seqs);
+	free(s->b_tokens);
+	free(s->b_pos);
+	free(s);
+}
+
+int nf_sched_submit(nf_job **out, nf_sched *s, const int *tokens, size_t n_tokens,
+		    const nf_job_params *p)
+{
+	nf_job *j = NULL;
+	int max_seq = nf_engine_config(s->engine)->max_seq_len;
+	int rc;
+	*out = NULL;
+	if (n_tokens < 1 || n_tokens >= (size_t)max_seq)
+		return nf_error_set(NF_EINPUT, "prompt of %zu tokens does not fit a context of %d",
+				    n_tokens, max_seq);
+	if (p->n_stop > 8)
+		return nf_error_set(NF_EINPUT, "too many stop strings");
+	j = calloc(1, sizeof *j);
+	if (!j)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->cv, NULL);
+	j->refs = 2; /* the caller's and the scheduler's */
+	j->res.ttft = -1;
+	j->t_arrival = p->t_arrival;
+	j->n_prompt = (int)n_tokens;
+	j->max_tokens = p->max_tokens < 1 ? 1 : p->max_tokens;
+	for (size_t i = 0; i < p->n_stop; i++) {
+		if (!(j->stop[i] = strdup(p->stop[i]))) {
+			j->refs = 1;
+			rc = nf_error_set(NF_ENOMEM, "out of memory");
+			goto done;
+		}
+		j->n_stop++;
+	}
+	nf_textstream_init(&j->text, j->stop, j->n_stop, NF_JOB_MAX_TEXT);
+	j->tokens = malloc(n_tokens * sizeof *j->tokens);
+	if (!j->tokens) {
+		j->refs = 1;
+		rc = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	memcpy(j->tokens, tokens, n_tokens * sizeof *j->tokens);
+	if ((rc = nf_sampler_init(&j->sampler, nf_engine_config(s->engine)->vocab_size,
+				  p->temperature, p->top_p, p->seed)) < 0) {
+		j->refs = 1;
+		goto done;
+	}
+	j->have_sampler = 1;
+	pthread_mutex_lock(&s->mu);
+	if (s->draining || s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		j->refs = 1;
+		rc = nf_error_set(NF_EUNSUPPORTED, "the server is shutting down");
+		goto done;
+	}
+	/* full: every batch slot taken and max_queue already waiting */
+	if (s->n_queued >= (size_t)s->opts.max_queue &&
+	    s->n_active + s->n_queued >= (size_t)s->opts.max_batch) {
+		pthread_mutex_unlock(&s->mu);
+		j->refs = 1;
+		rc = nf_error_set(NF_EENV, "the request queue is full (%d waiting)", s->opts.max_queue);
+		goto done;
+	}
+	if (s->q_tail)
+		s->q_tail->next = j;
+	else
+		s->q_head = j;
+	s->q_tail = j;
+	s->n_queued++;
+	if (s->metrics)
+		nf_metrics_set_gauges(s->metrics, s->n_queued, s->n_active, -1);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	*out = j;
+	j = NULL;
+	rc = 0;
+done:
+	job_unref(j);
+	return rc;
+}
+
+void nf_sched_drain(nf_sched *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->draining = 1;
+	pthread_mutex_unlock(&s->mu);
+}
+
+size_t nf_sched_load(nf_sched *s)
+{
+	size_t n;
+	pthread_mutex_lock(&s->mu);
+	n = s->n_queued + s->n_active;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int nf_job_next(nf_job *j, nf_sbuf *out, int *finished, int timeout_ms)
+{
+	struct timespec dl;
+	size_t n;
+	int rc = 0;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&j->mu);
+	while (!j->finished && nf_textstream_ready(&j->text, 0) == 0)
+		if (pthread_cond_timedwait(&j->cv, &j->mu, &dl) == ETIMEDOUT)
+			break;
+	n = nf_textstream_ready(&j->text, j->finished);
+	if (n) {
+		rc = nf_sbuf_add_utf8(out, j->text.buf + j->text.released, n);
+		j->text.released += n;
+	}
+	*finished = j->finished && j->text.released == j->text.len;
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+void nf_job_get_result(nf_job *j, nf_job_result *r)
+{
+	pthread_mutex_lock(&j->mu);
+	*r = j->res;
+	if (!r->finish_reason)
+		r->finish_reason = "error";
+	pthread_mutex_unlock(&j->mu);
+}
+
+void nf_job_cancel(nf_job *j)
+{
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->mu);
+	j->cancelled = 1;
+	pthread_mutex_unlock(&j->mu);
+}

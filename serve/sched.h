@@ -1,0 +1,74 @@
+/*
+ * sched.h - the scheduler: one thread that advances every active sequence by
+ * one token per nf_engine_step (iteration-level batching).  New requests wait
+ * in a bounded queue and join the batch between steps; prompts are fed one
+ * token per step, so a long prefill never stalls the others' decoding.
+ *
+ * A job is shared by the HTTP thread that submitted it and the scheduler; it
+ * is reference-counted: submit gives the caller one reference, which the
+ * caller drops with nf_job_release.
+ */
+#ifndef NF_SERVE_SCHED_H
+#define NF_SERVE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "serve/metrics.h"
+#include "serve/sbuf.h"
+
+typedef struct nf_sched_opts {
+	int max_batch;     /* sequences stepped together, >= 1 */
+	int max_queue;     /* requests waiting beyond the batch; past it submit fails */
+	int step_delay_us; /* extra sleep per step (tests and benches only), 0 = none */
+} nf_sched_opts;
+
+typedef struct nf_job_params {
+	int max_tokens;   /* new tokens at most (>= 1) */
+	float temperature;
+	float top_p;
+	uint64_t seed;
+	char *const *stop; /* copied */
+	size_t n_stop;
+	double t_arrival; /* nf_sched_now() when the request arrived */
+} nf_job_params;
+
+typedef struct nf_job_result {
+	const char *finish_reason; /* "stop", "length", "cancelled", "error" (static) */
+	int prompt_tokens;
+	int completion_tokens;
+	double ttft; /* seconds from arrival to first token, -1 if none */
+} nf_job_result;
+
+typedef struct nf_sched nf_sched;
+typedef struct nf_job nf_job;
+
+/* Start the scheduler thread over e (borrowed, must outlive the scheduler)
+ * and m (borrowed, may be NULL). */
+int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opts *o);
+/* Stop the thread; jobs still queued or running finish as "cancelled". NULL is fine. */
+void nf_sched_free(nf_sched *s);
+
+/* Queue a request; tokens (BOS + prompt, 1..max_seq_len-1 of them) are copied.
+ * NF_EENV when the queue is full (HTTP 429); NF_EUNSUPPORTED when draining (503). */
+int nf_sched_submit(nf_job **out, nf_sched *s, const int *tokens, size_t n_tokens,
+		    const nf_job_params *p);
+/* Refuse new submissions from now on (SIGTERM). */
+void nf_sched_drain(nf_sched *s);
+/* Jobs queued plus running. */
+size_t nf_sched_load(nf_sched *s);
+
+/* Wait up to timeout_ms for more text; append whatever may be sent now to
+ * out.  *finished becomes 1 once the job is over and all its text appended. */
+int nf_job_next(nf_job *j, nf_sbuf *out, int *finished, int timeout_ms);
+/* Only valid once finished. */
+void nf_job_get_result(nf_job *j, nf_job_result *r);
+/* The client went away: the scheduler drops the sequence at the next step. */
+void nf_job_cancel(nf_job *j);
+void nf_job_release(nf_job *j); /* NULL is fine */
+
+/* Monotonic seconds. */
+double nf_sched_now(void);
+
+#endif
