@@ -129,7 +129,8 @@ static int parser_error(const char *file, const yaml_parser_t *p)
 	if (p->error == YAML_READER_ERROR)
 		return perr(file, 1, 1, "bad YAML: %s (at byte %zu)", problem, p->problem_offset);
 	if (p->context)
-		return perr(file, line, col, "bad YAML: %s %s", p->context, problem);
+		return perr(file, line, col, "bad YAML: %s (%s at line %d)", problem, p->context,
+			    (int)p->context_mark.line + 1);
 	return perr(file, line, col, "bad YAML: %s", problem);
 }
 
