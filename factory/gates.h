@@ -1,0 +1,168 @@
+/*
+ * gates.h - the gates an engine must pass before it is packaged.
+ *
+ * Correctness: for each prompt, the float32 reference (engine/reference.h)
+ * greedily continues the prompt for max_tokens; the reference and the engine
+ * are then both run teacher-forced on that SAME token sequence, and at each
+ * position that predicts a continuation token we compare
+ *   agreement  = fraction of positions where argmax(engine) == argmax(ref)
+ *   rel_err    = ||logits_engine - logits_ref||_2 / ||logits_ref||_2
+ * (max and mean over the positions).  The continuation stops early at
+ * EOS/BOS and at max_seq_len.
+ *
+ * Performance: nf_generate (greedy) from a prompt; decode tokens/s =
+ * (generated - 1) / decode_seconds, the best of `runs`; and the engine's
+ * peak resident memory: the process's peak RSS (VmHWM, reset through
+ * /proc/self/clear_refs just before the engine is opened) minus the RSS
+ * before opening, i.e. the resident bytes the engine's mapped weights, KV
+ * cache and activations added at their peak.  When the peak cannot be reset
+ * the RSS with the engine loaded after generation stands in ("method" says
+ * which).  The process's own VmHWM is reported beside it, unbounded.
+ *
+ * GPU profiles are never run here: their gates are "skipped" with a reason,
+ * never "passed".
+ *
+ * Verdicts are factory/profile.h's nf_verdict (PASSED, FAILED, SKIPPED; a
+ * result is never PENDING).  The profile under test is read for its id,
+ * name, device, precision and is_gpu only (borrowed, not kept).
+ * A result owns all its strings and arrays; results are collected in an
+ * nf_gate_results list that the report writer (report.h) consumes.
+ */
+#ifndef NF_FACTORY_GATES_H
+#define NF_FACTORY_GATES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/model.h"
+#include "factory/log.h"
+#include "factory/profile.h" /* nf_profile, nf_verdict */
+
+typedef enum nf_gate_kind {
+	NF_GATE_CORRECTNESS = 0,
+	NF_GATE_PERFORMANCE,
+} nf_gate_kind;
+
+/* How a measured value is held against its threshold. */
+typedef enum nf_gate_cmp {
+	NF_GATE_CMP_NONE = 0, /* reported only, no threshold */
+	NF_GATE_CMP_GE,       /* passes when value >= threshold */
+	NF_GATE_CMP_LE,       /* passes when value <= threshold */
+} nf_gate_cmp;
+
+const char *nf_gate_kind_name(nf_gate_kind k);       /* "correctness" "performance" */
+const char *nf_gate_cmp_symbol(nf_gate_cmp c);       /* "" ">=" "<=" */
+
+typedef struct nf_gate_metric {
+	char name[48];    /* "agreement", "rel_err_max", "decode_tokens_per_s", ... */
+	char unit[16];    /* "ratio", "tokens/s", "MiB", ... ("" when none) */
+	double value;
+	nf_gate_cmp cmp;
+	double threshold; /* meaningful when cmp != NONE */
+	bool ok;          /* value holds against threshold (true when cmp == NONE) */
+} nf_gate_metric;
+
+/* One test case of a gate: a prompt (correctness) or a bound (performance). */
+typedef struct nf_gate_case {
+	char *name;              /* owned: "prompt 1: \"Once upon\"", "decode throughput" */
+	char *prompt;            /* owned, may be NULL: the prompt text */
+	nf_verdict verdict;
+	char *reason;            /* owned, may be NULL: why it failed or was skipped */
+	double seconds;          /* time the case took */
+	int prompt_tokens;       /* tokens of the prompt, BOS included (0 when n/a) */
+	int positions;           /* positions compared / tokens generated */
+	int first_mismatch;      /* correctness: first position index (0-based,
+				    among the compared ones) whose argmax differs; -1 none */
+	nf_gate_metric *metrics; /* owned */
+	size_t n_metrics;
+} nf_gate_case;
+
+typedef struct nf_gate_result {
+	char *profile_id;        /* owned: stable id of the profile (sha256 hex) */
+	char *profile_name;      /* owned: e.g. "cpu-int8-wo" */
+	char *device;            /* owned: "cpu", "h100", ... */
+	char *precision;         /* owned: "fp32", "int8-wo", ... */
+	nf_gate_kind kind;
+	nf_verdict verdict;
+	char *reason;            /* owned, may be NULL: one line, for failed or skipped */
+	double seconds;          /* time the gate took */
+	nf_gate_metric *metrics; /* owned: the summary over the cases */
+	size_t n_metrics;
+	nf_gate_case *cases;     /* owned */
+	size_t n_cases;
+} nf_gate_result;
+
+/* An empty result (verdict PASSED, no metrics or cases) for profile (may be
+ * NULL: empty names), with the profile's id, name, device and precision
+ * copied.  Caller owns *out.  For the pipeline to record its own gates. */
+int nf_gate_result_new(nf_gate_result **out, const nf_profile *profile, nf_gate_kind kind);
+void nf_gate_result_free(nf_gate_result *r); /* NULL is fine */
+/* Replace *dst (owned string) with the formatted text. */
+int nf_gate_set_reason(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct nf_gate_correctness_opts {
+	const char *const *prompts; /* borrowed; n_prompts >= 1 (an empty string is BOS only) */
+	size_t n_prompts;
+	int max_tokens;             /* continuation length per prompt (>= 1) */
+	double min_agreement;       /* each prompt's agreement must be >= this (0..1) */
+	double max_rel_err;         /* each prompt's max rel_err must be <= this; < 0 = no bound */
+	double max_mean_rel_err;    /* each prompt's mean rel_err must be <= this; < 0 = no bound */
+	int threads;                /* engine threads; 0 = all cores */
+} nf_gate_correctness_opts;
+
+/*
+ * Run the correctness gate of the engine in engine_dir against the float32
+ * reference over `ref` (the model the engine was built from).  *out gets a
+ * result whose verdict says whether it passed (a failed gate is NOT an error:
+ * the function returns 0).  Errors (engine cannot be opened, bad options)
+ * return a negative code.  For a GPU profile, neither ref nor engine_dir is
+ * touched and the verdict is skipped.  Caller owns *out.
+ */
+int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const nf_model *ref,
+			const char *engine_dir, const nf_gate_correctness_opts *opts, nf_log *log);
+
+typedef struct nf_gate_perf_opts {
+	const char *prompt;       /* borrowed; NULL = "" */
+	int max_tokens;           /* tokens to generate (>= 1; at least 2 are generated,
+				     so that decode speed is defined; EOS does not stop) */
+	int runs;                 /* measure this many times, keep the best; 0 = 3 */
+	double min_tokens_per_s;  /* <= 0 = no bound (measured and reported) */
+	double max_memory_mib;    /* engine peak resident MiB bound; <= 0 = no bound */
+	int threads;              /* engine threads; 0 = all cores */
+} nf_gate_perf_opts;
+
+/* The performance gate (same conventions as nf_gate_correctness). */
+int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
+			const char *engine_dir, const nf_gate_perf_opts *opts, nf_log *log);
+
+/* A skipped result for a gate that cannot run here (reason copied). */
+int nf_gate_skipped(nf_gate_result **out, const nf_profile *profile, nf_gate_kind kind,
+		    const char *reason);
+
+/* Why a GPU gate cannot run on this machine ("no GPU on this machine"). */
+const char *nf_gate_gpu_skip_reason(void);
+
+/* A list of results, in the order added. */
+typedef struct nf_gate_results {
+	nf_gate_result **items; /* owned */
+	size_t n, cap;
+} nf_gate_results;
+
+void nf_gate_results_init(nf_gate_results *rs);
+/* Append r, taking ownership (also on failure, when r is freed). */
+int nf_gate_results_add(nf_gate_results *rs, nf_gate_result *r);
+void nf_gate_results_release(nf_gate_results *rs); /* frees every result; rs reusable */
+
+/* Failed if any gate failed; passed if at least one passed and none failed;
+ * skipped otherwise (nothing ran). */
+nf_verdict nf_gate_results_verdict(const nf_gate_results *rs);
+/* The verdict of one profile over its gates (matched by profile_id, then name). */
+nf_verdict nf_gate_results_profile_verdict(const nf_gate_results *rs, const char *profile_id,
+						const char *profile_name);
+
+/* Building blocks, public for the lead's pipeline and tests: fill a metric
+ * (name/unit truncated to fit) and evaluate it against its threshold. */
+void nf_gate_metric_set(nf_gate_metric *m, const char *name, const char *unit, double value,
+			nf_gate_cmp cmp, double threshold);
+
+#endif

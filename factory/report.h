@@ -1,0 +1,46 @@
+/*
+ * report.h - gate results written for people and for CI:
+ *
+ *   OUT/reports/gates.json  every result: profile, gate, verdict, reason,
+ *                           metrics (value, unit, comparison, threshold, ok),
+ *                           per-case details; the verdict per profile and
+ *                           overall; tool name and version
+ *   OUT/reports/junit.xml   JUnit XML as GitLab and Jenkins read it: one
+ *                           <testsuite> per profile, one <testcase> per case
+ *                           (prompt or bound) of each gate, <failure message>
+ *                           when failed, <skipped message> when skipped
+ *   OUT/reports/gates.tap   TAP version 13, one test per case; skipped cases
+ *                           are "ok N - ... # SKIP reason"
+ *
+ * and a short table for the terminal: profile, gate, measured, threshold,
+ * verdict.  Every file is written atomically.
+ */
+#ifndef NF_FACTORY_REPORT_H
+#define NF_FACTORY_REPORT_H
+
+#include <stdio.h>
+
+#include "factory/gates.h"
+
+typedef struct nf_report_meta {
+	const char *model;        /* model name; NULL = omitted */
+	const char *recipe;       /* recipe path or digest; NULL = omitted */
+	const char *generated_at; /* ISO 8601 time; NULL = now (UTC).  Tests pin it. */
+} nf_report_meta;
+
+/* The three documents as new NUL-terminated strings (caller frees *out).
+ * meta may be NULL. */
+int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *meta);
+int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta *meta);
+int nf_report_tap(char **out, const nf_gate_results *rs);
+
+/* Create out_dir/reports/ and write gates.json, junit.xml and gates.tap
+ * there, each atomically. */
+int nf_report_write(const char *out_dir, const nf_gate_results *rs, const nf_report_meta *meta);
+
+/* The human table (one row per metric of each gate, one for a skipped gate,
+ * then the overall verdict) as a new string (caller frees) / printed to f. */
+int nf_report_table(char **out, const nf_gate_results *rs);
+int nf_report_print_table(FILE *f, const nf_gate_results *rs);
+
+#endif
