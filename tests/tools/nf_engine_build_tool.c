@@ -1,0 +1,71 @@
+/*
+ * nf_engine_build_tool.c - build an engine folder from a checkpoint, for
+ * benchmarks and tests that need an engine without a recipe:
+ *
+ *   nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR [--threads N] [--no-autotune]
+ *
+ * MODEL is any checkpoint nf_ckpt_load reads (llama2.c file, HF folder);
+ * PRECISION a canonical name ("fp32", "int8-wo", ...).  The engine is
+ * autotuned on this CPU with N threads (default 0: all cores) unless
+ * --no-autotune.  Exit 0; 2 on bad arguments or input; 4 on I/O errors;
+ * one line on stderr naming the problem.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/checkpoint.h"
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "util/error.h"
+#include "util/parse.h"
+
+#include "util/banned.h"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR "
+			"[--threads N] [--no-autotune]\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *pos[4] = {NULL, NULL, NULL, NULL};
+	nf_engine_build_opts opts = {.threads = 0, .autotune = 1};
+	nf_model *m = NULL;
+	long threads = 0;
+	int npos = 0, err = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+			if ((err = nf_parse_long(&threads, argv[++i], 0, 1024, "--threads")))
+				goto done;
+		} else if (strcmp(argv[i], "--no-autotune") == 0) {
+			opts.autotune = 0;
+		} else if (argv[i][0] != '-' && npos < 4) {
+			pos[npos++] = argv[i];
+		} else {
+			usage();
+			return NF_EXIT_INPUT;
+		}
+	}
+	if (npos != 4) {
+		usage();
+		return NF_EXIT_INPUT;
+	}
+	opts.threads = (int)threads;
+	opts.tokenizer_path = pos[1];
+	if ((err = nf_precision_parse(&opts.precision, pos[2])))
+		goto done;
+	if ((err = nf_ckpt_load(&m, pos[0], NF_CKPT_AUTO)))
+		goto done;
+	if ((err = nf_engine_build(pos[3], m, &opts)))
+		goto done;
+	printf("nf_engine_build_tool: wrote %s (%s)\n", pos[3], nf_precision_name(opts.precision));
+done:
+	nf_model_free(m);
+	if (err) {
+		fprintf(stderr, "nf_engine_build_tool: %s\n", nf_error_last());
+		return nf_error_exit_status(err);
+	}
+	return 0;
+}
