@@ -76,12 +76,24 @@ static int fetch_into(git_repository *repo, const char *url, const char *shown,
 	char *refspecs[] = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
 	git_strarray specs = {refspecs, 2};
 	git_fetch_options fo;
+	git_remote_create_options ro;
 	git_remote *remote = NULL;
 	progress_ctx pc = {o};
 	int err = 0;
 
 	git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
-	if (git_remote_create_anonymous(&remote, repo, url) < 0) {
+	/*
+	 * Our own NIMFACTORY_URL_MIRROR rewrite has been applied; git's insteadOf
+	 * from the mirror's config is skipped (libgit2 1.5 also leaks in that
+	 * path: regexp match data on a non-match).
+	 */
+	if (git_remote_create_options_init(&ro, GIT_REMOTE_CREATE_OPTIONS_VERSION) < 0) {
+		err = git_err(NF_EINTERNAL, shown);
+		goto done;
+	}
+	ro.repository = repo;
+	ro.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	if (git_remote_create_with_opts(&remote, url, &ro) < 0) {
 		err = git_err(NF_EINPUT, shown);
 		goto done;
 	}

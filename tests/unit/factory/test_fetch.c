@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,7 +57,7 @@ static bool server_start(server *s, const char *const *extra)
 	argv[n++] = "--root";
 	argv[n++] = g_www;
 	argv[n++] = "--max-seconds";
-	argv[n++] = "60";
+	argv[n++] = "30";
 	argv[n++] = "--log";
 	argv[n++] = s->log;
 	for (int i = 0; extra && extra[i] && n < 30; i++)
@@ -66,6 +67,7 @@ static bool server_start(server *s, const char *const *extra)
 		return false;
 	s->pid = fork();
 	if (s->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the test */
 		dup2(pfd[1], 1);
 		close(pfd[0]);
 		close(pfd[1]);
@@ -395,7 +397,7 @@ static void test_faults(void)
 
 static void test_redirect(void)
 {
-	char hex[65], *mirror, *out = NULL, *target;
+	char hex[65], h2[65], *mirror, *out = NULL, *target;
 	nf_source_spec spec = {0};
 	nf_fetch_opts o;
 	server a = {0}, b = {0};
@@ -432,7 +434,6 @@ static void test_redirect(void)
 	/* A redirect to a protocol other than http(s) is refused. */
 	{
 		const char *redir[] = {"--redirect", "file:///etc/", NULL};
-		char h2[65];
 		memset(h2, 'b', 64);
 		h2[64] = '\0';
 		if (server_start(&a, redir)) {
