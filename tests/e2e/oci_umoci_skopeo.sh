@@ -4,6 +4,10 @@
 # right bytes and modes, and are reproducible across folders and processes.
 set -u
 TOOL="${NF_BUILD:?}/tools/nf_oci_tool"
+if [ ! -x "$TOOL" ]; then
+	echo "Bail out! $TOOL is not built"
+	exit 1
+fi
 n=0
 fail=0
 t() { # t NAME CMD...
