@@ -221,11 +221,11 @@ int nf_fetch_source(char **out_path, nf_cache *c, const nf_source_spec *spec,
 	if (spec->subpath && *spec->subpath && (err = check_subpath(spec->subpath)) < 0)
 		return err;
 	switch (spec->kind) {
-	case NF_SOURCE_PATH:
+	case NF_FETCH_PATH:
 		return fetch_path(out_path, c, spec, o);
-	case NF_SOURCE_URL:
+	case NF_FETCH_URL:
 		return fetch_url_source(out_path, c, spec, o);
-	case NF_SOURCE_GIT:
+	case NF_FETCH_GIT:
 		if (spec->archive)
 			return nf_error_set(NF_EINPUT, "source %s: a git source is not an archive",
 					    spec->url ? spec->url : "");

@@ -19,15 +19,15 @@
 
 #include "factory/cache.h"
 
-typedef enum nf_source_kind {
-	NF_SOURCE_PATH = 0, /* a local file or folder */
-	NF_SOURCE_URL = 1,  /* http(s), sha256 required */
-	NF_SOURCE_GIT = 2,  /* git url + 40-hex commit */
-} nf_source_kind;
+typedef enum nf_fetch_kind {
+	NF_FETCH_PATH = 0, /* a local file or folder */
+	NF_FETCH_URL = 1,  /* http(s), sha256 required */
+	NF_FETCH_GIT = 2,  /* git url + 40-hex commit */
+} nf_fetch_kind;
 
 /* What to fetch.  All strings are borrowed for the duration of the call. */
 typedef struct nf_source_spec {
-	nf_source_kind kind;
+	nf_fetch_kind kind;
 	const char *url;     /* URL and GIT: the remote (GIT also takes file:// and local paths) */
 	const char *sha256;  /* URL: required; PATH: optional, checked for a file; 64 lowercase hex */
 	const char *path;    /* PATH: the file or folder */

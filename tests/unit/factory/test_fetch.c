@@ -214,7 +214,7 @@ static void test_url(void)
 	fast_opts(&o, mirror);
 	o.progress = on_progress;
 	o.progress_user = &p;
-	spec.kind = NF_SOURCE_URL;
+	spec.kind = NF_FETCH_URL;
 	spec.url = HF "org/m/resolve/main/model.bin";
 	spec.sha256 = hex;
 	is_int(nf_fetch_source(&out, g_c, &spec, &o), 0, "url source through the mirror: %s",
@@ -339,7 +339,7 @@ static int fetch_with_fault(int *rc, const char *name, size_t size, unsigned see
 	fast_opts(&o, mirror);
 	o.retries = retries;
 	url = nf_strdup_printf(HF "%s", name);
-	spec.kind = NF_SOURCE_URL;
+	spec.kind = NF_FETCH_URL;
 	spec.url = url;
 	spec.sha256 = hex;
 	t0 = now_s();
@@ -420,7 +420,7 @@ static void test_redirect(void)
 	}
 	mirror = mirror_for(&a);
 	fast_opts(&o, mirror);
-	spec.kind = NF_SOURCE_URL;
+	spec.kind = NF_FETCH_URL;
 	spec.url = HF "r/moved.bin";
 	spec.sha256 = hex;
 	rc = nf_fetch_source(&out, g_c, &spec, &o);
@@ -468,7 +468,7 @@ static void test_path(void)
 	fast_opts(&o, NULL);
 	make_file(hex, "p/local.bin", 1000, 11);
 	file = nf_path_join(g_www, "p/local.bin");
-	spec.kind = NF_SOURCE_PATH;
+	spec.kind = NF_FETCH_PATH;
 	spec.path = file;
 	is_int(nf_fetch_source(&out, g_c, &spec, &o), 0, "path source");
 	is_str(out, file, "is the path itself");
@@ -543,7 +543,7 @@ static void test_git(void)
 	c2 = git_head(repo);
 	url = nf_strdup_printf("file://%s", repo);
 	fast_opts(&o, NULL);
-	spec.kind = NF_SOURCE_GIT;
+	spec.kind = NF_FETCH_GIT;
 	spec.url = url;
 	spec.commit = c1;
 	spec.subpath = "models/tiny";
@@ -651,7 +651,7 @@ static int unpack_file(char **out, const char *name, int zip, int zstd,
 		free(path);
 		return -1000;
 	}
-	spec.kind = NF_SOURCE_PATH;
+	spec.kind = NF_FETCH_PATH;
 	spec.path = path;
 	spec.archive = true;
 	spec.subpath = subpath;
@@ -731,7 +731,7 @@ static void test_archives(void)
 		char *junk = nf_path_join(g_www, "junk.tar.gz");
 		nf_source_spec spec = {0};
 		nf_fs_write_atomic(junk, "not an archive at all", 21, 0644);
-		spec.kind = NF_SOURCE_PATH;
+		spec.kind = NF_FETCH_PATH;
 		spec.path = junk;
 		spec.archive = true;
 		is_int(nf_fetch_source(&out, g_c, &spec, NULL), NF_EINPUT, "junk is not an archive");
@@ -746,7 +746,7 @@ static void test_archives(void)
 		fast_opts(&o, NULL);
 		o.max_unpack_entries = 2;
 		write_archive(path, 0, 0, many);
-		spec.kind = NF_SOURCE_PATH;
+		spec.kind = NF_FETCH_PATH;
 		spec.path = path;
 		spec.archive = true;
 		is_int(nf_fetch_source(&out, g_c, &spec, &o), NF_EINPUT, "too many entries refused");
@@ -776,7 +776,7 @@ static void test_url_archive(void)
 	}
 	mirror = mirror_for(&s);
 	fast_opts(&o, mirror);
-	spec.kind = NF_SOURCE_URL;
+	spec.kind = NF_FETCH_URL;
 	spec.url = HF "org/m/resolve/main/snap.tar.gz";
 	spec.sha256 = hex;
 	spec.archive = true;
