@@ -4,12 +4,18 @@
  *   nimfactory cache add FILE...   copy files in; prints "sha256:<hex>  FILE"
  *   nimfactory cache path          print the cache's root folder
  *   nimfactory cache ls            list blobs and stage outputs
+ *   nimfactory cache fetch URL SHA256
+ *                                  download a pinned url into the cache (honours
+ *                                  NIMFACTORY_URL_MIRROR and NIMFACTORY_OFFLINE);
+ *                                  prints "sha256:<hex>  PATH"
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/nimfactory/commands.h"
 #include "factory/cache.h"
+#include "factory/fetch.h"
 #include "util/error.h"
 #include "util/banned.h"
 
@@ -17,7 +23,8 @@ static void usage(FILE *to)
 {
 	fprintf(to, "usage: nimfactory cache add FILE...\n"
 		    "       nimfactory cache path\n"
-		    "       nimfactory cache ls\n\n"
+		    "       nimfactory cache ls\n"
+		    "       nimfactory cache fetch URL SHA256\n\n"
 		    "The cache is $NIMFACTORY_CACHE, else $XDG_CACHE_HOME/nimfactory, else\n"
 		    "~/.cache/nimfactory.  'add' seeds it with files a recipe pins by sha256,\n"
 		    "so that builds with NIMFACTORY_OFFLINE=1 find them.\n");
@@ -52,7 +59,8 @@ int nf_cmd_cache(int argc, char **argv)
 		usage(stdout);
 		return NF_EXIT_OK;
 	}
-	if (strcmp(argv[1], "add") && strcmp(argv[1], "path") && strcmp(argv[1], "ls")) {
+	if (strcmp(argv[1], "add") && strcmp(argv[1], "path") && strcmp(argv[1], "ls") &&
+	    strcmp(argv[1], "fetch")) {
 		fprintf(stderr, "nimfactory cache: unknown subcommand '%s'\n", argv[1]);
 		usage(stderr);
 		return NF_EXIT_INPUT;
@@ -61,7 +69,11 @@ int nf_cmd_cache(int argc, char **argv)
 		fprintf(stderr, "nimfactory cache add: no files given\n");
 		return NF_EXIT_INPUT;
 	}
-	if (strcmp(argv[1], "add") && argc > 2) {
+	if (!strcmp(argv[1], "fetch") && argc != 4) {
+		fprintf(stderr, "nimfactory cache fetch: needs URL SHA256\n");
+		return NF_EXIT_INPUT;
+	}
+	if (strcmp(argv[1], "add") && strcmp(argv[1], "fetch") && argc > 2) {
 		fprintf(stderr, "nimfactory cache %s: takes no arguments\n", argv[1]);
 		return NF_EXIT_INPUT;
 	}
@@ -69,6 +81,17 @@ int nf_cmd_cache(int argc, char **argv)
 		return fail(err);
 	if (!strcmp(argv[1], "path")) {
 		printf("%s\n", nf_cache_root(c));
+	} else if (!strcmp(argv[1], "fetch")) {
+		nf_source_spec spec = {0};
+		char *path = NULL;
+		spec.kind = NF_FETCH_URL;
+		spec.url = argv[2];
+		spec.sha256 = argv[3];
+		if ((err = nf_fetch_source(&path, c, &spec, NULL)) < 0)
+			status = fail(err);
+		else
+			printf("sha256:%s  %s\n", argv[3], path);
+		free(path);
 	} else if (!strcmp(argv[1], "ls")) {
 		if ((err = nf_cache_foreach(c, print_entry, NULL)) < 0)
 			status = fail(err);
