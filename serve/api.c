@@ -606,11 +606,11 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);
 	if (!s->d) {
 		rc = nf_error_set(NF_EENV, "cannot listen on %s port %d (in use, or not an address of this host)",

@@ -153,6 +153,12 @@ int main(int argc, char **argv)
 	char why[1536];
 	int rc, sig = 0;
 
+	/* Signals go to sigwait below, never to a handler in some other thread. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
@@ -167,12 +173,6 @@ int main(int argc, char **argv)
 	if ((rc = parse_args(&o, argc, argv)) < 0)
 		goto done;
 
-	/* Signals go to sigwait below, never to a handler in some other thread. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	if ((rc = nf_manifest_load(&m, o.manifest)) < 0)
 		goto done;
