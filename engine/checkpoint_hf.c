@@ -5,7 +5,9 @@
  * HF's rotate-half order: within each head, row j*(hs/2)+i of HF is row
  * 2i+j of llama2.c (j = 0, 1).  The loader undoes it, the writer applies it.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "engine/checkpoint.h"
 
 #include <jansson.h>

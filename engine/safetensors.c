@@ -3,7 +3,9 @@
  * exposing a tensor) and the deterministic, 64-byte aligned, atomic writer
  * (see safetensors.h).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "engine/safetensors.h"
 
 #include <errno.h>

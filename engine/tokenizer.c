@@ -5,7 +5,9 @@
  * merge the best-scoring adjacent pair first, leftmost on ties) but with a
  * heap instead of a rescan per merge, and decoding (see tokenizer.h).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "engine/tokenizer.h"
 
 #include <math.h>
