@@ -310,27 +310,27 @@ done:
 	return 0;
 }
 
-/* A "Key:   123 kB" line of /proc/self/status, in bytes; -1 when absent. */
+/* A "Key:   123 kB" line of /proc/self/status, in bytes; -1 when absent.
+ * (procfs files report size 0, so this reads line by line.) */
 static int64_t proc_status_kb(const char *key)
 {
-	char *text = NULL, *p;
-	size_t len = 0, klen = strlen(key);
+	char line[256];
+	size_t klen = strlen(key);
 	int64_t v = -1;
+	FILE *f = fopen("/proc/self/status", "re");
 
-	if (nf_fs_read_file(&text, &len, "/proc/self/status", 1 << 20) < 0) {
-		nf_error_clear();
+	if (!f)
 		return -1;
-	}
-	for (p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
 			char *end = NULL;
-			long long kb = strtoll(p + klen + 1, &end, 10);
-			if (end != p + klen + 1 && kb >= 0 && kb < (1LL << 40))
+			long long kb = strtoll(line + klen + 1, &end, 10);
+			if (end != line + klen + 1 && kb >= 0 && kb < (1LL << 40))
 				v = kb * 1024;
 			break;
 		}
 	}
-	free(text);
+	fclose(f);
 	return v;
 }
 
@@ -397,6 +397,10 @@ int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 	peak = (reset ? hwm : rss1) - rss0;
 	if (rss0 < 0 || hwm < 0 || rss1 < 0 || peak < 0)
 		peak = 0;
+	if (hwm_before > hwm)
+		hwm = hwm_before;
+	if (hwm < 0)
+		hwm = 0;
 
 	r->cases = calloc(2, sizeof(*r->cases));
 	r->metrics = calloc(3, sizeof(*r->metrics));
@@ -425,7 +429,7 @@ int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 	nf_gate_metric_set(&r->cases[1].metrics[0], "engine_peak_rss_mib", "MiB", (double)peak / mib,
 			   o->max_memory_mib > 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE, o->max_memory_mib);
 	nf_gate_metric_set(&r->cases[1].metrics[1], "process_peak_rss_mib", "MiB",
-			   (double)(hwm > hwm_before ? hwm : hwm_before) / mib, NF_GATE_CMP_NONE, 0);
+			   (double)hwm / mib, NF_GATE_CMP_NONE, 0);
 	for (int i = 0; i < 2; i++) {
 		nf_gate_case *c = &r->cases[i];
 		c->verdict = c->metrics[0].ok ? NF_VERDICT_PASSED : NF_VERDICT_FAILED;

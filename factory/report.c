@@ -489,6 +489,15 @@ done:
 
 /* ---- the terminal table ------------------------------------------------- */
 
+/* A number for people: integers when large, 4 significant digits otherwise. */
+static void human_num(char *buf, size_t size, double v)
+{
+	if (isfinite(v) && fabs(v) >= 1e4 && fabs(v) < 1e9)
+		snprintf(buf, size, "%.0f", v);
+	else
+		snprintf(buf, size, "%.4g", v);
+}
+
 /* Fit a (sanitised, one-line) cell into w columns, by bytes. */
 static void cell(char *dst, size_t size, const char *src, size_t w)
 {
@@ -515,29 +524,30 @@ int nf_report_table(char **out, const nf_gate_results *rs)
 	*out = NULL;
 	if ((rc = strm_open(&s)) < 0)
 		return rc;
-	fprintf(s.f, "%-24s %-12s %-36s %-14s %s\n", "profile", "gate", "measured", "threshold", "verdict");
+	fprintf(s.f, "%-24s %-12s %-40s %-14s %s\n", "profile", "gate", "measured", "threshold", "verdict");
 	for (size_t i = 0; i < rs->n; i++) {
 		const nf_gate_result *r = rs->items[i];
-		char prof[64], meas[64], thr[32];
+		char prof[64], meas[64], thr[64];
 		cell(prof, sizeof(prof), r->profile_name, 24);
 		if (r->verdict == NF_VERDICT_SKIPPED || r->n_metrics == 0) {
-			cell(meas, sizeof(meas), r->reason ? r->reason : "-", 36);
-			fprintf(s.f, "%-24s %-12s %-36s %-14s %s\n", prof, nf_gate_kind_name(r->kind), meas,
+			cell(meas, sizeof(meas), r->reason ? r->reason : "-", 40);
+			fprintf(s.f, "%-24s %-12s %-40s %-14s %s\n", prof, nf_gate_kind_name(r->kind), meas,
 				"-", nf_verdict_name(r->verdict));
 			continue;
 		}
 		for (size_t k = 0; k < r->n_metrics; k++) {
 			const nf_gate_metric *m = &r->metrics[k];
-			char tmp[128];
+			char tmp[128], num[48];
 			bool unit = m->unit[0] && strcmp(m->unit, "ratio") != 0;
-			snprintf(tmp, sizeof(tmp), "%s %.4g%s%s", m->name, m->value, unit ? " " : "",
-				 unit ? m->unit : "");
-			cell(meas, sizeof(meas), tmp, 36);
+			human_num(num, sizeof(num), m->value);
+			snprintf(tmp, sizeof(tmp), "%s %s%s%s", m->name, num, unit ? " " : "", unit ? m->unit : "");
+			cell(meas, sizeof(meas), tmp, 40);
+			human_num(num, sizeof(num), m->threshold);
 			if (m->cmp != NF_GATE_CMP_NONE)
-				snprintf(thr, sizeof(thr), "%s %.4g", nf_gate_cmp_symbol(m->cmp), m->threshold);
+				snprintf(thr, sizeof(thr), "%s %s", nf_gate_cmp_symbol(m->cmp), num);
 			else
 				snprintf(thr, sizeof(thr), "-");
-			fprintf(s.f, "%-24s %-12s %-36s %-14s %s\n", k ? "" : prof,
+			fprintf(s.f, "%-24s %-12s %-40s %-14s %s\n", k ? "" : prof,
 				k ? "" : nf_gate_kind_name(r->kind), meas, thr,
 				m->cmp == NF_GATE_CMP_NONE ? "(info)" : m->ok ? "passed" : "FAILED");
 		}
