@@ -278,6 +278,37 @@ static void test_hf(const nf_model *m, const char *dir)
 		is_int(nf_st_count(f), 1 + 5 * 9 + 1, "47 tensors (tied classifier not written)");
 		nf_st_close(f);
 	}
+	/* The convention itself: rotate-half RoPE (HF, pairs (i, i+hs/2)) on the
+	 * stored q_proj gives what interleaved RoPE (llama2.c, pairs (2i, 2i+1))
+	 * gives on wq, at a non-zero position. */
+	is_int(nf_st_open(&f, st32), 0, "reopen model.safetensors");
+	if (f) {
+		const nf_st_tensor *q = nf_st_find(f, "model.layers.0.self_attn.q_proj.weight");
+		const float *qf = q ? q->data : NULL;
+		double x[64], a[64], b[64], worst = 0;
+		int pos = 7, hs = 8;
+		for (int i = 0; i < 64; i++)
+			x[i] = sin(0.37 * i + 0.1);
+		for (int r = 0; r < 64 && qf; r++) {
+			a[r] = b[r] = 0;
+			for (int c = 0; c < 64; c++) {
+				a[r] += (double)m->w.wq[r * 64 + c] * x[c];
+				b[r] += (double)qf[r * 64 + c] * x[c];
+			}
+		}
+		for (int hd = 0; hd < 8 && qf; hd++) {
+			for (int i = 0; i < hs / 2; i++) {
+				double fr = pow(10000.0, -2.0 * i / hs), cs = cos(pos * fr), sn = sin(pos * fr);
+				int l0 = hd * hs + 2 * i, h0 = hd * hs + i, h1 = h0 + hs / 2;
+				double la = a[l0] * cs - a[l0 + 1] * sn, lb = a[l0] * sn + a[l0 + 1] * cs;
+				double ha = b[h0] * cs - b[h1] * sn, hb = b[h1] * cs + b[h0] * sn;
+				worst = fmax(worst, fmax(fabs(la - ha), fabs(lb - hb)));
+			}
+		}
+		ok(qf && worst < 1e-9, "rotate-half RoPE on q_proj == interleaved RoPE on wq (%.1e)", worst);
+		nf_st_close(f);
+		f = NULL;
+	}
 	/* deterministic bytes */
 	ok(nf_fs_read_file(&b1, &l1, st32, 4 << 20) == 0, "read model.safetensors");
 	is_int(nf_ckpt_write_hf(d32, m, NF_DTYPE_F32), 0, "write HF F32 again");

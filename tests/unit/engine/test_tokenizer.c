@@ -203,6 +203,36 @@ int main(void)
 		free(back);
 		free(tok);
 	}
+	/* a long text (200 KB) encodes quickly (heap, not run.c's rescan) and round trips */
+	{
+		static const char unit[] = "Once upon a time, Lily saw a \xe2\x9c\xa8 big dog. ";
+		size_t ul = sizeof(unit) - 1, total = 0, dl;
+		char *big = malloc(200 * 1024 + 64);
+		while (total + ul <= 200 * 1024) {
+			memcpy(big + total, unit, ul);
+			total += ul;
+		}
+		big[total] = 0;
+		is_int(nf_tokenizer_encode(t, big, total, true, false, &tok, &n), 0,
+		       "encode %zu bytes", total);
+		char *back = malloc(total + 64);
+		size_t l = 0;
+		int fits = 1;
+		for (size_t i = 1; i < n && fits; i++) {
+			const char *p = nf_tokenizer_decode(t, tok[i - 1], tok[i], &dl);
+			if (l + dl > total) {
+				fits = 0;
+				break;
+			}
+			memcpy(back + l, p, dl);
+			l += dl;
+		}
+		ok(fits && l == total && memcmp(back, big, total) == 0 && n < total / 2,
+		   "200 KB round trips in %zu tokens", n);
+		free(back);
+		free(big);
+		free(tok);
+	}
 	/* empty text: BOS only, no dummy prefix */
 	is_int(nf_tokenizer_encode(t, "", 0, true, false, &tok, &n), 0, "encode empty");
 	ok(n == 1 && tok[0] == NF_TOKEN_BOS, "empty text is BOS only");
