@@ -22,7 +22,7 @@ CFLAGS_BASE := -std=c11 -D_POSIX_C_SOURCE=200809L -g $(OPT) -pthread \
 	-fno-strict-aliasing -I. $(PKG_CFLAGS)
 
 ifeq ($(SAN),1)
-BUILD := $(BUILD)/san
+override BUILD := $(BUILD)/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 

@@ -260,3 +260,72 @@ int nf_fs_file_size(uint64_t *out, const char *path)
 	*out = (uint64_t)st.st_size;
 	return 0;
 }
+
+int nf_fs_copy_file(const char *src, const char *dst)
+{
+	char buf[1 << 16];
+	struct stat st;
+	int in = -1, err = 0;
+	nf_atomic_file out = {.fd = -1};
+
+	if (link(src, dst) == 0)
+		return 0;
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0 || fstat(in, &st) < 0) {
+		err = nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
+		goto done;
+	}
+	if ((err = nf_atomic_open(&out, dst, (int)(st.st_mode & 0777))))
+		goto done;
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		if ((err = nf_atomic_write(&out, buf, (size_t)n)))
+			break;
+	}
+	if (err)
+		nf_atomic_abort(&out);
+	else
+		err = nf_atomic_commit(&out);
+done:
+	if (in >= 0)
+		close(in);
+	return err;
+}
+
+int nf_fs_copy_tree(const char *src, const char *dst)
+{
+	struct stat st;
+	DIR *d = NULL;
+	struct dirent *de;
+	int err = 0;
+
+	if (stat(src, &st) < 0)
+		return nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return nf_fs_copy_file(src, dst);
+	if (mkdir(dst, st.st_mode & 0777) < 0)
+		return nf_error_set(NF_EIO, "%s: mkdir: %s", dst, strerror(errno));
+	d = opendir(src);
+	if (!d)
+		return nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
+	while (!err && (de = readdir(d)) != NULL) {
+		char *from, *to;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		from = nf_path_join(src, de->d_name);
+		to = nf_path_join(dst, de->d_name);
+		err = from && to ? nf_fs_copy_tree(from, to) : nf_error_set(NF_ENOMEM, "out of memory");
+		free(from);
+		free(to);
+	}
+	closedir(d);
+	return err;
+}

@@ -41,6 +41,14 @@ int nf_fs_mkdir_p(const char *path, int mode);
 /* rm -rf; a missing path is not an error. */
 int nf_fs_remove_tree(const char *path);
 
+/* Copy a folder tree (regular files and folders) to dst, which must not
+ * exist.  Files are hard-linked when possible (cache entries are immutable),
+ * else copied; modes are kept. */
+int nf_fs_copy_tree(const char *src, const char *dst);
+
+/* Copy one file (hard link when possible), creating dst with src's mode. */
+int nf_fs_copy_file(const char *src, const char *dst);
+
 bool nf_fs_exists(const char *path);
 bool nf_fs_is_dir(const char *path);
 

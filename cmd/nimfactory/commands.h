@@ -11,5 +11,9 @@ struct nf_command {
 int nf_cmd_version(int argc, char **argv);
 int nf_cmd_cache(int argc, char **argv);
 int nf_cmd_validate(int argc, char **argv);
+int nf_cmd_plan(int argc, char **argv);
+int nf_cmd_build(int argc, char **argv);
+int nf_cmd_run(int argc, char **argv);
+int nf_cmd_convert(int argc, char **argv);
 
 #endif

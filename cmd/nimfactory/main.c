@@ -10,9 +10,13 @@
 #include "util/banned.h"
 
 static const struct nf_command commands[] = {
-	{"version", nf_cmd_version, "print the version"},
-	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
+	{"build", nf_cmd_build, "build, gate and package a recipe into an OCI image"},
 	{"validate", nf_cmd_validate, "check a recipe and print its digest (or --json)"},
+	{"plan", nf_cmd_plan, "show the profiles and stages a build would run"},
+	{"run", nf_cmd_run, "generate text with a built engine"},
+	{"convert", nf_cmd_convert, "rewrite a checkpoint (llama2.c <-> Hugging Face layout)"},
+	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
+	{"version", nf_cmd_version, "print the version"},
 };
 
 static void usage(FILE *to)

@@ -1,0 +1,78 @@
+/*
+ * build.c - `nimfactory build RECIPE`: the whole pipeline (factory/build.h).
+ * Exit status: 0 built, 2 bad input, 3 a gate failed, 4 environment.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd/nimfactory/commands.h"
+#include "factory/build.h"
+#include "factory/log.h"
+#include "util/error.h"
+#include "util/parse.h"
+#include "util/banned.h"
+
+static const char build_usage[] =
+	"usage: nimfactory build RECIPE [--out DIR] [--cache DIR] [--threads N] [--rebuild]\n"
+	"                        [--log-format auto|text|tty|json] [--log-level debug|info|warn|error]\n"
+	"\n"
+	"Builds every profile of RECIPE, gates it and writes the OCI image to DIR/oci\n"
+	"(default DIR: out/<model name>).  Exit status: 0 built, 2 bad input, 3 a gate\n"
+	"failed (reports in DIR/reports), 4 environment (network, disk, missing tool).\n";
+
+int nf_cmd_build(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"out", required_argument, NULL, 'o'},
+		{"cache", required_argument, NULL, 'c'},
+		{"threads", required_argument, NULL, 'j'},
+		{"rebuild", no_argument, NULL, 'r'},
+		{"log-format", required_argument, NULL, 'F'},
+		{"log-level", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	nf_build_opts bo = {0};
+	nf_log_opts lo = {.level = NF_LOG_INFO};
+	nf_log *log = NULL;
+	long threads = 0;
+	int c, err = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:c:j:rh", options, NULL)) != -1) {
+		switch (c) {
+		case 'o': bo.out_dir = optarg; break;
+		case 'c': bo.cache_dir = optarg; break;
+		case 'j': err = nf_parse_long(&threads, optarg, 0, 1024, "--threads"); break;
+		case 'r': bo.rebuild = 1; break;
+		case 'F': err = nf_log_format_parse(&lo.format, optarg); break;
+		case 'L': err = nf_log_level_parse(&lo.level, optarg); break;
+		case 'h': fputs(build_usage, stdout); return NF_EXIT_OK;
+		default: fputs(build_usage, stderr); return NF_EXIT_INPUT;
+		}
+		if (err) {
+			fprintf(stderr, "nimfactory build: %s\n", nf_error_last());
+			return NF_EXIT_INPUT;
+		}
+	}
+	if (optind + 1 != argc) {
+		fputs(build_usage, stderr);
+		return NF_EXIT_INPUT;
+	}
+	bo.recipe_path = argv[optind];
+	bo.threads = (int)threads;
+	if ((err = nf_log_new(&log, &lo))) {
+		fprintf(stderr, "nimfactory build: %s\n", nf_error_last());
+		return nf_error_exit_status(err);
+	}
+	nf_log_set_default(log);
+	bo.log = log;
+	err = nf_build_run(&bo);
+	if (err)
+		nf_log_error(log, "build", "%s", nf_error_last());
+	nf_log_set_default(NULL);
+	nf_log_free(log);
+	return nf_error_exit_status(err);
+}

@@ -1,0 +1,495 @@
+/* build.c - the `nimfactory build` pipeline (see build.h). */
+#define _GNU_SOURCE
+#include "factory/build.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/checkpoint.h"
+#include "engine/engine.h"
+#include "factory/cache.h"
+#include "factory/digest.h"
+#include "factory/fetch.h"
+#include "factory/gates.h"
+#include "factory/manifest.h"
+#include "factory/plan.h"
+#include "factory/recipe.h"
+#include "factory/report.h"
+#include "factory/package.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/version.h"
+#include "util/banned.h"
+
+typedef struct build_ctx {
+	const nf_build_opts *opts;
+	nf_log *log;
+	nf_recipe *recipe;
+	nf_plan *plan;
+	nf_cache *cache;
+	char *out_final;  /* OUT */
+	char *out_tmp;    /* OUT being assembled */
+	char *model_path; /* fetched checkpoint (file or folder) */
+	char *tok_path;   /* fetched tokenizer, NULL when none */
+	char source_digest[NF_SHA256_HEX_LEN + 1];
+	char tok_digest[NF_SHA256_HEX_LEN + 1];
+	nf_model *model;
+	nf_gate_results results;
+} build_ctx;
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void fetch_progress(void *user, uint64_t done, uint64_t total)
+{
+	nf_log_progress(user, "fetch", done, total);
+}
+
+static void source_spec(nf_source_spec *spec, const nf_recipe_source *s)
+{
+	memset(spec, 0, sizeof(*spec));
+	switch (s->kind) {
+	case NF_SOURCE_URL: spec->kind = NF_FETCH_URL; break;
+	case NF_SOURCE_GIT: spec->kind = NF_FETCH_GIT; break;
+	default: spec->kind = NF_FETCH_PATH; break;
+	}
+	spec->url = s->kind == NF_SOURCE_GIT ? s->git.url : s->url;
+	spec->sha256 = s->sha256;
+	spec->path = s->path;
+	spec->commit = s->git.commit;
+	spec->subpath = s->git.path;
+	spec->archive = s->archive;
+}
+
+/* Fetch one source and learn its content digest. */
+static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, char **path,
+		     char digest[NF_SHA256_HEX_LEN + 1])
+{
+	nf_source_spec spec;
+	nf_fetch_opts fo;
+	double t0 = now_seconds();
+	int err;
+
+	source_spec(&spec, src);
+	nf_fetch_opts_init(&fo);
+	fo.progress = fetch_progress;
+	fo.progress_user = b->log;
+	nf_log_stage_begin(b->log, "fetch", "%s", src->kind == NF_SOURCE_URL ? src->url
+						  : src->kind == NF_SOURCE_GIT ? src->git.url
+									       : src->path);
+	err = nf_fetch_source(path, b->cache, &spec, &fo);
+	if (!err) {
+		/* A pinned file is known by its pin; anything else is hashed. */
+		if (src->sha256 && !src->archive && !nf_fs_is_dir(*path))
+			memcpy(digest, src->sha256, NF_SHA256_HEX_LEN + 1);
+		else
+			err = nf_digest_path(digest, *path);
+	}
+	if (!err)
+		memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+	st->seconds = now_seconds() - t0;
+	nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
+	return err;
+}
+
+static int stage_fetch(build_ctx *b)
+{
+	int err = fetch_one(b, nf_plan_stage(b->plan, NF_STAGE_FETCH, -1), &b->recipe->model.source,
+			    &b->model_path, b->source_digest);
+	if (err || b->recipe->model.tokenizer.kind == NF_SOURCE_NONE)
+		return err;
+	/* The tokenizer's stage is the second fetch stage. */
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_FETCH, -1) + 1;
+	return fetch_one(b, st, &b->recipe->model.tokenizer, &b->tok_path, b->tok_digest);
+}
+
+static int stage_convert(build_ctx *b)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
+	nf_ckpt_format fmt = b->recipe->model.source.format == NF_FORMAT_HF        ? NF_CKPT_HF
+			     : b->recipe->model.source.format == NF_FORMAT_LLAMA2C ? NF_CKPT_LLAMA2C
+										   : NF_CKPT_AUTO;
+	double t0 = now_seconds();
+	int err;
+
+	nf_log_stage_begin(b->log, "convert", "loading the checkpoint");
+	err = nf_ckpt_load(&b->model, b->model_path, fmt);
+	if (!err && !b->tok_path)
+		err = nf_error_set(NF_EINPUT, "%s: model.tokenizer: this model needs a tokenizer",
+				   b->recipe->file);
+	if (!err)
+		memcpy(st->key, b->source_digest, sizeof(st->key));
+	st->seconds = now_seconds() - t0;
+	if (!err) {
+		const nf_model_config *c = &b->model->cfg;
+		nf_log_stage_end(b->log, "convert", 0,
+				 "dim %d, hidden %d, %d layers, %d heads (%d kv), vocab %d, context %d",
+				 c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+				 c->vocab_size, c->max_seq_len);
+	} else {
+		nf_log_stage_end(b->log, "convert", err, "failed");
+	}
+	return err;
+}
+
+/* What an engine is made of: it is rebuilt exactly when one of these changes. */
+static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX_LEN + 1],
+		       char **provenance)
+{
+	json_t *prov = json_pack("{s:s, s:s, s:s, s:s, s:s}", "tool", "nimfactory " NF_VERSION,
+				 "source_sha256", b->source_digest, "tokenizer_sha256",
+				 b->tok_digest, "profile_id", p->id, "precision",
+				 nf_precision_name(p->precision));
+	json_t *keyj = NULL;
+	int err = 0;
+
+	*provenance = NULL;
+	if (!prov)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
+			 b->recipe->build.autotune);
+	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
+	if (!keyj || !*provenance)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	else
+		err = nf_json_digest(key, keyj);
+	json_decref(prov);
+	json_decref(keyj);
+	return err;
+}
+
+static int stage_compile(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
+	nf_cache_stage *cs = NULL;
+	char *provenance = NULL, *cached = NULL, *engine_dir = NULL;
+	double t0 = now_seconds();
+	int err;
+
+	if ((err = compile_key(b, p, st->key, &provenance)))
+		goto done;
+	if (!b->opts->rebuild && nf_cache_stage_lookup(&cached, b->cache, st->key) == 0 && cached) {
+		p->engine_dir = cached;
+		cached = NULL;
+		st->cached = 1;
+		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
+		goto done;
+	}
+	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
+	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
+		goto done;
+	engine_dir = nf_path_join(nf_cache_stage_dir(cs), "engine");
+	if (!engine_dir) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	nf_engine_build_opts eo = {
+		.precision = p->precision,
+		.tokenizer_path = b->tok_path,
+		.profile_json = p->canonical_json,
+		.provenance_json = provenance,
+		.threads = b->opts->threads,
+		.autotune = b->recipe->build.autotune,
+	};
+	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
+		goto done;
+	if ((err = nf_cache_stage_commit(&cached, cs)))
+		goto done;
+	cs = NULL;
+	p->engine_dir = nf_path_join(cached, "engine");
+	if (!p->engine_dir)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	st->seconds = now_seconds() - t0;
+	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
+done:
+	if (cs)
+		nf_cache_stage_abort(cs);
+	if (st->cached && p->engine_dir) {
+		/* The stage folder holds the engine one level down. */
+		char *dir = nf_path_join(p->engine_dir, "engine");
+		free(p->engine_dir);
+		p->engine_dir = dir;
+		if (!dir)
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	if (err)
+		nf_error_wrap(err, "compile %s", p->name);
+	free(provenance);
+	free(cached);
+	free(engine_dir);
+	return err;
+}
+
+static int stage_gate(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
+	const nf_recipe_gates *g = &b->recipe->gates;
+	const nf_recipe_tolerance *tol = &g->correctness.tolerance[p->precision];
+	nf_gate_result *res = NULL;
+	double t0 = now_seconds();
+	int err;
+
+	nf_log_stage_begin(b->log, "gate", "%s", p->name);
+	nf_gate_correctness_opts co = {
+		.prompts = (const char *const *)g->correctness.prompts,
+		.n_prompts = g->correctness.n_prompts,
+		.max_tokens = g->correctness.max_tokens,
+		.min_agreement = tol->min_token_agreement,
+		.max_rel_err = tol->max_logit_rel_error,
+		.max_mean_rel_err = -1,
+		.threads = b->opts->threads,
+	};
+	err = nf_gate_correctness(&res, p, b->model, p->engine_dir, &co, b->log);
+	if (!err)
+		err = nf_gate_results_add(&b->results, res);
+	if (!err && g->performance.present) {
+		nf_gate_perf_opts po = {
+			.prompt = g->performance.prompt,
+			.max_tokens = g->performance.max_tokens,
+			.runs = 3,
+			.min_tokens_per_s = g->performance.min_decode_tokens_per_s,
+			.max_memory_mib = g->performance.max_peak_memory_mib,
+			.threads = b->opts->threads,
+		};
+		res = NULL;
+		err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
+		if (!err)
+			err = nf_gate_results_add(&b->results, res);
+	}
+	if (!err) {
+		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
+		snprintf(st->key, sizeof(st->key), "%s",
+			 nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i)->key);
+	}
+	st->seconds = now_seconds() - t0;
+	nf_log_stage_end(b->log, "gate", err, "%s: %s", p->name, nf_verdict_name(p->verdict));
+	return err;
+}
+
+static int write_json_file(const char *dir, const char *name, json_t *j)
+{
+	char *path = nf_path_join(dir, name);
+	char *text = json_dumps(j, JSON_SORT_KEYS | JSON_INDENT(2));
+	int err = path && text ? nf_fs_write_atomic(path, text, strlen(text), 0644)
+			       : nf_error_set(NF_ENOMEM, "out of memory");
+	free(path);
+	free(text);
+	return err;
+}
+
+/* Engines, model manifest and plan into the output being assembled. */
+static int write_outputs(build_ctx *b, int gates_passed)
+{
+	char *engines = nf_path_join(b->out_tmp, "engines"), *path = NULL, *yaml = NULL;
+	const char *prefs[NF_PREC_COUNT];
+	json_t *plan = NULL;
+	size_t len;
+	int err = engines ? nf_fs_mkdir_p(engines, 0755) : nf_error_set(NF_ENOMEM, "out of memory");
+
+	for (size_t i = 0; !err && i < b->plan->n_profiles; i++) {
+		nf_profile *p = &b->plan->profiles[i];
+		char *dst = nf_path_join(engines, p->id);
+		err = dst ? nf_fs_copy_tree(p->engine_dir, dst) : nf_error_set(NF_ENOMEM, "out of memory");
+		free(dst);
+	}
+	for (size_t i = 0; i < b->recipe->serving.n_precision_preference; i++)
+		prefs[i] = nf_precision_name(b->recipe->serving.precision_preference[i]);
+	static const char *const templates[] = {"plain", "llama2", "chatml"};
+	nf_manifest_info info = {
+		.model_name = b->recipe->model.name,
+		.model_family = "llama",
+		.model_version = b->recipe->model.version,
+		.recipe_digest = b->plan->recipe_digest,
+		.chat_template = templates[b->recipe->serving.chat_template],
+		.precision_preference = prefs,
+		.n_precision_preference = b->recipe->serving.n_precision_preference,
+		.tp_preference = b->recipe->serving.tensor_parallel_preference,
+		.n_tp_preference = b->recipe->serving.n_tensor_parallel_preference,
+		.engine_prefix = "engines",
+	};
+	if (!err)
+		err = nf_manifest_render(&yaml, &len, &info, b->plan->profiles, b->plan->n_profiles);
+	if (!err && !(path = nf_path_join(b->out_tmp, "model_manifest.yaml")))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_fs_write_atomic(path, yaml, len, 0644);
+	if (!err)
+		err = nf_plan_to_json(&plan, b->plan);
+	if (!err) {
+		json_object_set_new(plan, "verdict", json_string(gates_passed ? "passed" : "failed"));
+		err = write_json_file(b->out_tmp, "plan.json", plan);
+	}
+	json_decref(plan);
+	free(engines);
+	free(path);
+	free(yaml);
+	return err;
+}
+
+static int stage_package(build_ctx *b)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
+	double t0 = now_seconds();
+	nf_package_opts po = {
+		.recipe = b->recipe,
+		.plan = b->plan,
+		.out_dir = b->out_tmp,
+		.runtime_dir = b->opts->runtime_dir,
+		.log = b->log,
+	};
+	int err;
+
+	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
+			   b->recipe->image.tag);
+	err = nf_package_image(&po, st->key);
+	st->seconds = now_seconds() - t0;
+	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
+	return err;
+}
+
+/* Put the assembled output in place of OUT, keeping the old one until then. */
+static int swap_output(build_ctx *b)
+{
+	char *old = nf_strdup_printf("%s.old-%ld", b->out_final, (long)getpid());
+	int err = 0;
+	if (!old)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (nf_fs_exists(b->out_final) && rename(b->out_final, old) < 0)
+		err = nf_error_set(NF_EIO, "%s: cannot move the previous output aside: %s",
+				   b->out_final, strerror(errno));
+	if (!err && rename(b->out_tmp, b->out_final) < 0) {
+		err = nf_error_set(NF_EIO, "%s: %s", b->out_final, strerror(errno));
+		rename(old, b->out_final);
+	}
+	if (!err)
+		nf_fs_remove_tree(old);
+	free(old);
+	return err;
+}
+
+static int prepare_output(build_ctx *b)
+{
+	const char *out = b->opts->out_dir;
+	char *parent;
+	int err;
+
+	b->out_final = out ? strdup(out) : nf_strdup_printf("out/%s", b->recipe->model.name);
+	if (!b->out_final)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	while (strlen(b->out_final) > 1 && b->out_final[strlen(b->out_final) - 1] == '/')
+		b->out_final[strlen(b->out_final) - 1] = '\0';
+	b->out_tmp = nf_strdup_printf("%s.partial-%ld", b->out_final, (long)getpid());
+	parent = strdup(b->out_final);
+	if (!b->out_tmp || !parent) {
+		free(parent);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	char *slash = strrchr(parent, '/');
+	err = 0;
+	if (slash && slash != parent) {
+		*slash = '\0';
+		err = nf_fs_mkdir_p(parent, 0755);
+	}
+	free(parent);
+	if (!err)
+		err = nf_fs_remove_tree(b->out_tmp);
+	if (!err)
+		err = nf_fs_mkdir_p(b->out_tmp, 0755);
+	return err;
+}
+
+int nf_build_run(const nf_build_opts *o)
+{
+	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
+	char *cache_root = NULL;
+	double t0 = now_seconds();
+	int err, gate_failed = 0;
+
+	nf_gate_results_init(&b.results);
+	nf_log_stage_begin(b.log, "recipe", "%s", o->recipe_path);
+	err = nf_recipe_load(&b.recipe, o->recipe_path);
+	if (!err)
+		err = nf_plan_make(&b.plan, b.recipe);
+	nf_log_stage_end(b.log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
+			 err ? o->recipe_path : b.recipe->model.name, b.plan ? b.plan->n_profiles : 0,
+			 b.plan ? b.plan->n_dropped : 0, b.plan ? b.plan->recipe_digest : "");
+	if (err)
+		goto done;
+	for (size_t i = 0; i < b.plan->n_dropped; i++)
+		nf_log_warn(b.log, "plan", "dropped %s %s tp%d: %s", b.plan->dropped[i].device,
+			    b.plan->dropped[i].precision, b.plan->dropped[i].tensor_parallel,
+			    b.plan->dropped[i].reason);
+
+	if (o->cache_dir)
+		cache_root = strdup(o->cache_dir);
+	else
+		err = nf_cache_default_root(&cache_root);
+	if (!err && !cache_root)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_cache_open(&b.cache, cache_root);
+	if (!err)
+		err = prepare_output(&b);
+	if (!err)
+		err = stage_fetch(&b);
+	if (!err)
+		err = stage_convert(&b);
+	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
+		err = stage_compile(&b, i);
+	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
+		err = stage_gate(&b, i);
+	if (err)
+		goto done;
+
+	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
+	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest};
+	nf_report_print_table(stderr, &b.results);
+	err = nf_report_write(b.out_tmp, &b.results, &meta);
+	if (!err)
+		err = write_outputs(&b, !gate_failed);
+	if (!err && !gate_failed)
+		err = stage_package(&b);
+	if (!err && !gate_failed) {
+		/* plan.json again, now with the package stage's key and time. */
+		json_t *plan = NULL;
+		err = nf_plan_to_json(&plan, b.plan);
+		if (!err) {
+			json_object_set_new(plan, "verdict", json_string("passed"));
+			err = write_json_file(b.out_tmp, "plan.json", plan);
+		}
+		json_decref(plan);
+	}
+	if (!err)
+		err = swap_output(&b);
+	if (!err && gate_failed)
+		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
+				   b.out_final);
+done:
+	if (b.out_tmp && nf_fs_exists(b.out_tmp))
+		nf_fs_remove_tree(b.out_tmp);
+	if (!err)
+		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)",
+			    b.recipe->model.name, now_seconds() - t0, b.out_final,
+			    b.recipe->image.repository, b.recipe->image.tag);
+	nf_gate_results_release(&b.results);
+	nf_model_free(b.model);
+	free(b.model_path);
+	free(b.tok_path);
+	free(b.out_final);
+	free(b.out_tmp);
+	free(cache_root);
+	nf_cache_free(b.cache);
+	nf_plan_free(b.plan);
+	nf_recipe_free(b.recipe);
+	return err;
+}

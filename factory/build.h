@@ -1,0 +1,36 @@
+/*
+ * build.h - `nimfactory build`: the whole pipeline for one recipe.
+ *
+ *   recipe -> plan -> fetch -> convert -> compile (per profile)
+ *          -> gates (per profile) -> reports -> package (OCI layout)
+ *
+ * Output folder OUT (default out/<model name>):
+ *   oci/                   OCI image layout (absent when a gate failed)
+ *   engines/<profile id>/  engine folders
+ *   model_manifest.yaml    profiles, as the image carries it
+ *   reports/               gates.json, junit.xml, gates.tap
+ *   plan.json              profiles, dropped points, stages with keys and times
+ * OUT is assembled beside itself and swapped in whole when the build ends
+ * (built, or stopped by a failed gate with its reports); on any other error
+ * the previous OUT is left as it was.
+ */
+#ifndef NF_FACTORY_BUILD_H
+#define NF_FACTORY_BUILD_H
+
+#include "factory/log.h"
+
+typedef struct nf_build_opts {
+	const char *recipe_path;
+	const char *out_dir;   /* NULL: out/<model name> */
+	const char *cache_dir; /* NULL: $NIMFACTORY_CACHE or the XDG default */
+	int threads;           /* engine threads for gates; 0 = all cores */
+	int rebuild;           /* 1: ignore cached stage results */
+	const char *runtime_dir; /* folder holding nimserve for the runtime layer; NULL: beside
+				    the running nimfactory */
+	nf_log *log;           /* NULL: the default logger */
+} nf_build_opts;
+
+/* 0 built; NF_EGATE a gate failed (reports written); other codes as usual. */
+int nf_build_run(const nf_build_opts *o);
+
+#endif

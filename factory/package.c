@@ -1,0 +1,361 @@
+/* package.c - the package stage (see package.h). */
+#define _GNU_SOURCE
+#include "factory/package.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "factory/manifest.h"
+#include "images/image.h"
+#include "images/layout.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/version.h"
+#include "util/banned.h"
+
+#define MAX_RUNTIME_LIBS 64
+
+static nf_oci_compression compression_of(const nf_recipe *r)
+{
+	switch (r->image.compression) {
+	case NF_COMPRESS_NONE: return NF_OCI_COMPRESS_NONE;
+	case NF_COMPRESS_ZSTD: return NF_OCI_COMPRESS_ZSTD;
+	default: return NF_OCI_COMPRESS_GZIP;
+	}
+}
+
+/* The nimserve binary to ship: runtime_dir/nimserve, else beside /proc/self/exe. */
+static char *find_nimserve(const char *runtime_dir)
+{
+	char exe[PATH_MAX];
+	if (runtime_dir)
+		return nf_path_join(runtime_dir, "nimserve");
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	char *p = nf_path_join(exe, "nimserve");
+	if (p && access(p, X_OK) != 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* The shared libraries `ldd` resolves for bin (absolute paths, sorted). */
+static int runtime_libs(char ***out, size_t *n_out, const char *bin)
+{
+	char *cmd = nf_strdup_printf("ldd '%s' 2>/dev/null", bin);
+	char line[1024], **libs = NULL;
+	size_t n = 0;
+	int err = 0;
+	FILE *p;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!cmd || strchr(bin, '\''))
+		return nf_error_set(NF_EINPUT, "%s: unusable path", bin);
+	p = popen(cmd, "r");
+	free(cmd);
+	if (!p)
+		return nf_error_set(NF_EENV, "cannot run ldd (Debian package libc-bin)");
+	libs = calloc(MAX_RUNTIME_LIBS, sizeof(*libs));
+	if (!libs)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	while (!err && fgets(line, sizeof(line), p)) {
+		/* "\tlibfoo.so.1 => /lib/x86_64-linux-gnu/libfoo.so.1 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
+		char *path = strstr(line, "=> ");
+		path = path ? path + 3 : line;
+		while (*path == ' ' || *path == '\t')
+			path++;
+		if (*path != '/')
+			continue;
+		char *end = strstr(path, " (");
+		if (end)
+			*end = '\0';
+		path[strcspn(path, "\n")] = '\0';
+		if (n == MAX_RUNTIME_LIBS) {
+			err = nf_error_set(NF_EINPUT, "%s: more than %d shared libraries", bin,
+					   MAX_RUNTIME_LIBS);
+			break;
+		}
+		if (!(libs[n] = strdup(path)))
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+		else
+			n++;
+	}
+	if (pclose(p) != 0 && !err)
+		err = nf_error_set(NF_EENV, "ldd failed on %s", bin);
+	if (err) {
+		for (size_t i = 0; i < n; i++)
+			free(libs[i]);
+		free(libs);
+		return err;
+	}
+	for (size_t i = 1; i < n; i++) /* insertion sort: a few dozen names */
+		for (size_t k = i; k > 0 && strcmp(libs[k - 1], libs[k]) > 0; k--) {
+			char *t = libs[k];
+			libs[k] = libs[k - 1];
+			libs[k - 1] = t;
+		}
+	*out = libs;
+	*n_out = n;
+	return 0;
+}
+
+static int add_runtime_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
+			     int64_t epoch, const char *nimserve)
+{
+	nf_oci_layer *l = NULL;
+	nf_oci_layer_desc ld;
+	char **libs = NULL;
+	size_t n_libs = 0;
+	int err;
+
+	if ((err = runtime_libs(&libs, &n_libs, nimserve)))
+		return err;
+	err = nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch);
+	if (!err)
+		err = nf_oci_layer_add_file(l, nimserve, NF_IMAGE_ROOT "/bin/nimserve", 0755);
+	for (size_t i = 0; !err && i < n_libs; i++) {
+		char real[PATH_MAX];
+		/* The loader looks the library up by the name ldd printed; ship the
+		 * bytes behind it under that name. */
+		if (!realpath(libs[i], real))
+			err = nf_error_set(NF_EENV, "%s: cannot resolve", libs[i]);
+		else
+			err = nf_oci_layer_add_file(l, real, libs[i] + 1, 0755);
+	}
+	if (!err)
+		err = nf_oci_layer_add_dir(l, "tmp", 01777);
+	if (!err)
+		err = nf_oci_layer_finish(&ld, l);
+	if (!err)
+		err = nf_oci_image_add_layer(img, &ld, "nimfactory: runtime (nimserve " NF_VERSION ")");
+	nf_oci_layer_free(l);
+	for (size_t i = 0; i < n_libs; i++)
+		free(libs[i]);
+	free(libs);
+	return err;
+}
+
+static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
+			    int64_t epoch, const nf_profile *p)
+{
+	nf_oci_layer *l = NULL;
+	nf_oci_layer_desc ld;
+	char *src = NULL, *dest = NULL, *created_by = NULL;
+	int err = nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch);
+
+	src = nf_strdup_printf("%s/engines/%s", o->out_dir, p->id);
+	dest = nf_strdup_printf(NF_IMAGE_ROOT "/engines/%s", p->id);
+	created_by = nf_strdup_printf("nimfactory: engine %s (%s)", p->name, p->id);
+	if (!err && (!src || !dest || !created_by))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_oci_layer_add_tree(l, src, dest);
+	if (!err)
+		err = nf_oci_layer_finish(&ld, l);
+	if (!err)
+		err = nf_oci_image_add_layer(img, &ld, created_by);
+	nf_oci_layer_free(l);
+	free(src);
+	free(dest);
+	free(created_by);
+	return err;
+}
+
+static int add_manifest_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
+			      int64_t epoch, const char *yaml, size_t len)
+{
+	nf_oci_layer *l = NULL;
+	nf_oci_layer_desc ld;
+	int err = nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch);
+	if (!err)
+		err = nf_oci_layer_add_bytes(l, NF_IMAGE_ROOT "/model_manifest.yaml", yaml, len, 0644);
+	if (!err)
+		err = nf_oci_layer_finish(&ld, l);
+	if (!err)
+		err = nf_oci_image_add_layer(img, &ld, "nimfactory: model manifest");
+	nf_oci_layer_free(l);
+	return err;
+}
+
+/* The model manifest of a subset of the profiles (all when device is NULL). */
+static int render_manifest(char **yaml, size_t *len, const nf_package_opts *o, const char *device)
+{
+	const nf_recipe *r = o->recipe;
+	const char *prefs[NF_PREC_COUNT];
+	static const char *const templates[] = {"plain", "llama2", "chatml"};
+	nf_profile *subset = calloc(o->plan->n_profiles, sizeof(*subset));
+	size_t n = 0;
+	int err;
+
+	if (!subset)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; i < o->plan->n_profiles; i++)
+		if (!device || !strcmp(o->plan->profiles[i].device, device))
+			subset[n++] = o->plan->profiles[i]; /* shallow: strings stay owned by the plan */
+	for (size_t i = 0; i < r->serving.n_precision_preference; i++)
+		prefs[i] = nf_precision_name(r->serving.precision_preference[i]);
+	nf_manifest_info info = {
+		.model_name = r->model.name,
+		.model_family = "llama",
+		.model_version = r->model.version,
+		.recipe_digest = o->plan->recipe_digest,
+		.chat_template = templates[r->serving.chat_template],
+		.precision_preference = prefs,
+		.n_precision_preference = r->serving.n_precision_preference,
+		.tp_preference = r->serving.tensor_parallel_preference,
+		.n_tp_preference = r->serving.n_tensor_parallel_preference,
+		.engine_prefix = "engines",
+	};
+	err = nf_manifest_render(yaml, len, &info, subset, n);
+	free(subset);
+	return err;
+}
+
+/* One image holding the profiles of `device` (all when NULL); tagged ref. */
+static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_opts *o,
+		       const char *device, const char *nimserve, const char *ref)
+{
+	const nf_recipe *r = o->recipe;
+	int64_t epoch = r->image.created_epoch;
+	nf_oci_image *img = NULL;
+	char *yaml = NULL, *ids = NULL, created[32];
+	size_t yaml_len = 0, ids_len = 0;
+	nf_oci_kv *labels = NULL, ann[8];
+	size_t n_ann = 0;
+	int err;
+
+	if ((err = nf_oci_image_new(&img, oci)))
+		goto done;
+	if (r->image.base && (err = nf_oci_image_set_base(img, r->image.base, NULL)))
+		goto done;
+	if (nimserve && (err = add_runtime_layer(img, oci, o, epoch, nimserve)))
+		goto done;
+	ids = calloc(o->plan->n_profiles, NF_SHA256_HEX_LEN + 1);
+	if (!ids) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
+		const nf_profile *p = &o->plan->profiles[i];
+		if (device && strcmp(p->device, device))
+			continue;
+		err = add_engine_layer(img, oci, o, epoch, p);
+		if (ids_len)
+			ids[ids_len++] = ',';
+		memcpy(ids + ids_len, p->id, NF_SHA256_HEX_LEN);
+		ids_len += NF_SHA256_HEX_LEN;
+	}
+	if (!err)
+		err = render_manifest(&yaml, &yaml_len, o, device);
+	if (!err)
+		err = add_manifest_layer(img, oci, o, epoch, yaml, yaml_len);
+	if (err)
+		goto done;
+
+	labels = calloc(r->image.n_labels + 1, sizeof(*labels));
+	if (!labels) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < r->image.n_labels; i++)
+		labels[i] = (nf_oci_kv){r->image.labels[i].key, r->image.labels[i].value};
+	nf_oci_time_rfc3339(created, epoch);
+	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_TITLE, r->model.name};
+	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_VERSION, r->image.tag};
+	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_CREATED, created};
+	for (size_t i = 0; i < r->image.n_labels; i++)
+		if (!strcmp(r->image.labels[i].key, NF_OCI_ANN_SOURCE) ||
+		    !strcmp(r->image.labels[i].key, NF_OCI_ANN_REVISION))
+			ann[n_ann++] = (nf_oci_kv){r->image.labels[i].key, r->image.labels[i].value};
+	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.recipe.digest", o->plan->recipe_digest};
+	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.profiles", ids};
+	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.gate", "passed"};
+
+	static const char *const entrypoint[] = {"/" NF_IMAGE_ROOT "/bin/nimserve", NULL};
+	static const char *const env[] = {"NIM_MANIFEST=/" NF_IMAGE_ROOT "/model_manifest.yaml",
+					  "NIM_HOST=0.0.0.0", "NIM_PORT=8000", NULL};
+	static const char *const ports[] = {"8000/tcp", NULL};
+	static const char *const health[] = {"CMD", "/" NF_IMAGE_ROOT "/bin/nimserve", "--health",
+					     NULL};
+	nf_oci_healthcheck hc = {.test = health, .interval_s = 10, .timeout_s = 5,
+				 .start_period_s = 30, .retries = 3};
+	nf_oci_config_spec spec = {
+		.created = epoch,
+		.entrypoint = nimserve ? entrypoint : NULL,
+		.env = env,
+		.exposed_ports = ports,
+		.labels = labels,
+		.n_labels = r->image.n_labels,
+		.working_dir = "/" NF_IMAGE_ROOT,
+		.stop_signal = "SIGTERM",
+		.healthcheck = nimserve ? &hc : NULL,
+	};
+	err = nf_oci_image_write(manifest, img, &spec, ann, n_ann, ref);
+done:
+	nf_oci_image_free(img);
+	free(yaml);
+	free(ids);
+	free(labels);
+	return err;
+}
+
+int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1])
+{
+	const nf_recipe *r = o->recipe;
+	char *oci = nf_path_join(o->out_dir, "oci"), *nimserve = find_nimserve(o->runtime_dir);
+	nf_oci_desc top;
+	int err = oci ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+
+	if (!err && !nimserve)
+		nf_log_warn(o->log, "package",
+			    "no nimserve binary beside nimfactory: the image has no runtime layer");
+	if (!err && nimserve && access(nimserve, X_OK) != 0)
+		err = nf_error_set(NF_EENV, "%s: not an executable nimserve", nimserve);
+	if (!err && r->image.layout == NF_LAYOUT_SINGLE) {
+		err = write_image(&top, oci, o, NULL, nimserve, r->image.tag);
+	} else if (!err) {
+		/* One image per device, listed in an index that carries the tag. */
+		nf_oci_index_entry *entries = calloc(o->plan->n_profiles, sizeof(*entries));
+		nf_oci_kv *dev_ann = calloc(o->plan->n_profiles, sizeof(*dev_ann));
+		static const nf_oci_platform platform = {"amd64", "linux", NULL};
+		size_t n = 0;
+		if (!entries || !dev_ann)
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+		for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
+			const char *dev = o->plan->profiles[i].device;
+			int seen = 0;
+			for (size_t k = 0; k < i; k++)
+				seen |= !strcmp(o->plan->profiles[k].device, dev);
+			if (seen)
+				continue;
+			char ref[160];
+			snprintf(ref, sizeof(ref), "%s-%s", r->image.tag, dev);
+			err = write_image(&entries[n].manifest, oci, o, dev, nimserve, ref);
+			dev_ann[n] = (nf_oci_kv){"io.nimfactory.device", dev};
+			entries[n].platform = &platform;
+			entries[n].annotations = &dev_ann[n];
+			entries[n].n_annotations = 1;
+			n++;
+		}
+		if (!err)
+			err = nf_oci_layout_write_index(&top, oci, entries, n, NULL, 0, r->image.tag);
+		free(entries);
+		free(dev_ann);
+	}
+	if (!err)
+		memcpy(key, top.digest + strlen("sha256:"), NF_SHA256_HEX_LEN + 1);
+	free(oci);
+	free(nimserve);
+	return err;
+}

@@ -1,0 +1,31 @@
+/*
+ * package.h - the package stage: turn a gated build into an OCI image layout
+ * in OUT/oci, with images/ doing the bytes.
+ *
+ * Layers, bottom up: the recipe's base image (if any); the runtime (nimserve
+ * and the shared libraries it loads, when a nimserve binary is found); one
+ * layer per engine profile (/opt/nim/engines/<id>/); the model manifest
+ * (/opt/nim/model_manifest.yaml).  With image.layout per-device, one image
+ * per device (its profiles only) under an image index tagged with the tag.
+ */
+#ifndef NF_FACTORY_PACKAGE_H
+#define NF_FACTORY_PACKAGE_H
+
+#include "factory/log.h"
+#include "factory/plan.h"
+#include "factory/recipe.h"
+
+#define NF_IMAGE_ROOT "opt/nim"
+
+typedef struct nf_package_opts {
+	const nf_recipe *recipe;
+	const nf_plan *plan;     /* profiles with engine_dir set and gate verdicts */
+	const char *out_dir;     /* OUT: engines/ and model_manifest.yaml are read from it */
+	const char *runtime_dir; /* folder holding nimserve; NULL = beside the running binary */
+	nf_log *log;
+} nf_package_opts;
+
+/* Write OUT/oci; key gets the hex digest of what the tag points at. */
+int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1]);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * plan.h - expand a recipe's build matrix into engine profiles and lay out
+ * the stage DAG that builds, gates and packages them.
+ *
+ * Each (device, precision, tensor-parallel) point becomes a profile, unless:
+ *   - the device cannot run the precision at all (fp8 on an A100): rejected,
+ *     NF_EINPUT naming the recipe, the target and the devices that can;
+ *   - this nimfactory cannot build it yet (a GPU engine without the CUDA
+ *     backend, tensor parallelism on the CPU): dropped, with the reason kept
+ *     in the plan and printed, so the build goes on with the rest.
+ * Stages are listed in an order where every stage comes after the ones it
+ * depends on; their keys (digests of their inputs) are filled in as the
+ * build learns its inputs (a source's digest is known once it is fetched).
+ */
+#ifndef NF_FACTORY_PLAN_H
+#define NF_FACTORY_PLAN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "factory/profile.h"
+#include "factory/recipe.h"
+
+typedef enum nf_stage_kind {
+	NF_STAGE_FETCH,   /* a source into the cache */
+	NF_STAGE_CONVERT, /* checkpoint -> float32 model */
+	NF_STAGE_COMPILE, /* quantize + build one profile's engine */
+	NF_STAGE_GATE,    /* correctness and performance gates of one profile */
+	NF_STAGE_PACKAGE, /* OCI image layout */
+} nf_stage_kind;
+
+const char *nf_stage_kind_name(nf_stage_kind k); /* "fetch" "convert" ... */
+
+#define NF_STAGE_MAX_DEPS 4
+
+typedef struct nf_stage {
+	nf_stage_kind kind;
+	char name[128];                 /* "fetch model", "compile cpu-int8-wo-tp1" */
+	int profile;                    /* index into profiles, or -1 */
+	size_t deps[NF_STAGE_MAX_DEPS]; /* indices of earlier stages */
+	size_t n_deps;
+	char key[NF_SHA256_HEX_LEN + 1]; /* digest of the inputs; "" until known */
+	int cached;                     /* 1 when the result came from the cache */
+	double seconds;                 /* time it took, once run */
+} nf_stage;
+
+typedef struct nf_dropped {
+	char device[64];
+	char precision[16];
+	int tensor_parallel;
+	char reason[200];
+} nf_dropped;
+
+typedef struct nf_plan {
+	char recipe_digest[NF_SHA256_HEX_LEN + 1];
+	nf_profile *profiles; /* owned */
+	size_t n_profiles;
+	nf_dropped *dropped;  /* owned */
+	size_t n_dropped;
+	nf_stage *stages;     /* owned, dependency order */
+	size_t n_stages;
+} nf_plan;
+
+/* Expand r into a plan.  Caller owns *out (nf_plan_free). */
+int nf_plan_make(nf_plan **out, const nf_recipe *r);
+void nf_plan_free(nf_plan *p); /* NULL is fine */
+
+/* The stage of a kind for a profile (-1 for profile-less stages), or NULL. */
+nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile);
+
+/* The plan as JSON (profiles, dropped points with reasons, stages with keys). */
+int nf_plan_to_json(json_t **out, const nf_plan *p);
+
+/* sha256 hex of a JSON value dumped canonically (sorted keys, compact). */
+int nf_json_digest(char hex[NF_SHA256_HEX_LEN + 1], const json_t *j);
+
+#endif
