@@ -345,7 +345,9 @@ typedef struct gemm_task {
 typedef struct gemm_job {
 	gemm_task t[3];
 	int nt;
-	const float *x; /* (n, ldx) float activations */
+	int chunk_rows;   /* rows per chunk, a multiple of 16 */
+	int first[4];     /* first chunk of each task; first[nt] = total */
+	const float *x;   /* (n, ldx) float activations */
 	size_t ldx;
 	const int8_t *xq; /* (n, ldq) int8 activations, when a matrix is int8 */
 	size_t ldq;
@@ -353,37 +355,37 @@ typedef struct gemm_job {
 	size_t n;
 } gemm_job;
 
-static void gemm_worker(void *ctx, int tid, int nth)
+static void gemm_chunk(void *ctx, int chunk, int tid)
 {
 	const gemm_job *j = ctx;
-	for (int i = 0; i < j->nt; i++) {
-		const gemm_task *t = &j->t[i];
-		int r0, r1;
-		nf_pool_split(&r0, &r1, t->w->rows, tid, nth);
-		if (r0 >= r1)
-			continue;
-		if (t->w->kind == NF_QUANT_INT8_ROW)
-			t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1,
-					t->accumulate);
-		else
-			t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1,
-					 t->accumulate);
-	}
+	int i = 0;
+	(void)tid;
+	while (i + 1 < j->nt && chunk >= j->first[i + 1])
+		i++;
+	const gemm_task *t = &j->t[i];
+	int r0 = (chunk - j->first[i]) * j->chunk_rows, r1 = r0 + j->chunk_rows;
+	if (r1 > t->w->rows)
+		r1 = t->w->rows;
+	if (t->w->kind == NF_QUANT_INT8_ROW)
+		t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1, t->accumulate);
+	else
+		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
 }
 
 /* Run the job's GEMMs (all sharing input x of `cols` floats per vector). */
 static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
-	size_t macs = 0;
-	int any_q8 = 0;
+	size_t macs = 0, rows = 0;
+	int any_q8 = 0, threads = nf_pool_threads(f->pool);
 	j->x = x;
 	j->ldx = (size_t)cols;
 	j->n = n;
 	for (int i = 0; i < j->nt; i++) {
 		j->t[i].ops = ops_for(f, j->t[i].w);
-		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
+		rows += (size_t)j->t[i].w->rows;
 		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
 	}
+	macs = rows * (size_t)cols * n;
 	if (any_q8) {
 		for (size_t b = 0; b < n; b++)
 			f->xs[b] = nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
@@ -392,10 +394,19 @@ static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 		j->ldq = f->ldq;
 		j->xs = f->xs;
 	}
-	if (macs < PAR_MIN_MACS)
-		gemm_worker(j, 0, 1);
-	else
-		nf_pool_run(f->pool, gemm_worker, j);
+	/* about 8 chunks per thread, at least 16 rows each */
+	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(8 * threads);
+	cr = (cr + 15) / 16 * 16;
+	if (cr < 16)
+		cr = 16;
+	j->chunk_rows = (int)cr;
+	int total = 0;
+	for (int i = 0; i < j->nt; i++) {
+		j->first[i] = total;
+		total += (int)(((size_t)j->t[i].w->rows + cr - 1) / cr);
+	}
+	j->first[j->nt] = total;
+	nf_pool_run_chunks(f->pool, gemm_chunk, j, total);
 }
 
 static void gemm1(nf_fwd *f, const nf_bk_matrix *w, float *y, size_t ldy, int accumulate,
@@ -413,27 +424,27 @@ typedef struct attn_job {
 	const int *pos;
 	size_t n;
 	size_t layer;
+	int hc;  /* head chunks per sequence */
+	int hpc; /* heads per chunk */
 } attn_job;
 
-static void attn_worker(void *ctx, int tid, int nth)
+/* Chunk k: sequence k / hc, heads [(k % hc) * hpc, ... + hpc). */
+static void attn_chunk(void *ctx, int chunk, int tid)
 {
 	const attn_job *j = ctx;
 	const nf_model_config *c = j->f->cfg;
-	size_t heads = (size_t)c->n_heads, total = j->n * heads;
-	size_t a = total * (size_t)tid / (size_t)nth, b = total * (size_t)(tid + 1) / (size_t)nth;
 	size_t dim = (size_t)c->dim, kvd = (size_t)nf_model_kv_dim(c);
 	size_t lstride = (size_t)c->max_seq_len * kvd;
+	size_t s = (size_t)chunk / (size_t)j->hc;
+	int h0 = (chunk % j->hc) * j->hpc, h1 = h0 + j->hpc;
+	if (h1 > c->n_heads)
+		h1 = c->n_heads;
+	if (h0 >= h1)
+		return;
 	float *att = j->f->att + (size_t)tid * (size_t)c->max_seq_len;
-	while (a < b) {
-		size_t s = a / heads, h0 = a % heads, h1 = heads;
-		if (s * heads + h1 > b)
-			h1 = b - s * heads;
-		j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim,
-				     j->kv[s]->k + j->layer * lstride, j->kv[s]->v + j->layer * lstride,
-				     j->pos[s], (int)h0, (int)h1, c->n_heads, c->n_kv_heads,
-				     nf_model_head_size(c), att);
-		a = s * heads + h1;
-	}
+	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, j->kv[s]->k + j->layer * lstride,
+			     j->kv[s]->v + j->layer * lstride, j->pos[s], h0, h1, c->n_heads,
+			     c->n_kv_heads, nf_model_head_size(c), att);
 }
 
 int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
@@ -487,14 +498,19 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 			memcpy(kv[b]->v + at, f->v + b * kvd, kvd * sizeof(float));
 		}
 
-		attn_job aj = {f, kv, pos, n, l};
+		attn_job aj = {f, kv, pos, n, l, 1, c->n_heads};
 		size_t ctx = 0;
 		for (size_t b = 0; b < n; b++)
 			ctx += (size_t)pos[b] + 1;
-		if (ctx * dim < PAR_MIN_MACS / 2)
-			attn_worker(&aj, 0, 1);
-		else
-			nf_pool_run(f->pool, attn_worker, &aj);
+		if (ctx * dim >= PAR_MIN_MACS / 2 && nf_pool_threads(f->pool) > 1) {
+			/* split heads so there are about 4 chunks per thread */
+			size_t want = (size_t)(4 * nf_pool_threads(f->pool));
+			aj.hc = n >= want ? 1 : (int)((want + n - 1) / n);
+			if (aj.hc > c->n_heads)
+				aj.hc = c->n_heads;
+			aj.hpc = (c->n_heads + aj.hc - 1) / aj.hc;
+		}
+		nf_pool_run_chunks(f->pool, attn_chunk, &aj, (int)n * aj.hc);
 
 		gemm1(f, &L->wo, f->x, dim, 1, f->xb2, n); /* x += wo @ att */
 

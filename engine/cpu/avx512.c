@@ -11,6 +11,9 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
 
+/* int8 rows are short: prefetch this many 4-row blocks ahead. */
+#define PF_BLOCKS_Q8 2
+
 static int avx512_available(void)
 {
 	__builtin_cpu_init();
@@ -29,7 +32,12 @@ AVX512 static void dot4_f32(float out[4], const float *w, size_t cols, const flo
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	__m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 	size_t c = 0;
+	const char *pf = (const char *)(w + 4 * cols); /* the next 4-row block */
 	for (; c + 32 <= cols; c += 32) {
+		for (int r = 0; r < 4; r++) {
+			_mm_prefetch(pf + (r * cols + c) * 4, _MM_HINT_T0);
+			_mm_prefetch(pf + (r * cols + c) * 4 + 64, _MM_HINT_T0);
+		}
 		__m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
 		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + c), x0, a0);
 		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + c), x0, a1);
@@ -95,7 +103,12 @@ AVX512 static void dot4_q8(int32_t out[4], const int8_t *w, size_t cols, const i
 	__m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
 	__m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 	size_t c = 0;
+	const char *pf = (const char *)(w + PF_BLOCKS_Q8 * 4 * cols);
 	for (; c + 128 <= cols; c += 128) {
+		for (int r = 0; r < 4; r++) {
+			_mm_prefetch(pf + r * cols + c, _MM_HINT_T0);
+			_mm_prefetch(pf + r * cols + c + 64, _MM_HINT_T0);
+		}
 		__m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(x + c), flip);
 		__m512i x1 = _mm512_xor_si512(_mm512_loadu_si512(x + c + 64), flip);
 		a0 = _mm512_dpbusd_epi32(a0, x0, _mm512_loadu_si512(w0 + c));

@@ -31,13 +31,17 @@ void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;
-typedef void (*nf_pool_fn)(void *ctx, int tid, int nthreads);
+/* Run chunk number `chunk` of a job on thread tid (0 = the caller). */
+typedef void (*nf_pool_chunk_fn)(void *ctx, int chunk, int tid);
+#define NF_POOL_MAX_CHUNKS 0xfffff
 /* threads <= 0 means all online CPUs.  Caller owns *out. */
 int nf_pool_new(nf_pool **out, int threads);
 void nf_pool_free(nf_pool *p); /* NULL is fine */
 int nf_pool_threads(const nf_pool *p);
-/* Run fn(ctx, tid, n) on every thread (the caller is tid 0); returns when all are done. */
-void nf_pool_run(nf_pool *p, nf_pool_fn fn, void *ctx);
+/* Run fn(ctx, i, tid) for i in [0, chunks) on the caller and the workers, each
+ * chunk exactly once, chunks claimed dynamically (a descheduled worker does
+ * not hold the others up); returns when all are done. */
+void nf_pool_run_chunks(nf_pool *p, nf_pool_chunk_fn fn, void *ctx, int chunks);
 
 /* Rows [*r0, *r1) of `rows` for thread tid of n, boundaries multiples of 16. */
 void nf_pool_split(int *r0, int *r1, int rows, int tid, int n);

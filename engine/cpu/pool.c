@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,18 +19,26 @@
 #define SPIN_ROUNDS 200000
 
 struct nf_pool {
-	int n;                   /* threads including the caller */
-	pthread_t *th;           /* n - 1 workers */
-	int started;             /* workers actually created */
+	int n;                     /* threads including the caller */
+	pthread_t *th;             /* n - 1 workers */
+	int started;               /* workers actually created */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	_Atomic unsigned long gen; /* bumped for each job */
-	_Atomic int pending;     /* workers still running the current job */
+	/* job state: generation (24 bits) | chunk count (20) | next chunk (20).
+	 * A chunk is claimed by a CAS that also checks the generation, so a
+	 * worker that wakes late finds nothing to do and never touches a
+	 * finished job; the caller waits only for claimed chunks to be done. */
+	_Atomic uint64_t state;
+	_Atomic int done;          /* chunks of the current job finished */
 	_Atomic int sleepers;
 	_Atomic int stop;
-	nf_pool_fn fn;
+	nf_pool_chunk_fn fn;
 	void *ctx;
 };
+
+#define ST_IDX(v) ((uint32_t)((v) & 0xfffffu))
+#define ST_TOTAL(v) ((uint32_t)(((v) >> 20) & 0xfffffu))
+#define ST_GEN(v) ((uint32_t)((v) >> 40))
 
 typedef struct worker_arg {
 	nf_pool *p;
@@ -43,17 +52,33 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Claim and run chunks of generation gen until none are left. */
+static void drain(nf_pool *p, uint32_t gen, int tid)
+{
+	uint64_t v = atomic_load_explicit(&p->state, memory_order_acquire);
+	for (;;) {
+		if (ST_GEN(v) != gen || ST_IDX(v) >= ST_TOTAL(v))
+			return;
+		if (!atomic_compare_exchange_weak_explicit(&p->state, &v, v + 1, memory_order_acq_rel,
+							   memory_order_acquire))
+			continue;
+		p->fn(p->ctx, (int)ST_IDX(v), tid);
+		atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+		v = atomic_load_explicit(&p->state, memory_order_acquire);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	worker_arg *wa = arg;
 	nf_pool *p = wa->p;
 	int tid = wa->tid;
 	free(wa);
-	unsigned long seen = 0;
+	uint32_t seen = 0;
 	for (;;) {
-		unsigned long g;
+		uint64_t v;
 		int spins = 0;
-		while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+		while (ST_GEN(v = atomic_load_explicit(&p->state, memory_order_acquire)) == seen &&
 		       !atomic_load_explicit(&p->stop, memory_order_acquire)) {
 			if (++spins < SPIN_ROUNDS) {
 				cpu_relax();
@@ -63,7 +88,7 @@ static void *worker_main(void *arg)
 			}
 			pthread_mutex_lock(&p->mu);
 			atomic_fetch_add(&p->sleepers, 1);
-			while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+			while (ST_GEN(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
 				pthread_cond_wait(&p->cv, &p->mu);
 			atomic_fetch_sub(&p->sleepers, 1);
 			pthread_mutex_unlock(&p->mu);
@@ -71,9 +96,8 @@ static void *worker_main(void *arg)
 		}
 		if (atomic_load_explicit(&p->stop, memory_order_acquire))
 			break;
-		seen = g;
-		p->fn(p->ctx, tid, p->n);
-		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+		seen = ST_GEN(v);
+		drain(p, seen, tid);
 	}
 	return NULL;
 }
@@ -153,26 +177,33 @@ int nf_pool_threads(const nf_pool *p)
 	return p ? p->n : 1;
 }
 
-void nf_pool_run(nf_pool *p, nf_pool_fn fn, void *ctx)
+void nf_pool_run_chunks(nf_pool *p, nf_pool_chunk_fn fn, void *ctx, int chunks)
 {
-	if (p->n <= 1) {
-		fn(ctx, 0, 1);
+	if (chunks <= 0)
+		return;
+	if (p->n <= 1 || chunks == 1 || chunks > NF_POOL_MAX_CHUNKS) {
+		for (int i = 0; i < chunks; i++)
+			fn(ctx, i, 0);
 		return;
 	}
+	uint32_t gen = (ST_GEN(atomic_load_explicit(&p->state, memory_order_relaxed)) + 1) & 0xffffffu;
+	if (gen == 0)
+		gen = 1; /* workers start having seen generation 0 */
 	p->fn = fn;
 	p->ctx = ctx;
-	atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->state, ((uint64_t)gen << 40) | ((uint64_t)chunks << 20),
+			      memory_order_release);
 	if (atomic_load(&p->sleepers) > 0) {
 		pthread_mutex_lock(&p->mu);
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
 	}
-	fn(ctx, 0, p->n);
+	drain(p, gen, 0);
 	int spins = 0;
-	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+	while (atomic_load_explicit(&p->done, memory_order_acquire) < chunks) {
 		cpu_relax();
-		if ((++spins & 1023) == 0)
+		if ((++spins & 255) == 0)
 			sched_yield();
 	}
 }

@@ -4,6 +4,7 @@
  * GEMMs against a double-precision sum).  Families the CPU lacks are skipped.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,14 @@
 #include "engine/cpu/cpu.h"
 #include "engine/quant.h"
 #include "tests/tap.h"
+
+static _Atomic int hits[64];
+static void count_chunk(void *ctx, int chunk, int tid)
+{
+	(void)ctx;
+	(void)tid;
+	atomic_fetch_add(&hits[chunk], 1);
+}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void)
@@ -233,5 +242,16 @@ int main(void)
 
 	nf_pool *p = NULL;
 	ok(nf_pool_new(&p, 3) == 0 && nf_pool_threads(p) == 3, "pool of 3 threads");
-	return done_testing() + (nf_pool_free(p), 0);
+	int once = 1;
+	for (int job = 0; job < 200 && p; job++) {
+		int chunks = 1 + job % 37;
+		memset(hits, 0, sizeof hits);
+		nf_pool_run_chunks(p, count_chunk, NULL, chunks);
+		for (int i = 0; i < 64; i++)
+			if (atomic_load(&hits[i]) != (i < chunks))
+				once = 0;
+	}
+	ok(once, "200 pool jobs ran every chunk exactly once");
+	nf_pool_free(p);
+	return done_testing();
 }
