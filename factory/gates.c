@@ -204,7 +204,9 @@ static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c
 	for (size_t i = 0; i < c->n_metrics && n < 8; i++) {
 		const nf_gate_metric *m = &c->metrics[i];
 		f[n++] = NF_LOG_DBL(m->name, m->value);
-		int w = snprintf(text + tl, sizeof(text) - tl, "%s%s %.4g", i ? ", " : "", m->name, m->value);
+		bool big = isfinite(m->value) && fabs(m->value) >= 1e4 && fabs(m->value) < 1e9;
+		int w = snprintf(text + tl, sizeof(text) - tl, big ? "%s%s %.0f" : "%s%s %.4g", i ? ", " : "",
+				 m->name, m->value);
 		if (w > 0 && (size_t)w < sizeof(text) - tl)
 			tl += (size_t)w;
 	}
