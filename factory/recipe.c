@@ -1001,8 +1001,6 @@ static const struct field model_rows[] = {
 };
 static const struct schema model_schema = SCHEMA(model_rows, .post = model_post);
 
-static void target_init(void *obj) { (void)obj; }
-
 static const struct field target_rows[] = {
 	CUSTOM("device", F_REQ, parse_device),
 	LIST(T_PREC_LIST, "precisions", F_REQ, 1, NF_PREC_COUNT * 4, 0, nf_recipe_target, precisions,
@@ -1011,7 +1009,7 @@ static const struct field target_rows[] = {
 	     tensor_parallel, n_tensor_parallel),
 };
 static const struct schema target_schema =
-	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .init = target_init, .post = target_post);
+	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);
 
 static const struct field build_rows[] = {
 	LIST_MAP("targets", F_REQ, 1, NF_RECIPE_MAX_TARGETS, target_schema, nf_recipe_build, targets,
@@ -1209,12 +1207,6 @@ static int performance_post(struct ctx *c, const nf_ynode *m, void *obj, const n
 	return 0;
 }
 
-static int int_cmp(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x > y) - (x < y);
-}
-
 /* Serving preferences: defaults from the targets, or check what is listed is built. */
 static int serving_resolve(struct ctx *c, const nf_ynode *root)
 {
@@ -1257,7 +1249,6 @@ static int serving_resolve(struct ctx *c, const nf_ynode *root)
 			return cerr(c, tl->kids[i],
 				    "serving.tensor_parallel_preference[%zu]: %d is not built by any target", i,
 				    sv->tensor_parallel_preference[i]);
-	(void)int_cmp;
 	return 0;
 }
 
