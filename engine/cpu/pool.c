@@ -3,6 +3,7 @@
  * one per CPU, spin briefly on a generation counter for the next job (decode
  * issues a few hundred jobs per token) and then sleep on a condition
  * variable.  The caller runs as thread 0, so a one-thread pool has no workers.
+ * NF_PIN_THREADS=1 pins worker i to CPU i.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -126,6 +127,10 @@ int nf_pool_new(nf_pool **out, int threads)
 	p = calloc(1, sizeof *p);
 	if (!p)
 		return nf_error_set(NF_ENOMEM, "thread pool: out of memory");
+	/* Pinning helps on an idle machine and hurts badly when other processes
+	 * share the cores (a pinned worker cannot move), so it is opt-in. */
+	const char *pv = getenv("NF_PIN_THREADS");
+	int pin_threads = pv && pv[0] == '1';
 	p->n = threads;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
@@ -150,7 +155,8 @@ int nf_pool_new(nf_pool **out, int threads)
 			return nf_error_set(NF_EENV, "thread pool: cannot create thread %d", i);
 		}
 		p->started++;
-		pin(p->th[i - 1], i);
+		if (pin_threads)
+			pin(p->th[i - 1], i);
 	}
 	*out = p;
 	return 0;
