@@ -453,7 +453,8 @@ int nf_build_run(const nf_build_opts *o)
 
 	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
 	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest};
-	nf_report_print_table(stderr, &b.results);
+	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
+		nf_report_print_table(stderr, &b.results);
 	err = nf_report_write(b.out_tmp, &b.results, &meta);
 	if (!err)
 		err = write_outputs(&b, !gate_failed);

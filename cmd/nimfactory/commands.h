@@ -15,5 +15,6 @@ int nf_cmd_plan(int argc, char **argv);
 int nf_cmd_build(int argc, char **argv);
 int nf_cmd_run(int argc, char **argv);
 int nf_cmd_convert(int argc, char **argv);
+int nf_cmd_inspect(int argc, char **argv);
 
 #endif

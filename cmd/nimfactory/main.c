@@ -14,6 +14,7 @@ static const struct nf_command commands[] = {
 	{"validate", nf_cmd_validate, "check a recipe and print its digest (or --json)"},
 	{"plan", nf_cmd_plan, "show the profiles and stages a build would run"},
 	{"run", nf_cmd_run, "generate text with a built engine"},
+	{"inspect", nf_cmd_inspect, "describe an engine, an OCI layout or a build output"},
 	{"convert", nf_cmd_convert, "rewrite a checkpoint (llama2.c <-> Hugging Face layout)"},
 	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
 	{"version", nf_cmd_version, "print the version"},
