@@ -1,6 +1,6 @@
 /*
- * pool.c - a small persistent thread pool: workers are created once, pinned
- * one per CPU, spin briefly on a generation counter for the next job (decode
+ * pool.c - a small persistent thread pool: workers are created once (one
+ * per CPU, optionally pinned), spin briefly on a generation counter for the next job (decode
  * issues a few hundred jobs per token) and then sleep on a condition
  * variable.  The caller runs as thread 0, so a one-thread pool has no workers.
  * NF_PIN_THREADS=1 pins worker i to CPU i.
