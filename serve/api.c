@@ -26,6 +26,7 @@
 
 #define MAX_RESPONSE_TEXT (8u << 20)
 #define KEEPALIVE_MS 10000
+#define MAX_DISCARD ((size_t)64 << 20)
 
 struct nf_server {
 	struct MHD_Daemon *d;
@@ -51,6 +52,7 @@ typedef struct conn {
 	nf_server *srv;
 	nf_sbuf body;
 	int too_big;
+	size_t discarded; /* body bytes dropped after too_big */
 	int answered;
 	char endpoint[32];
 	double t_start;
@@ -509,8 +511,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			cn->too_big = 1;
 			nf_sbuf_release(&cn->body);
 		}
+		if (cn->too_big)
+			cn->discarded += *upload_size;
 		*upload_size = 0;
-		if (cn->too_big && !cn->answered) {
+		/* A body without Content-Length: read and drop the rest so that the
+		 * client gets to read the 413, unless it will not stop sending. */
+		if (cn->too_big && !cn->answered && cn->discarded > MAX_DISCARD) {
 			cn->answered = 1;
 			return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
 				    "the request body exceeds %zu bytes", srv->max_body);
@@ -520,6 +526,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (cn->answered)
 		return MHD_YES;
 	cn->answered = 1;
+	if (cn->too_big)
+		return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
+			    "the request body exceeds %zu bytes", srv->max_body);
 	ep = known_endpoint(url);
 	is_post = !strcmp(method, "POST");
 	if (!ep) {
