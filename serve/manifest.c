@@ -256,6 +256,8 @@ static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const ch
 		rc = at_err(c, v, "kind: expected ModelManifest, got '%s'", s);
 		goto done;
 	}
+	free(s);
+	s = NULL;
 	n = get(c, root, "model");
 	if ((rc = check_map(c, n, "model", mkeys, mkeys)) < 0 ||
 	    (rc = get_str(&m->model_name, c, get(c, n, "name"), "model.name", 0)) < 0 ||
