@@ -113,6 +113,15 @@ for prompt in "Once upon" "The cat sat on the" ""; do
 	body=$(python3 -c 'import json,sys; print(json.dumps({"model":"stories260k","prompt":sys.argv[1],"max_tokens":60,"temperature":0,"stream":True}))' "$prompt")
 	is "$(curl -sN "$U/v1/completions" -d "$body" | sse_text)" "$want" "streamed greedy completion equals nf_generate for '$prompt'"
 done
+if "$B/bin/nimfactory" run --help 2>&1 | grep -q "nimfactory run ENGINE_DIR"; then
+	want=$("$B/bin/nimfactory" run "$ENGINE" --prompt "Once upon" --max-tokens 60 --quiet 2>/dev/null)
+	got=$(curl -s "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once upon","max_tokens":60,"temperature":0}' | json 'd["choices"][0]["text"]')
+	is "$got" "$want" "greedy completion equals nimfactory run"
+	body='{"model":"stories260k","prompt":"Once upon","max_tokens":60,"temperature":0,"stream":true}'
+	is "$(curl -sN "$U/v1/completions" -d "$body" | sse_text)" "$want" "streamed greedy completion equals nimfactory run"
+else
+	n=$((n + 1)); echo "ok $n # skip nimfactory run is not built"
+fi
 is "$(json 'd["usage"]["completion_tokens"] + d["usage"]["prompt_tokens"] == d["usage"]["total_tokens"]' <"$W/c.json")" "True" "usage adds up"
 want=$("$FIX" generate "$ENGINE" 30 "Lily went")
 body='{"model":"stories260k","messages":[{"role":"user","content":"Lily went"}],"max_tokens":30,"temperature":0}'
