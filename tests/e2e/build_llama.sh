@@ -11,7 +11,7 @@ MODELS="${NF_SHARED:?}/models/stories260K"
 SRC="${NF_SRC:?}"
 W=$(mktemp -d /tmp/nf-e2e-build-XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
-. "$SRC/tests/e2e/lib.sh"
+. "$SRC/tests/tap.sh"
 
 export NIMFACTORY_CACHE="$W/cache" NIMFACTORY_OFFLINE=1
 SENTENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park."

@@ -16,7 +16,7 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT INT TERM
-. "$SRC/tests/e2e/lib.sh"
+. "$SRC/tests/tap.sh"
 
 start_server() { # start_server ROOT
 	"$BUILD/tools/nf_test_httpd" --root "$1" --max-seconds 120 --log "$W/requests.log" >"$W/port" &

@@ -1,4 +1,4 @@
-# lib.sh - TAP helpers for the end-to-end scripts (sourced, POSIX sh).
+# tap.sh - TAP helpers for the end-to-end scripts (sourced, POSIX sh).
 #   t NAME CMD...        passes when CMD exits 0
 #   is NAME GOT WANT     passes when the strings are equal
 #   skip REASON          a test that cannot run here
