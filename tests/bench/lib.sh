@@ -83,17 +83,15 @@ bench_peer_wait() {
 	export LLAMA_BIN
 }
 
-# Measured memory read bandwidth in GB/s (cached per run in MEMBW_GBS).
+# Measure the memory read bandwidth; prints GB/s (appends to results/membw.txt).
 bench_membw() {
-	if [ -z "${MEMBW_GBS:-}" ]; then
-		out=$("$TOOLS/nf_membw" --threads "$THREADS" --mb "${BENCH_MEMBW_MB:-1024}" --runs 5) ||
-			bench_die "nf_membw failed"
-		echo "$out" >"$RESULTS/membw.txt"
-		MEMBW_GBS=$(printf '%s\n' "$out" | sed -n 's/.*read_gb_s=\([0-9.]*\).*/\1/p')
-		[ -n "$MEMBW_GBS" ] || bench_die "nf_membw printed no read_gb_s: $out"
-		bench_log "memory read bandwidth: $MEMBW_GBS GB/s ($THREADS threads)"
-	fi
-	echo "$MEMBW_GBS"
+	out=$("$TOOLS/nf_membw" --threads "$THREADS" --mb "${BENCH_MEMBW_MB:-1024}" \
+		--runs "${BENCH_MEMBW_RUNS:-20}") || bench_die "nf_membw failed"
+	echo "$out" >>"$RESULTS/membw.txt"
+	gbs=$(printf '%s\n' "$out" | sed -n 's/.*read_gb_s=\([0-9.]*\).*/\1/p')
+	[ -n "$gbs" ] || bench_die "nf_membw printed no read_gb_s: $out"
+	bench_log "memory read bandwidth: $gbs GB/s ($THREADS threads)"
+	echo "$gbs"
 }
 
 # True when $1 is missing or older than any of the rest.

@@ -41,17 +41,18 @@ def fnum(x):
     return "%.1f" % x if x >= 10 else "%.2f" % x
 
 
-def decode_rows(path):
+def decode_rows(path, membw_gbs):
     rows = []
     with open(path) as f:
         for r in csv.DictReader(f, delimiter="\t"):
-            ours, peer, ceil = (float(r["ours_tok_s"]), float(r["llama_tok_s"]),
-                                float(r["ceiling_tok_s"]))
+            ours, peer = float(r["ours_tok_s"]), float(r["llama_tok_s"])
+            wbytes = int(r["weight_bytes"])
+            ceil = membw_gbs * 1e9 / wbytes if wbytes > 0 else 0.0
             rows.append([
                 r["model"], r["precision"], fnum(ours), "%s (%s)" % (fnum(peer), r["gguf"]),
                 "%.2f" % (ours / peer) if peer > 0 else "-",
                 fnum(ceil), "%.0f%%" % (100.0 * ours / ceil) if ceil > 0 else "-",
-                "%.1f" % (int(r["weight_bytes"]) / 1e6), r["kernel"],
+                "%.1f" % (wbytes / 1e6), r["kernel"],
             ])
     head = ["model", "precision", "ours tok/s", "llama.cpp tok/s", "ours/llama.cpp",
             "ceiling tok/s", "% of ceiling", "weight MB/token", "our kernel"]
@@ -97,7 +98,7 @@ def main():
     ap.add_argument("--md-out")
     a = ap.parse_args()
 
-    head, rows = decode_rows(a.tsv)
+    head, rows = decode_rows(a.tsv, a.membw)
     if not rows:
         sys.exit("report.py: %s has no rows" % a.tsv)
     print(plain(head, rows))
@@ -108,7 +109,9 @@ def main():
         "Command: `make bench BENCH=decode` (%d threads, 128 decode tokens, best of 3)."
         % a.threads,
         "Peer: %s." % a.peer,
-        "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads)." % (a.membw, a.threads),
+        "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
+        "measurement before and one after the runs); ceiling = bandwidth / our weight bytes "
+        "per token." % (a.membw, a.threads),
         "",
         markdown(head, rows),
     ])
