@@ -17,6 +17,7 @@
 
 #include "engine/engine.h"
 #include "serve/api.h"
+#include "cmd/nimserve/health.h"
 #include "serve/gpu.h"
 #include "serve/manifest.h"
 #include "serve/metrics.h"
@@ -31,6 +32,7 @@ typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us;
 	int list_profiles;
+	int health;
 } opts;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -59,6 +61,7 @@ static void usage(FILE *f)
 		"  --port-file PATH       write the bound port there once listening\n"
 		"  --profile ID|NAME      force a profile (NIM_MODEL_PROFILE)\n"
 		"  --list-profiles        print every profile and whether it fits here, then exit\n"
+		"  --health               ask the server on 127.0.0.1:PORT whether it is ready; exit 0 if so\n"
 		"  --max-batch N          sequences decoded together (NIM_MAX_BATCH, 32)\n"
 		"  --max-queue N          requests waiting beyond the batch; past it 429 (NIM_MAX_QUEUE, 64)\n"
 		"  --max-body BYTES       largest request body; past it 413 (NIM_MAX_BODY, 1048576)\n"
@@ -113,6 +116,10 @@ static int parse_args(opts *o, int argc, char **argv)
 		int matched = 0;
 		if (!strcmp(a, "--list-profiles")) {
 			o->list_profiles = 1;
+			continue;
+		}
+		if (!strcmp(a, "--health")) {
+			o->health = 1;
 			continue;
 		}
 		if (i + 1 >= argc)
@@ -172,6 +179,8 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof o);
 	if ((rc = parse_args(&o, argc, argv)) < 0)
 		goto done;
+	if (o.health)
+		return nf_health_probe(o.port);
 
 
 	if ((rc = nf_manifest_load(&m, o.manifest)) < 0)
