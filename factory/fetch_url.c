@@ -36,8 +36,9 @@ static void curl_init(void)
 typedef struct download {
 	nf_cache_writer *w;
 	const nf_fetch_opts *o;
-	int write_err;  /* an NF_E* from the writer */
+	int write_err;   /* an NF_E* from the writer */
 	bool too_big;
+	uint64_t offset; /* where this attempt resumed */
 } download;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user)
@@ -64,8 +65,8 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
 	(void)ultotal;
 	(void)ulnow;
 	if (d->o->progress)
-		d->o->progress(d->o->progress_user, dlnow > 0 ? (uint64_t)dlnow : 0,
-			       dltotal > 0 ? (uint64_t)dltotal : 0);
+		d->o->progress(d->o->progress_user, d->offset + (dlnow > 0 ? (uint64_t)dlnow : 0),
+			       dltotal > 0 ? d->offset + (uint64_t)dltotal : 0);
 	return 0;
 }
 
@@ -161,6 +162,7 @@ int nf_fetch_url(char **out_path, nf_cache *c, const char *url, const char *sha2
 	CURL *h = NULL;
 	int err = 0;
 	unsigned pause_ms;
+	bool resumable = true;
 
 	if (out_path)
 		*out_path = NULL;
@@ -211,8 +213,16 @@ int nf_fetch_url(char **out_path, nf_cache *c, const char *url, const char *sha2
 		bool again = false;
 
 		errbuf[0] = '\0';
-		if (attempt > 0 && (err = nf_cache_writer_reset(d.w)) < 0)
+		/*
+		 * After a cut transfer, ask for the rest (Range): the hash state
+		 * goes on from the bytes already written.  A server that cannot
+		 * resume makes us start over.
+		 */
+		if (!resumable && nf_cache_writer_size(d.w) > 0 &&
+		    (err = nf_cache_writer_reset(d.w)) < 0)
 			goto done;
+		d.offset = nf_cache_writer_size(d.w);
+		curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)d.offset);
 		rc = curl_easy_perform(h);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		if (rc == CURLE_OK && status >= 200 && status < 300)
@@ -226,7 +236,12 @@ int nf_fetch_url(char **out_path, nf_cache *c, const char *url, const char *sha2
 					   what, (unsigned long long)o->max_bytes);
 			goto done;
 		}
-		if (rc == CURLE_HTTP_RETURNED_ERROR || rc == CURLE_OK) {
+		if (rc == CURLE_RANGE_ERROR || (rc == CURLE_HTTP_RETURNED_ERROR && status == 416)) {
+			snprintf(reason, sizeof(reason), "the server cannot resume at byte %llu",
+				 (unsigned long long)d.offset);
+			resumable = false;
+			again = true;
+		} else if (rc == CURLE_HTTP_RETURNED_ERROR || rc == CURLE_OK) {
 			snprintf(reason, sizeof(reason), "HTTP %ld", status);
 			again = transient_http_status(status);
 			if (status == 429 || status == 503)

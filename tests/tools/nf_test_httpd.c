@@ -5,7 +5,7 @@
  *                 [--fail-first N [--fail-status CODE]]
  *                 [--throttle-first N [--retry-after S]]
  *                 [--truncate-first N --truncate-after BYTES]
- *                 [--redirect PREFIX]
+ *                 [--redirect PREFIX] [--no-range]
  *
  * Serves the files under DIR on 127.0.0.1 only (port 0: an ephemeral port),
  * prints the port on the first line of stdout, then serves until SIGTERM or
@@ -17,6 +17,7 @@
  *   --truncate-first N   the next N send only BYTES of the body, then the
  *                        connection is closed (Content-Length is the full size);
  *   --redirect PREFIX    every request gets 302 to PREFIX + path.
+ * "Range: bytes=N-" gets 206 with the rest of the file, unless --no-range.
  * --log FILE appends "METHOD PATH STATUS" per request (flushed at once).
  */
 #define _GNU_SOURCE
@@ -43,11 +44,13 @@ typedef struct server {
 	unsigned long throttle_first, retry_after;
 	unsigned long truncate_first, truncate_after;
 	const char *redirect;
+	int no_range;
 	unsigned long requests; /* only touched by MHD's one polling thread */
 } server;
 
 typedef struct body {
 	int fd;
+	uint64_t base;  /* file offset of the first byte sent */
 	uint64_t limit; /* bytes to send before closing */
 } body;
 
@@ -60,7 +63,7 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	if ((uint64_t)max > b->limit - pos)
 		max = (size_t)(b->limit - pos);
-	n = pread(b->fd, buf, max, (off_t)pos);
+	n = pread(b->fd, buf, max, (off_t)(b->base + pos));
 	if (n <= 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	return n;
@@ -104,11 +107,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	static int marker;
 	server *s = cls;
 	unsigned long n;
-	char path[4096], hv[64];
+	char path[4096], hv[96];
 	struct stat st;
 	struct MHD_Response *r;
 	body *b;
 	enum MHD_Result ret;
+	const char *range;
+	uint64_t from = 0;
+	unsigned status = 200;
 	int fd;
 
 	(void)version;
@@ -153,26 +159,54 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		log_req(s, method, url, 404);
 		return reply_text(conn, 404, "not found\n", NULL, NULL);
 	}
+	range = s->no_range ? NULL
+			    : MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
+	if (range) {
+		char *end = NULL;
+		if (strncmp(range, "bytes=", 6) != 0 || range[6] < '0' || range[6] > '9')
+			goto bad_range;
+		from = strtoull(range + 6, &end, 10);
+		if (strcmp(end, "-") != 0)
+			goto bad_range;
+		if (from >= (uint64_t)st.st_size) {
+			close(fd);
+			snprintf(hv, sizeof(hv), "bytes */%lld", (long long)st.st_size);
+			log_req(s, method, url, 416);
+			return reply_text(conn, 416, "range not satisfiable\n",
+					  MHD_HTTP_HEADER_CONTENT_RANGE, hv);
+		}
+		status = 206;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		close(fd);
 		return MHD_NO;
 	}
 	b->fd = fd;
-	b->limit = (uint64_t)st.st_size;
+	b->base = from;
+	b->limit = (uint64_t)st.st_size - from;
 	if (n < s->truncate_first && s->truncate_after < b->limit)
 		b->limit = s->truncate_after;
-	r = MHD_create_response_from_callback((uint64_t)st.st_size, 64 * 1024, read_body, b,
-					      free_body);
+	r = MHD_create_response_from_callback((uint64_t)st.st_size - from, 64 * 1024, read_body,
+					      b, free_body);
 	if (!r) {
 		free_body(b);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-	log_req(s, method, url, 200);
-	ret = MHD_queue_response(conn, 200, r);
+	if (status == 206) {
+		snprintf(hv, sizeof(hv), "bytes %llu-%lld/%lld", (unsigned long long)from,
+			 (long long)st.st_size - 1, (long long)st.st_size);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, hv);
+	}
+	log_req(s, method, url, status);
+	ret = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
 	return ret;
+bad_range:
+	close(fd);
+	log_req(s, method, url, 400);
+	return reply_text(conn, 400, "only 'Range: bytes=N-' is served\n", NULL, NULL);
 }
 
 static int parse_ulong(unsigned long *out, const char *s, const char *name)
@@ -212,7 +246,10 @@ int main(int argc, char **argv)
 			log_path = v;
 		else if (!strcmp(a, "--redirect"))
 			s.redirect = v;
-		else if (!strcmp(a, "--port"))
+		else if (!strcmp(a, "--no-range")) {
+			s.no_range = 1;
+			continue;
+		} else if (!strcmp(a, "--port"))
 			bad = parse_ulong(&port, v, a) || port > 65535;
 		else if (!strcmp(a, "--max-seconds"))
 			bad = parse_ulong(&max_seconds, v, a);

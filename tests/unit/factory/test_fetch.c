@@ -321,6 +321,13 @@ static void test_url(void)
 	(void)wlen;
 }
 
+static char *g_last_log; /* request log of the last fetch_with_fault */
+
+static bool log_has(const char *what)
+{
+	return g_last_log && strstr(g_last_log, what) != NULL;
+}
+
 /* One server with a fault; fetch name and return the request count (or -1). */
 static int fetch_with_fault(int *rc, const char *name, size_t size, unsigned seed,
 			    const char *const *fault, unsigned retries, double *secs)
@@ -352,6 +359,12 @@ static int fetch_with_fault(int *rc, const char *name, size_t size, unsigned see
 			*rc = -100;
 	}
 	n = server_requests(&s);
+	free(g_last_log);
+	g_last_log = NULL;
+	{
+		size_t len;
+		nf_fs_read_file(&g_last_log, &len, s.log, 1 << 20);
+	}
 	server_stop(&s);
 	free(out);
 	free(url);
@@ -367,6 +380,8 @@ static void test_faults(void)
 	const char *fail9[] = {"--fail-first", "9", NULL};
 	const char *throttle[] = {"--throttle-first", "1", "--retry-after", "1", NULL};
 	const char *trunc[] = {"--truncate-first", "1", "--truncate-after", "1000", NULL};
+	const char *trunc_norange[] = {"--truncate-first", "1", "--truncate-after", "1000",
+				       "--no-range", NULL};
 
 	n = fetch_with_fault(&rc, "f/500.bin", 30000, 5, fail2, 4, NULL);
 	is_int(rc, 0, "500, 500, then 200: fetched (%s)", rc ? nf_error_last() : "");
@@ -387,6 +402,12 @@ static void test_faults(void)
 	n = fetch_with_fault(&rc, "f/trunc.bin", 300000, 8, trunc, 4, NULL);
 	is_int(rc, 0, "truncated body retried: fetched (%s)", rc ? nf_error_last() : "");
 	is_int(n, 2, "two requests");
+	ok(log_has(" 206\n"), "the retry resumed with a Range request (206)");
+
+	n = fetch_with_fault(&rc, "f/trunc-norange.bin", 300000, 12, trunc_norange, 4, NULL);
+	is_int(rc, 0, "truncated, server cannot resume: fetched from the start (%s)",
+	       rc ? nf_error_last() : "");
+	is_int(n, 3, "cut, refused range (200), then whole");
 
 	blobs = count_dir("blobs/sha256");
 	n = fetch_with_fault(&rc, "f/trunc2.bin", 300000, 9, trunc, 0, NULL);
@@ -822,5 +843,6 @@ int main(void)
 	nf_fs_remove_tree(tmpl);
 	free(g_www);
 	free(g_cache);
+	free(g_last_log);
 	return done_testing();
 }
