@@ -341,7 +341,13 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 	    (err = nf_sha256_hex(tsha, tokbuf, toklen)))
 		goto done;
 	if ((err = nf_fwd_weights_prepare(&fw, &m->cfg)) ||
-	    (err = nf_tactics_write(tacpath, &fw, &m->cfg, o->autotune, o->threads)))
+	    (err = nf_tactics_write(tacpath, &fw, &m->cfg, o->autotune && !o->tactics_report,
+				    o->threads)))
+		goto done;
+	/* Measured timings are of this host and vary run to run: with a report
+	 * path they go there, and the engine keeps the reproducible model. */
+	if (o->autotune && o->tactics_report &&
+	    (err = nf_tactics_write(o->tactics_report, &fw, &m->cfg, 1, o->threads)))
 		goto done;
 	/* config.json last: a folder with it is complete */
 	err = write_config(dir, &m->cfg, o, wsha, wbytes, tsha);

@@ -44,6 +44,9 @@ typedef struct nf_engine_build_opts {
 	const char *provenance_json; /* JSON object: recipe digest, source digests, tool version (may be NULL) */
 	int threads;                 /* autotuning threads; 0 = all cores */
 	int autotune;                /* 1 = measure kernels on this CPU, 0 = cost model only */
+	const char *tactics_report;  /* with autotune: write the measured table here and keep the
+					engine's tactics.json modelled, so the engine is reproducible
+					(NULL: the engine keeps the measured table) */
 } nf_engine_build_opts;
 
 /* Quantize m and write the engine folder `dir` (created; every file written

@@ -114,7 +114,11 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 	}
 	json_object_set_new(root, "method", json_string(autotune ? "measured" : "modelled"));
 	json_object_set_new(root, "threads", json_integer(threads));
-	json_object_set_new(root, "cpu_best", json_string(nf_cpu_best()->name));
+	/* The modelled table must not depend on the build host (reproducible
+	 * engines): it ranks every family; the runtime falls back to what its
+	 * CPU runs.  Only a measured table names this host's best family. */
+	if (autotune)
+		json_object_set_new(root, "cpu_best", json_string(nf_cpu_best()->name));
 	const nf_backend_ops *const *fam = nf_cpu_families();
 	for (int i = 0; i < n; i++) {
 		const nf_bk_matrix *m = shapes[i];
@@ -122,7 +126,7 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 		const char *chosen = NULL;
 		double best = -1.0;
 		for (size_t k = 0; fam[k]; k++) {
-			if (!fam[k]->available())
+			if (autotune && !fam[k]->available())
 				continue;
 			double us = autotune ? measure_us(m, fam[k]) : model_us(m, fam[k], threads);
 			json_object_set_new(tim, fam[k]->name, json_real(us));

@@ -25,6 +25,11 @@
 #include "util/version.h"
 #include "util/banned.h"
 
+/* The autotuner's measurements, kept beside the engine in its cache stage
+ * and reported in OUT/reports/tactics/: they describe this host, so the
+ * engine itself keeps the reproducible cost-model table. */
+#define TACTICS_REPORT "tactics-measured.json"
+
 typedef struct build_ctx {
 	const nf_build_opts *opts;
 	nf_log *log;
@@ -171,7 +176,7 @@ static int stage_compile(build_ctx *b, size_t i)
 	nf_profile *p = &b->plan->profiles[i];
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
 	nf_cache_stage *cs = NULL;
-	char *provenance = NULL, *cached = NULL, *engine_dir = NULL;
+	char *provenance = NULL, *cached = NULL, *engine_dir = NULL, *report = NULL;
 	double t0 = now_seconds();
 	int err;
 
@@ -188,7 +193,8 @@ static int stage_compile(build_ctx *b, size_t i)
 	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
 		goto done;
 	engine_dir = nf_path_join(nf_cache_stage_dir(cs), "engine");
-	if (!engine_dir) {
+	report = nf_path_join(nf_cache_stage_dir(cs), TACTICS_REPORT);
+	if (!engine_dir || !report) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -199,6 +205,7 @@ static int stage_compile(build_ctx *b, size_t i)
 		.provenance_json = provenance,
 		.threads = b->opts->threads,
 		.autotune = b->recipe->build.autotune,
+		.tactics_report = report,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;
@@ -226,6 +233,7 @@ done:
 	free(provenance);
 	free(cached);
 	free(engine_dir);
+	free(report);
 	return err;
 }
 
@@ -296,12 +304,23 @@ static int write_outputs(build_ctx *b, int gates_passed)
 	size_t len;
 	int err = engines ? nf_fs_mkdir_p(engines, 0755) : nf_error_set(NF_ENOMEM, "out of memory");
 
+	char *tactics = nf_path_join(b->out_tmp, "reports/tactics");
+	if (!err)
+		err = tactics ? nf_fs_mkdir_p(tactics, 0755) : nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; !err && i < b->plan->n_profiles; i++) {
 		nf_profile *p = &b->plan->profiles[i];
 		char *dst = nf_path_join(engines, p->id);
-		err = dst ? nf_fs_copy_tree(p->engine_dir, dst) : nf_error_set(NF_ENOMEM, "out of memory");
+		char *measured = nf_strdup_printf("%s/../" TACTICS_REPORT, p->engine_dir);
+		char *report = nf_strdup_printf("%s/%s.json", tactics, p->name);
+		err = dst && measured && report ? nf_fs_copy_tree(p->engine_dir, dst)
+						: nf_error_set(NF_ENOMEM, "out of memory");
+		if (!err && nf_fs_exists(measured))
+			err = nf_fs_copy_file(measured, report);
 		free(dst);
+		free(measured);
+		free(report);
 	}
+	free(tactics);
 	for (size_t i = 0; i < b->recipe->serving.n_precision_preference; i++)
 		prefs[i] = nf_precision_name(b->recipe->serving.precision_preference[i]);
 	static const char *const templates[] = {"plain", "llama2", "chatml"};

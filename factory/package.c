@@ -52,7 +52,8 @@ static char *find_nimserve(const char *runtime_dir)
 /* The shared libraries `ldd` resolves for bin (absolute paths, sorted). */
 static int runtime_libs(char ***out, size_t *n_out, const char *bin)
 {
-	char *cmd = nf_strdup_printf("ldd '%s' 2>/dev/null", bin);
+	/* A preloaded library (faketime, a profiler) is the builder's, not nimserve's. */
+	char *cmd = nf_strdup_printf("env -u LD_PRELOAD ldd '%s' 2>/dev/null", bin);
 	char line[1024], **libs = NULL;
 	size_t n = 0;
 	int err = 0;
@@ -146,21 +147,29 @@ static int add_runtime_layer(nf_oci_image *img, const char *oci, const nf_packag
 	return err;
 }
 
-static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
-			    int64_t epoch, const nf_profile *p)
+/* The engine's weights file, named by its digest so profiles that quantize
+ * to the same bytes share one layer, and changing a gate or a kernel never
+ * changes (or re-pushes) it. */
+static int weights_digest(char hex[NF_SHA256_HEX_LEN + 1], const char *engine_dir)
+{
+	char *path = nf_path_join(engine_dir, "weights.safetensors");
+	int err = path ? nf_sha256_file_hex(hex, path) : nf_error_set(NF_ENOMEM, "out of memory");
+	free(path);
+	return err;
+}
+
+static int add_weights_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
+			     int64_t epoch, const char *engine_dir, const char *hex)
 {
 	nf_oci_layer *l = NULL;
 	nf_oci_layer_desc ld;
-	char *src = NULL, *dest = NULL, *created_by = NULL;
-	int err = nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch);
-
-	src = nf_strdup_printf("%s/engines/%s", o->out_dir, p->id);
-	dest = nf_strdup_printf(NF_IMAGE_ROOT "/engines/%s", p->id);
-	created_by = nf_strdup_printf("nimfactory: engine %s (%s)", p->name, p->id);
-	if (!err && (!src || !dest || !created_by))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	char *src = nf_path_join(engine_dir, "weights.safetensors");
+	char *dest = nf_strdup_printf(NF_IMAGE_ROOT "/weights/%s.safetensors", hex);
+	char *created_by = nf_strdup_printf("nimfactory: weights sha256:%s", hex);
+	int err = src && dest && created_by ? nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch)
+					     : nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)
-		err = nf_oci_layer_add_tree(l, src, dest);
+		err = nf_oci_layer_add_file(l, src, dest, 0644);
 	if (!err)
 		err = nf_oci_layer_finish(&ld, l);
 	if (!err)
@@ -169,6 +178,50 @@ static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package
 	free(src);
 	free(dest);
 	free(created_by);
+	return err;
+}
+
+/* What is per profile and small: config, tactics, tokenizer, and a link to
+ * the shared weights. */
+static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
+			    int64_t epoch, const nf_profile *p, const char *weights_hex)
+{
+	static const char *const files[] = {"config.json", "tactics.json", "tokenizer.bin"};
+	nf_oci_layer *l = NULL;
+	nf_oci_layer_desc ld;
+	char *src_dir = nf_strdup_printf("%s/engines/%s", o->out_dir, p->id);
+	char *dest_dir = nf_strdup_printf(NF_IMAGE_ROOT "/engines/%s", p->id);
+	char *created_by = nf_strdup_printf("nimfactory: engine %s (%s)", p->name, p->id);
+	char *link = nf_strdup_printf("../../weights/%s.safetensors", weights_hex);
+	int err = src_dir && dest_dir && created_by && link
+			  ? nf_oci_layer_new(&l, oci, compression_of(o->recipe), epoch)
+			  : nf_error_set(NF_ENOMEM, "out of memory");
+
+	if (!err)
+		err = nf_oci_layer_add_dir(l, dest_dir, 0755);
+	for (size_t i = 0; !err && i < sizeof(files) / sizeof(files[0]); i++) {
+		char *src = nf_path_join(src_dir, files[i]), *dest = nf_path_join(dest_dir, files[i]);
+		if (!src || !dest)
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+		else if (nf_fs_exists(src))
+			err = nf_oci_layer_add_file(l, src, dest, 0644);
+		free(src);
+		free(dest);
+	}
+	if (!err) {
+		char *dest = nf_path_join(dest_dir, "weights.safetensors");
+		err = dest ? nf_oci_layer_add_symlink(l, dest, link) : nf_error_set(NF_ENOMEM, "out of memory");
+		free(dest);
+	}
+	if (!err)
+		err = nf_oci_layer_finish(&ld, l);
+	if (!err)
+		err = nf_oci_image_add_layer(img, &ld, created_by);
+	nf_oci_layer_free(l);
+	free(src_dir);
+	free(dest_dir);
+	free(created_by);
+	free(link);
 	return err;
 }
 
@@ -222,6 +275,14 @@ static int render_manifest(char **yaml, size_t *len, const nf_package_opts *o, c
 	return err;
 }
 
+static const char *label_value(const nf_recipe *r, const char *key)
+{
+	for (size_t i = 0; i < r->image.n_labels; i++)
+		if (!strcmp(r->image.labels[i].key, key))
+			return r->image.labels[i].value;
+	return NULL;
+}
+
 /* One image holding the profiles of `device` (all when NULL); tagged ref. */
 static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_opts *o,
 		       const char *device, const char *nimserve, const char *ref)
@@ -230,8 +291,9 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 	int64_t epoch = r->image.created_epoch;
 	nf_oci_image *img = NULL;
 	char *yaml = NULL, *ids = NULL, created[32];
+	char (*weights)[NF_SHA256_HEX_LEN + 1] = NULL;
 	size_t yaml_len = 0, ids_len = 0;
-	nf_oci_kv *labels = NULL, ann[8];
+	nf_oci_kv *labels = NULL, ann[10];
 	size_t n_ann = 0;
 	int err;
 
@@ -242,15 +304,28 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 	if (nimserve && (err = add_runtime_layer(img, oci, o, epoch, nimserve)))
 		goto done;
 	ids = calloc(o->plan->n_profiles, NF_SHA256_HEX_LEN + 1);
-	if (!ids) {
+	weights = calloc(o->plan->n_profiles, sizeof(*weights));
+	if (!ids || !weights) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
 	for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
 		const nf_profile *p = &o->plan->profiles[i];
+		int seen = 0;
 		if (device && strcmp(p->device, device))
 			continue;
-		err = add_engine_layer(img, oci, o, epoch, p);
+		if ((err = weights_digest(weights[i], p->engine_dir)))
+			break;
+		for (size_t k = 0; k < i; k++)
+			seen |= !strcmp(weights[k], weights[i]);
+		if (!seen)
+			err = add_weights_layer(img, oci, o, epoch, p->engine_dir, weights[i]);
+	}
+	for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
+		const nf_profile *p = &o->plan->profiles[i];
+		if (device && strcmp(p->device, device))
+			continue;
+		err = add_engine_layer(img, oci, o, epoch, p, weights[i]);
 		if (ids_len)
 			ids[ids_len++] = ',';
 		memcpy(ids + ids_len, p->id, NF_SHA256_HEX_LEN);
@@ -274,10 +349,16 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_TITLE, r->model.name};
 	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_VERSION, r->image.tag};
 	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_CREATED, created};
-	for (size_t i = 0; i < r->image.n_labels; i++)
-		if (!strcmp(r->image.labels[i].key, NF_OCI_ANN_SOURCE) ||
-		    !strcmp(r->image.labels[i].key, NF_OCI_ANN_REVISION))
-			ann[n_ann++] = (nf_oci_kv){r->image.labels[i].key, r->image.labels[i].value};
+	/* source and revision: the recipe's labels when it gives them; else the
+	 * model's source and the recipe's digest, which say what this was built from. */
+	const char *source = label_value(r, NF_OCI_ANN_SOURCE), *revision = label_value(r, NF_OCI_ANN_REVISION);
+	if (!source && r->model.source.kind == NF_SOURCE_URL)
+		source = r->model.source.url;
+	if (!source && r->model.source.kind == NF_SOURCE_GIT)
+		source = r->model.source.git.url;
+	if (source)
+		ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_SOURCE, source};
+	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_REVISION, revision ? revision : o->plan->recipe_digest};
 	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.recipe.digest", o->plan->recipe_digest};
 	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.profiles", ids};
 	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.gate", "passed"};
@@ -306,6 +387,7 @@ done:
 	nf_oci_image_free(img);
 	free(yaml);
 	free(ids);
+	free(weights);
 	free(labels);
 	return err;
 }

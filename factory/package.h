@@ -4,8 +4,11 @@
  *
  * Layers, bottom up: the recipe's base image (if any); the runtime (nimserve
  * and the shared libraries it loads, when a nimserve binary is found); one
- * layer per engine profile (/opt/nim/engines/<id>/); the model manifest
- * (/opt/nim/model_manifest.yaml).  With image.layout per-device, one image
+ * layer per distinct weights file (/opt/nim/weights/<sha256>.safetensors:
+ * depends only on the source and the quantization, so profiles and recipes
+ * that quantize alike share it); one small layer per engine profile
+ * (/opt/nim/engines/<id>/: config, tactics, tokenizer, and weights.safetensors
+ * as a link to its weights); the model manifest (/opt/nim/model_manifest.yaml).  With image.layout per-device, one image
  * per device (its profiles only) under an image index tagged with the tag.
  */
 #ifndef NF_FACTORY_PACKAGE_H
