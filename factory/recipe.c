@@ -1149,6 +1149,23 @@ static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynod
 					    "%s.targets[%zu]: device '%s' is already a target (%s.targets[%zu])",
 					    c->path, i, b->targets[i].sku->name, c->path, j);
 			}
+	/* A precision the device's hardware cannot run is a mistake in the recipe. */
+	for (size_t i = 0; i < b->n_targets; i++) {
+		const nf_recipe_target *t = &b->targets[i];
+		const nf_ynode *precs = map_get(list->kids[i], "precisions");
+		for (size_t k = 0; k < t->n_precisions; k++) {
+			const char *name = nf_precision_name(t->precisions[k]);
+			const nf_ynode *at = precs;
+			if (nf_sku_supports(t->sku, t->precisions[k]))
+				continue;
+			for (size_t q = 0; precs && q < precs->n; q++)
+				if (precs->kids[q]->str && !strcmp(precs->kids[q]->str, name))
+					at = precs->kids[q];
+			return cerr(c, at ? at : list->kids[i],
+				    "%s.targets[%zu]: device '%s' cannot run %s", c->path, i,
+				    t->sku->name, name);
+		}
+	}
 	return 0;
 }
 
