@@ -15,6 +15,8 @@
 # Benchmarks:
 #   decode   single-stream decode tok/s of our engine and llama.cpp per model
 #            x precision, beside the memory-bandwidth ceiling
+#   package  one large engine file as an image layer (none, zstd, gzip) beside
+#            sha256sum of it and umoci insert / repack
 set -eu
 
 cd "$(dirname "$0")/../.."
