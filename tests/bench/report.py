@@ -3,6 +3,8 @@
 
     python3 report.py decode RESULTS.tsv --membw GBS --threads T [--peer TEXT]
                       [--doc docs/benchmarks.md] [--md-out FILE]
+    python3 report.py serve RESULTS.tsv --threads T --requests R --max-tokens N
+                      --slots S --ctx C [--load TEXT] [--peer TEXT] [--doc ...] [--md-out ...]
 
 Prints the table to stdout; with --doc, replaces the text between
 "<!-- bench:NAME:begin -->" and "<!-- bench:NAME:end -->" in that file (the
@@ -59,6 +61,53 @@ def decode_rows(path, membw_gbs):
     return head, rows
 
 
+SERVE_LABEL = {"llama-server": "llama.cpp llama-server", "nimserve": "nimserve"}
+
+
+def serve_rows(path):
+    rows, raw = [], []
+    with open(path) as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            raw.append(r)
+            name = SERVE_LABEL.get(r["server"], r["server"])
+            if r["server"] == "nimserve":
+                name += " (batch %s)" % r["max_batch"] if r["max_batch"] != "1" else " (one at a time)"
+            rows.append([
+                name, r["precision"], r["clients"], r["requests"], r["tokens_per_request"],
+                "%.0f" % float(r["tok_s"]), r["ttft_p50_ms"], r["ttft_p99_ms"],
+                r["itl_p50_ms"], r["itl_p99_ms"], r["errors"],
+            ])
+    head = ["server", "precision", "clients", "requests", "tokens/request", "tok/s",
+            "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "errors"]
+    return head, rows, raw
+
+
+def serve_verdict(raw):
+    """The issue's target per precision and client count >= 8: more aggregate tokens/s
+    than llama-server and a lower p99 inter-token latency (batching nimserve)."""
+    pts = {}
+    for r in raw:
+        if r["server"] == "nimserve" and r["max_batch"] == "1":
+            continue
+        pts.setdefault((r["precision"], int(r["clients"])), {})[r["server"]] = r
+    lines, met_all = [], True
+    for (prec, clients), d in sorted(pts.items()):
+        if clients < 8 or "nimserve" not in d or "llama-server" not in d:
+            continue
+        o, p = d["nimserve"], d["llama-server"]
+        tps = float(o["tok_s"]) / float(p["tok_s"]) if float(p["tok_s"]) > 0 else 0
+        faster = float(o["tok_s"]) > float(p["tok_s"])
+        lower = float(o["itl_p99_ms"]) < float(p["itl_p99_ms"])
+        met = faster and lower
+        met_all = met_all and met
+        lines.append("- %s, %d clients: %s — %.2fx the tokens/s (%s vs %s), ITL p99 %s ms vs %s ms"
+                     % (prec, clients, "met" if met else "NOT met", tps, "%.0f" % float(o["tok_s"]),
+                        "%.0f" % float(p["tok_s"]), o["itl_p99_ms"], p["itl_p99_ms"]))
+    head = ("Target (more aggregate tokens/s than llama-server at 8 and 32 clients with a lower "
+            "p99 inter-token latency): %s in this run." % ("met" if met_all and lines else "NOT met"))
+    return "\n".join([head, ""] + lines)
+
+
 def markdown(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -89,14 +138,23 @@ def update_doc(path, name, body):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("bench", choices=("decode",))
+    ap.add_argument("bench", choices=("decode", "serve"))
     ap.add_argument("tsv")
-    ap.add_argument("--membw", type=float, required=True)
+    ap.add_argument("--membw", type=float)
+    ap.add_argument("--requests", type=int)
+    ap.add_argument("--max-tokens", type=int)
+    ap.add_argument("--slots", type=int)
+    ap.add_argument("--ctx", type=int)
+    ap.add_argument("--load", default="")
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--peer", default="llama.cpp")
     ap.add_argument("--doc")
     ap.add_argument("--md-out")
     a = ap.parse_args()
+    if a.bench == "serve":
+        return serve_main(a)
+    if a.membw is None:
+        sys.exit("report.py: decode needs --membw")
 
     head, rows = decode_rows(a.tsv, a.membw)
     if not rows:
@@ -114,6 +172,39 @@ def main():
         "per token." % (a.membw, a.threads),
         "",
         markdown(head, rows),
+    ])
+    if a.md_out:
+        with open(a.md_out, "w") as f:
+            f.write(body + "\n")
+    if a.doc:
+        update_doc(a.doc, a.bench, body)
+        print("report.py: updated %s" % a.doc)
+
+
+def serve_main(a):
+    if None in (a.requests, a.max_tokens, a.slots, a.ctx):
+        sys.exit("report.py: serve needs --requests, --max-tokens, --slots and --ctx")
+    head, rows, raw = serve_rows(a.tsv)
+    if not rows:
+        sys.exit("report.py: %s has no rows" % a.tsv)
+    verdict = serve_verdict(raw)
+    print(plain(head, rows))
+    print(verdict)
+    body = "\n".join([
+        "Measured %s on %s%s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine(),
+                                  ", load average %s before the runs" % a.load if a.load else ""),
+        "Command: `make bench BENCH=serve` (stories260K; %d engine threads per server; each client "
+        "streams %d completions one after another, max_tokens %d, temperature 0, prompts from "
+        "`build/bench/results/serve-prompts.txt`; load generator `nf_loadgen` on the same 2 cores)."
+        % (a.threads, a.requests, a.max_tokens),
+        "Peer: %s; `-t %d -tb %d -np %d -c %d -cb` (%d slots of %d tokens, continuous batching). "
+        "Ours: `nimserve --threads %d --max-batch %d` and `--max-batch 1` (one request at a time)."
+        % (a.peer, a.threads, a.threads, a.slots, a.slots * a.ctx, a.slots, a.ctx, a.threads,
+           a.slots),
+        "",
+        markdown(head, rows),
+        "",
+        verdict,
     ])
     if a.md_out:
         with open(a.md_out, "w") as f:

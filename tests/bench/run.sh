@@ -15,6 +15,9 @@
 # Benchmarks:
 #   decode   single-stream decode tok/s of our engine and llama.cpp per model
 #            x precision, beside the memory-bandwidth ceiling
+#   serve    nimserve vs llama.cpp's llama-server under 1, 8 and 32 concurrent
+#            streaming clients (tokens/s, TTFT, inter-token p50/p99), and
+#            nimserve one request at a time
 #   package  one large engine file as an image layer (none, zstd, gzip) beside
 #            sha256sum of it and umoci insert / repack
 set -eu
@@ -25,7 +28,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then
 	NAMES=$*
 else
-	NAMES=$(printf '%s' "${BENCH:-decode}" | tr ',' ' ')
+	NAMES=$(printf '%s' "${BENCH:-decode serve}" | tr ',' ' ')
 fi
 for name in $NAMES; do
 	if [ ! -f "tests/bench/bench_$name.sh" ]; then
