@@ -20,7 +20,8 @@ build() { # build CACHE OUT UMASK TZ CLOCK RECIPE
 		export NIMFACTORY_CACHE="$1" TZ="$4"
 		"$NF" cache add "$MODELS/stories260K.bin" "$MODELS/tok512.bin" >/dev/null &&
 			if [ -n "$5" ] && command -v faketime >/dev/null; then
-				faketime "$5" "$NF" build "$6" --out "$2"
+				ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+					faketime "$5" "$NF" build "$6" --out "$2"
 			else
 				"$NF" build "$6" --out "$2"
 			fi
