@@ -106,8 +106,9 @@ int nf_tokenizer_load_mem(nf_tokenizer **out, const void *data, size_t len, int 
 	*out = NULL;
 	if (!what)
 		what = "tokenizer";
-	if (vocab_size <= 0 || vocab_size > TOK_MAX_VOCAB)
-		return nf_error_set(NF_EINPUT, "%s: vocab_size %d is out of range (1..%d)", what,
+	/* BOS (1) and EOS (2) are ids every encoding uses: a smaller vocabulary has no room. */
+	if (vocab_size <= NF_TOKEN_EOS || vocab_size > TOK_MAX_VOCAB)
+		return nf_error_set(NF_EINPUT, "%s: vocab_size %d is out of range (3..%d)", what,
 				    vocab_size, TOK_MAX_VOCAB);
 	if (len < 4)
 		return nf_error_set(NF_EINPUT, "%s: offset 0: file is %zu bytes, too small for "

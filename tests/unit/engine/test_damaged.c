@@ -478,7 +478,10 @@ static void tok_cases(void)
 		"tok.bin: offset 46: file is 46 bytes, too small for 6 tokens",
 		"vocab larger than the file can hold (refused before allocating)");
 	REFUSED(nf_tokenizer_load_mem(&t, b.p, b.n, 0, "tok.bin"), NF_EINPUT,
-		"tok.bin: vocab_size 0 is out of range (1..4194304)", "zero vocab");
+		"tok.bin: vocab_size 0 is out of range (3..4194304)", "zero vocab");
+	REFUSED(nf_tokenizer_load_mem(&t, b.p, b.n, 2, "tok.bin"), NF_EINPUT,
+		"tok.bin: vocab_size 2 is out of range (3..4194304)",
+		"a vocabulary without room for EOS (found by fuzz_tokenizer)");
 	ok(t == NULL, "no tokenizer after failures");
 	free(b.p);
 }
