@@ -101,6 +101,17 @@ t "the message says how to seed the cache" grep -q "nimfactory cache add" "$W/of
 t "the previous output is untouched" test -f "$W/out/oci/index.json"
 t "no partial output is left behind" sh -c "! ls -d '$W'/out.partial-* 2>/dev/null"
 
+# One image per device under an image index.
+sed 's/layout: single/layout: per-device/' "$SRC/recipes/llama.yaml" >"$W/per-device.yaml"
+"$NF" build "$W/per-device.yaml" --out "$W/out-pd" >/dev/null 2>&1
+is "per-device build exits 0" "$?" 0
+skopeo inspect --raw "oci:$W/out-pd/oci:1.0.0" >"$W/index.json" 2>/dev/null
+is "the tag names an image index" "$(json_get "$W/index.json" "j['mediaType']")" "application/vnd.oci.image.index.v1+json"
+is "with one linux/amd64 image per device" \
+	"$(json_get "$W/index.json" "[(m['annotations']['io.nimfactory.device'], m['platform']['os'], m['platform']['architecture']) for m in j['manifests']]")" \
+	"[('cpu', 'linux', 'amd64')]"
+t "the device image unpacks" umoci unpack --rootless --image "$W/out-pd/oci:1.0.0-cpu" "$W/bundle-pd"
+
 "$NF" build "$W/missing.yaml" >/dev/null 2>&1
 is "a missing recipe exits 2" "$?" 2
 "$NF" run "$W/out" --profile no-such --quiet >/dev/null 2>"$W/noprof.err"
