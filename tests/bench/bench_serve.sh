@@ -14,7 +14,7 @@
 # (build/bench/results/serve-prompts.txt), BENCH_SERVE_TOKENS (128) max_tokens,
 # temperature 0. nimserve has no ignore-EOS switch, so tokens are the usage
 # counts each server reports (both generate the same greedy text). A run
-# after a warm-up request; BENCH_SERVE_REPS (1) runs per point, the one
+# after a warm-up request; BENCH_SERVE_REPS (3) runs per point, the one
 # with the best tokens/s is kept.
 # The table goes to stdout, build/bench/results/serve.{tsv,md} and
 # docs/benchmarks.md (between the bench:serve markers), with whether the
@@ -176,7 +176,7 @@ serve_measure() {
 	for clients in $SERVE_CLIENTS; do
 		best="" best_tps=-1
 		r=0
-		while [ "$r" -lt "${BENCH_SERVE_REPS:-1}" ]; do
+		while [ "$r" -lt "${BENCH_SERVE_REPS:-3}" ]; do
 			out=$("$TOOLS/nf_loadgen" --port "$SERVE_PORT" --clients "$clients" \
 				--requests "${BENCH_SERVE_REQUESTS:-8}" --max-tokens "${BENCH_SERVE_TOKENS:-128}" \
 				--prompts "$RESULTS/serve-prompts.txt" --timeout 120 --json \
