@@ -24,6 +24,20 @@ static int describe_manifest(json_t *o, const char *dir, const json_t *j)
 
 	if ((err = nf_oci_manifest_parse(&m, (json_t *)j, dir)))
 		return err;
+	if (json_is_object(json_object_get(j, "subject"))) {
+		/* an artifact (artifact.h): its type and subject, no image config */
+		json_object_set(o, "artifactType", json_object_get(j, "artifactType"));
+		json_object_set(o, "subject", json_object_get(j, "subject"));
+		layers = json_array();
+		json_object_set_new(o, "layers", layers);
+		for (size_t i = 0; i < m->n_layers; i++) {
+			json_t *l = nf_oci_desc_json(&m->layers[i]);
+			json_object_set_new(l, "present",
+					    json_boolean(nf_oci_blob_exists(dir, m->layers[i].digest)));
+			json_array_append_new(layers, l);
+		}
+		goto done;
+	}
 	if ((err = nf_oci_json_read_blob(&cfg, dir, &m->config)))
 		goto done;
 	if ((err = nf_oci_config_check(cfg, m->n_layers, dir)))
@@ -164,6 +178,11 @@ static void print_entry(FILE *f, const json_t *e, int indent)
 	json_object_foreach((json_t *)ann, k, v)
 		fprintf(f, "%*s  %s = %s\n", indent, "", k,
 			json_is_string(v) ? json_string_value(v) : "?");
+	if (json_is_string(v = json_object_get(e, "artifactType")))
+		fprintf(f, "%*s  artifact %s about %s\n", indent, "", json_string_value(v),
+			json_is_string(json_object_get(json_object_get(e, "subject"), "digest"))
+				? json_string_value(json_object_get(json_object_get(e, "subject"), "digest"))
+				: "?");
 	if ((v = json_object_get(e, "config")))
 		fprintf(f, "%*s  config %s (%lld bytes) %s/%s created %s\n", indent, "",
 			json_string_value(json_object_get(v, "digest")),

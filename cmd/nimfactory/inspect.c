@@ -12,13 +12,14 @@
 #include <string.h>
 
 #include "cmd/nimfactory/commands.h"
+#include "cmd/nimfactory/registry_cli.h"
 #include "engine/engine.h"
 #include "images/inspect.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/banned.h"
 
-static const char inspect_usage[] = "usage: nimfactory inspect ENGINE_DIR|OCI_DIR|OUT_DIR [--json]\n";
+static const char inspect_usage[] = "usage: nimfactory inspect ENGINE_DIR|OCI_DIR|OUT_DIR|REGISTRY_REF [--json] [--insecure]\n";
 
 static const char *str(const json_t *o, const char *key)
 {
@@ -134,16 +135,18 @@ int nf_cmd_inspect(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{"json", no_argument, NULL, 'J'},
+		{"insecure", no_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	int as_json = 0, c, err;
+	int as_json = 0, insecure = 0, c, err;
 	char *probe = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		switch (c) {
 		case 'J': as_json = 1; break;
+		case 'k': insecure = 1; break;
 		case 'h': fputs(inspect_usage, stdout); return NF_EXIT_OK;
 		default: fputs(inspect_usage, stderr); return NF_EXIT_INPUT;
 		}
@@ -159,6 +162,8 @@ int nf_cmd_inspect(int argc, char **argv)
 		err = inspect_layout(path, as_json);
 	else if (free(probe), (probe = nf_path_join(path, "plan.json")) && nf_fs_exists(probe))
 		err = inspect_output(path, as_json);
+	else if (nf_cli_is_registry_ref(path))
+		err = nf_cli_inspect_ref(path, insecure, as_json);
 	else
 		err = nf_error_set(NF_EINPUT,
 				   "%s: not an engine (config.json), an OCI layout (oci-layout) or a build output (plan.json)",

@@ -16,6 +16,8 @@ static const struct nf_command commands[] = {
 	{"run", nf_cmd_run, "generate text with a built engine"},
 	{"inspect", nf_cmd_inspect, "describe an engine, an OCI layout or a build output"},
 	{"convert", nf_cmd_convert, "rewrite a checkpoint (llama2.c <-> Hugging Face layout)"},
+	{"push", nf_cmd_push, "push an image of an OCI layout (with its gate report) to a registry"},
+	{"promote", nf_cmd_promote, "copy a gated image between registry repositories by mounting"},
 	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
 	{"version", nf_cmd_version, "print the version"},
 };

@@ -1,0 +1,146 @@
+/*
+ * push.c - `nimfactory push OCI_DIR[:TAG] REF`: push the tagged image or
+ * index of a layout, with all its blobs and the artifacts (gate report) that
+ * refer to it, to a registry (images/registry.h).
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/nimfactory/commands.h"
+#include "cmd/nimfactory/registry_cli.h"
+#include "images/layout.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/banned.h"
+
+static const char push_usage[] =
+	"usage: nimfactory push OCI_DIR[:TAG] REF [--insecure] [--chunk-size N] [--mount-from REPO] [--verbose]\n"
+	"  REF             HOST[:PORT]/NAME[:TAG], e.g. 127.0.0.1:5000/team/model:1.0.0\n"
+	"                  (no TAG: the layout's TAG)\n"
+	"  --insecure      plain HTTP, for a loopback registry only\n"
+	"  --chunk-size N  blobs larger than N (bytes, or with k/M/G) go in resumable chunks (64M)\n"
+	"  --mount-from R  try a cross-repository mount from repository R before uploading\n"
+	"  --verbose       one line per request on stderr (never a secret)\n"
+	"Credentials: NIMFACTORY_REGISTRY_USER/NIMFACTORY_REGISTRY_PASSWORD, else docker's config.json.\n";
+
+static int fail(int err)
+{
+	fprintf(stderr, "nimfactory push: %s\n", nf_error_last());
+	return nf_error_exit_status(err);
+}
+
+int nf_cmd_push(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"insecure", no_argument, NULL, 'k'},
+		{"chunk-size", required_argument, NULL, 'c'},
+		{"mount-from", required_argument, NULL, 'm'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool insecure = false, verbose = false;
+	const char *mount_from = NULL;
+	uint64_t chunk = 0;
+	char *dir = NULL, *ltag = NULL;
+	nf_reg_ref ref;
+	nf_reg_options o;
+	nf_cli_reg st;
+	nf_reg_client *c = NULL;
+	nf_oci_desc d;
+	int ch, err = 0;
+	double t0;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "hv", options, NULL)) != -1) {
+		switch (ch) {
+		case 'k': insecure = true; break;
+		case 'v': verbose = true; break;
+		case 'm': mount_from = optarg; break;
+		case 'c':
+			if ((err = nf_cli_parse_size(&chunk, optarg, "--chunk-size")))
+				return fail(err);
+			break;
+		case 'h': fputs(push_usage, stdout); return NF_EXIT_OK;
+		default: fputs(push_usage, stderr); return NF_EXIT_INPUT;
+		}
+	}
+	if (optind + 2 != argc) {
+		fputs(push_usage, stderr);
+		return NF_EXIT_INPUT;
+	}
+	/* OCI_DIR or OCI_DIR:TAG */
+	dir = strdup(argv[optind]);
+	if (!dir)
+		return fail(nf_error_set(NF_ENOMEM, "out of memory"));
+	if (!nf_fs_is_dir(dir)) {
+		char *colon = strrchr(dir, ':');
+		if (colon) {
+			*colon = '\0';
+			ltag = colon + 1;
+		}
+		if (!colon || !nf_fs_is_dir(dir)) {
+			err = nf_error_set(NF_EINPUT, "%s: not an OCI layout folder", argv[optind]);
+			goto done;
+		}
+		if ((err = nf_oci_ref_check(ltag)))
+			goto done;
+	}
+	if ((err = nf_reg_ref_parse(&ref, argv[optind + 1])))
+		goto done;
+	if (ref.digest[0]) {
+		err = nf_error_set(NF_EINPUT, "%s: push to a tag, not a digest", argv[optind + 1]);
+		goto done;
+	}
+	if (!ref.tag[0]) {
+		if (!ltag) {
+			err = nf_error_set(NF_EINPUT, "%s: no tag (give REF:TAG or OCI_DIR:TAG)", argv[optind + 1]);
+			goto done;
+		}
+		if (strlen(ltag) > NF_REG_TAG_MAX) {
+			err = nf_error_set(NF_EINPUT, "tag '%.40s...' too long", ltag);
+			goto done;
+		}
+		snprintf(ref.tag, sizeof(ref.tag), "%s", ltag);
+	}
+	if (mount_from) {
+		nf_reg_ref mr;
+		char *probe = nf_strdup_printf("%s/%s", ref.host, mount_from);
+		err = probe ? nf_reg_ref_parse(&mr, probe) : nf_error_set(NF_ENOMEM, "out of memory");
+		free(probe);
+		if (err || mr.tag[0] || mr.digest[0]) {
+			err = nf_error_set(NF_EINPUT, "--mount-from '%.100s': not a repository name", mount_from);
+			goto done;
+		}
+	}
+	nf_cli_reg_init(&o, &st, "push", insecure, verbose);
+	if (chunk)
+		o.chunk_size = chunk;
+	if ((err = nf_reg_client_new(&c, ref.host, &o)))
+		goto done;
+	t0 = nf_reg_now();
+	err = nf_reg_push_layout(&d, c, dir, ltag, ref.name, ref.tag, mount_from);
+	nf_cli_reg_done(&st);
+	if (err)
+		goto done;
+	{
+		const nf_reg_stats *s = nf_reg_client_stats(c);
+		double secs = nf_reg_now() - t0;
+		printf("pushed %s/%s:%s@%s\n", ref.host, ref.name, ref.tag, d.digest);
+		printf("  blobs: %llu uploaded, %llu present, %llu mounted; %llu bytes sent in %.2f s (%.1f MB/s)\n",
+		       (unsigned long long)s->blobs_uploaded, (unsigned long long)s->blobs_present,
+		       (unsigned long long)s->blobs_mounted, (unsigned long long)s->blob_bytes_uploaded, secs,
+		       secs > 0 ? (double)s->blob_bytes_uploaded / secs / 1e6 : 0.0);
+		printf("  manifests: %llu put, %llu present; %llu requests, %llu retries, %llu resumed, %llu restarted\n",
+		       (unsigned long long)s->manifests_put, (unsigned long long)s->manifests_present,
+		       (unsigned long long)s->requests, (unsigned long long)s->retries,
+		       (unsigned long long)s->resumes, (unsigned long long)s->restarts);
+	}
+done:
+	nf_reg_client_free(c);
+	free(dir);
+	return err ? fail(err) : NF_EXIT_OK;
+}

@@ -1,0 +1,518 @@
+/*
+ * registry_push.c - push an image (or index) of an OCI layout with its
+ * artifacts, and promote an image between repositories of one registry by
+ * cross-repository mounts (see registry.h).
+ */
+#define _GNU_SOURCE
+#include "images/registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "images/artifact.h"
+#include "images/layout.h"
+#include "images/manifest.h"
+#include "images/registry_http.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+#include "util/banned.h"
+
+#define REPORT_MAX ((size_t)4 << 20)
+
+/* A set of digests already handled (linear: images have few blobs). */
+typedef struct digest_set {
+	char (*d)[NF_OCI_DIGEST_LEN + 1];
+	size_t n, cap;
+} digest_set;
+
+static bool set_has(const digest_set *s, const char *dg)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->d[i], dg))
+			return true;
+	return false;
+}
+
+static int set_add(digest_set *s, const char *dg)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		void *nd = realloc(s->d, cap * sizeof(*s->d));
+		if (!nd)
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		s->d = nd;
+		s->cap = cap;
+	}
+	snprintf(s->d[s->n++], NF_OCI_DIGEST_LEN + 1, "%s", dg);
+	return 0;
+}
+
+static bool is_index(const char *mt)
+{
+	return !strcmp(mt, NF_OCI_MT_INDEX) || !strcmp(mt, NF_OCI_MT_DOCKER_LIST);
+}
+
+/* The entry ref names, or the only entry of index.json that is not an artifact. */
+static int resolve_top(nf_oci_desc *out, const char *layout, const char *ref)
+{
+	json_t *idx = NULL, *m = NULL;
+	const json_t *e;
+	size_t i, found = 0;
+	int err;
+
+	if (ref)
+		return nf_oci_layout_resolve(out, layout, ref);
+	if ((err = nf_oci_layout_read_index(&idx, layout)))
+		return err;
+	json_array_foreach(json_object_get(idx, "manifests"), i, e) {
+		nf_oci_desc d;
+		nf_oci_artifact a;
+		if ((err = nf_oci_desc_parse(&d, e, layout)))
+			goto done;
+		if (!strcmp(d.media_type, NF_OCI_MT_MANIFEST)) {
+			json_decref(m);
+			m = NULL;
+			if ((err = nf_oci_json_read_blob(&m, layout, &d)))
+				goto done;
+			if (nf_oci_artifact_parse(&a, m, layout) != NF_ENOTFOUND)
+				continue;
+		}
+		*out = d;
+		found++;
+	}
+	nf_error_clear();
+	if (found != 1)
+		err = nf_error_set(found ? NF_EINPUT : NF_ENOTFOUND,
+				   "%s: %s image in index.json: name one with OCI_DIR:TAG", layout,
+				   found ? "more than one" : "no");
+done:
+	json_decref(m);
+	json_decref(idx);
+	return err;
+}
+
+/* Make blob d present in name: skip, mount from `from`, or upload from the layout. */
+static int push_blob(nf_reg_client *c, const char *layout, const char *name, const nf_oci_desc *d,
+		     const char *from)
+{
+	bool there = false, mounted = false;
+	char *path = NULL;
+	int err;
+
+	if ((err = nf_reg_blob_exists(&there, c, name, d)))
+		return err;
+	if (there) {
+		c->st.blobs_present++;
+		nf_reg_logf(c, "blob %s present", d->digest);
+		return 0;
+	}
+	if (from && strcmp(from, name)) {
+		if ((err = nf_reg_blob_mount(&mounted, c, name, from, d->digest)))
+			return err;
+		if (mounted) {
+			nf_reg_logf(c, "blob %s mounted from %s", d->digest, from);
+			return 0;
+		}
+	}
+	if ((err = nf_oci_blob_path(&path, layout, d->digest)))
+		return err;
+	err = nf_reg_blob_upload_file(c, name, path, d);
+	free(path);
+	return err;
+}
+
+/* PUT bytes under ref unless ref already names exactly these bytes. */
+static int put_manifest(bool *subject_ok, bool *was_there, nf_reg_client *c, const char *name,
+			const char *ref, const nf_oci_desc *d, const char *bytes, size_t len)
+{
+	bool exists = false;
+	nf_oci_desc have;
+	int err;
+
+	*was_there = false;
+	if (subject_ok)
+		*subject_ok = false;
+	if ((err = nf_reg_manifest_head(&exists, &have, c, name, ref)))
+		return err;
+	if (exists && !strcmp(have.digest, d->digest)) {
+		c->st.manifests_present++;
+		*was_there = true;
+		nf_reg_logf(c, "manifest %s:%s present", name, ref);
+		return 0;
+	}
+	return nf_reg_manifest_put(subject_ok, c, name, ref, d->media_type, bytes, len);
+}
+
+/* Push one artifact manifest (its blobs first) and index it as a referrer of subject. */
+static int push_artifact(nf_reg_client *c, const char *layout, const char *name,
+			 const json_t *adesc, const char *subject)
+{
+	nf_oci_desc d;
+	nf_oci_artifact a;
+	json_t *m = NULL, *refs = NULL;
+	char *bytes = NULL;
+	size_t len = 0;
+	bool subject_ok = false, there = false, listed = false;
+	int err;
+
+	if ((err = nf_oci_desc_parse(&d, adesc, layout)))
+		return err;
+	if ((err = nf_oci_blob_read(&bytes, &len, layout, &d, NF_OCI_JSON_MAX)))
+		return err;
+	m = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, NULL);
+	if ((err = nf_oci_artifact_parse(&a, m, layout)))
+		goto done;
+	if ((err = push_blob(c, layout, name, &a.config, NULL)) ||
+	    (err = push_blob(c, layout, name, &a.blob, NULL)))
+		goto done;
+	if ((err = put_manifest(&subject_ok, &there, c, name, d.digest, &d, bytes, len)))
+		goto done;
+	if (subject_ok)
+		goto done;
+	if (there) {
+		bool via_api = false;
+		const json_t *e;
+		size_t i;
+		if ((err = nf_reg_referrers(&refs, &via_api, c, name, subject, NULL)))
+			goto done;
+		json_array_foreach(refs, i, e)
+			if (!strcmp(json_string_value(json_object_get(e, "digest")), d.digest))
+				listed = true;
+		if (listed)
+			goto done;
+	}
+	err = nf_reg_referrers_tag_add(c, name, subject, adesc);
+done:
+	json_decref(m);
+	json_decref(refs);
+	free(bytes);
+	return err;
+}
+
+int nf_reg_push_layout(nf_oci_desc *out, nf_reg_client *c, const char *layout, const char *ref,
+		       const char *name, const char *tag, const char *mount_from)
+{
+	nf_oci_desc top, *kids = NULL;
+	json_t *topj = NULL, *m = NULL, *arts = NULL;
+	char *bytes = NULL;
+	size_t n_kids = 0, len = 0, i;
+	digest_set done_blobs = {0};
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if ((err = resolve_top(&top, layout, ref)))
+		goto done;
+	if ((err = nf_reg_ping(c)))
+		goto done;
+	if (is_index(top.media_type)) {
+		const json_t *arr, *e;
+		if ((err = nf_oci_json_read_blob(&topj, layout, &top)))
+			goto done;
+		arr = json_object_get(topj, "manifests");
+		if (!json_is_array(arr) || json_array_size(arr) > NF_OCI_LIST_MAX) {
+			err = nf_error_set(NF_EINPUT, "%s: index %s: bad manifests list", layout, top.digest);
+			goto done;
+		}
+		kids = calloc(json_array_size(arr) + 1, sizeof(*kids));
+		if (!kids) {
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+			goto done;
+		}
+		json_array_foreach(arr, i, e) {
+			if ((err = nf_oci_desc_parse(&kids[n_kids], e, layout)))
+				goto done;
+			if (is_index(kids[n_kids].media_type)) {
+				err = nf_error_set(NF_EUNSUPPORTED, "%s: nested image indexes are not pushed", layout);
+				goto done;
+			}
+			n_kids++;
+		}
+	} else {
+		kids = calloc(1, sizeof(*kids));
+		if (!kids) {
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+			goto done;
+		}
+		kids[0] = top;
+		n_kids = 1;
+	}
+	/* blobs, then each image manifest by digest */
+	for (i = 0; i < n_kids; i++) {
+		nf_oci_manifest *pm = NULL;
+		bool there = false;
+		json_decref(m);
+		m = NULL;
+		if ((err = nf_oci_json_read_blob(&m, layout, &kids[i])) ||
+		    (err = nf_oci_manifest_parse(&pm, m, layout)))
+			goto done;
+		for (size_t b = 0; b <= pm->n_layers && !err; b++) {
+			const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
+			if (set_has(&done_blobs, bd->digest))
+				continue;
+			if (!(err = push_blob(c, layout, name, bd, mount_from)))
+				err = set_add(&done_blobs, bd->digest);
+		}
+		nf_oci_manifest_free(pm);
+		if (err)
+			goto done;
+		free(bytes);
+		bytes = NULL;
+		if ((err = nf_oci_blob_read(&bytes, &len, layout, &kids[i], NF_OCI_JSON_MAX)))
+			goto done;
+		if (is_index(top.media_type) || !tag)
+			if ((err = put_manifest(NULL, &there, c, name, kids[i].digest, &kids[i], bytes, len)))
+				goto done;
+	}
+	/* the tagged manifest or index */
+	if (tag) {
+		bool there = false;
+		free(bytes);
+		bytes = NULL;
+		if ((err = nf_oci_blob_read(&bytes, &len, layout, &top, NF_OCI_JSON_MAX)) ||
+		    (err = put_manifest(NULL, &there, c, name, tag, &top, bytes, len)))
+			goto done;
+	}
+	/* artifacts about the index or any of its manifests */
+	for (i = 0; i <= n_kids; i++) {
+		const char *subject = i == 0 ? top.digest : kids[i - 1].digest;
+		const json_t *e;
+		size_t k;
+		if (i > 0 && !strcmp(subject, top.digest))
+			continue;
+		json_decref(arts);
+		arts = NULL;
+		if ((err = nf_oci_artifact_list(&arts, layout, subject, NULL)))
+			goto done;
+		json_array_foreach(arts, k, e)
+			if ((err = push_artifact(c, layout, name, e, subject)))
+				goto done;
+	}
+	*out = top;
+done:
+	if (err)
+		nf_error_wrap(err, "push %s to %s/%s", layout, c->host, name);
+	json_decref(topj);
+	json_decref(m);
+	json_decref(arts);
+	free(kids);
+	free(bytes);
+	free(done_blobs.d);
+	return err;
+}
+
+/* ---- promote ---- */
+
+/* Mount every blob of manifest bytes from src into dst (never uploads). */
+static int mount_blobs(nf_reg_client *c, const char *dst, const char *src, const json_t *m,
+		       digest_set *seen, uint64_t *mounted)
+{
+	nf_oci_manifest *pm = NULL;
+	int err;
+
+	if ((err = nf_oci_manifest_parse(&pm, (json_t *)m, "manifest")))
+		return err;
+	for (size_t b = 0; b <= pm->n_layers && !err; b++) {
+		const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
+		bool there = false, ok = false;
+		if (set_has(seen, bd->digest))
+			continue;
+		if ((err = set_add(seen, bd->digest)) || (err = nf_reg_blob_exists(&there, c, dst, bd)))
+			break;
+		if (there) {
+			c->st.blobs_present++;
+			continue;
+		}
+		if ((err = nf_reg_blob_mount(&ok, c, dst, src, bd->digest)))
+			break;
+		if (!ok) {
+			err = nf_error_set(NF_ENET, "registry %s would not mount blob %s from %s into %s",
+					   c->host, bd->digest, src, dst);
+			break;
+		}
+		(*mounted)++;
+	}
+	nf_oci_manifest_free(pm);
+	return err;
+}
+
+/* Find and read the gate report referring to subject in src. */
+static int read_report(nf_reg_promotion *p, json_t **am, char **abytes, size_t *alen,
+		       nf_reg_client *c, const char *name, const char *subject)
+{
+	json_t *refs = NULL;
+	char *rb = NULL;
+	size_t rl = 0, n;
+	nf_oci_desc ad;
+	nf_oci_artifact a;
+	int err;
+
+	if ((err = nf_reg_referrers(&refs, NULL, c, name, subject, NF_OCI_ARTIFACT_GATE_REPORT)))
+		goto done;
+	n = json_array_size(refs);
+	if (n == 0)
+		goto done;
+	/* the last one listed is the newest */
+	if ((err = nf_oci_desc_parse(&ad, json_array_get(refs, n - 1), "referrer")))
+		goto done;
+	if ((err = nf_reg_manifest_get(abytes, alen, &p->report, c, name, ad.digest)))
+		goto done;
+	*am = json_loadb(*abytes, *alen, 0, NULL);
+	if ((err = nf_oci_artifact_parse(&a, *am, "gate report artifact"))) {
+		if (err == NF_ENOTFOUND)
+			err = nf_error_set(NF_EINPUT, "gate report artifact %s has no subject", ad.digest);
+		goto done;
+	}
+	if (strcmp(a.subject.digest, subject)) {
+		err = nf_error_set(NF_EINPUT, "gate report artifact %s is about %s, not %s", ad.digest,
+				   a.subject.digest, subject);
+		goto done;
+	}
+	if ((err = nf_reg_blob_get(&rb, &rl, c, name, &a.blob, REPORT_MAX)) ||
+	    (err = nf_oci_gate_verdict(p->verdict, rb, rl)))
+		goto done;
+	p->report_found = true;
+done:
+	json_decref(refs);
+	free(rb);
+	return err;
+}
+
+int nf_reg_promote(nf_reg_promotion *out, nf_reg_client *c, const nf_reg_ref *src,
+		   const nf_reg_ref *dst, bool force)
+{
+	char *top_bytes = NULL, *kid_bytes = NULL, *abytes = NULL, *newa = NULL;
+	size_t top_len = 0, kid_len = 0, alen = 0, newa_len = 0;
+	json_t *topj = NULL, *kj = NULL, *am = NULL;
+	const char *src_ref = src->digest[0] ? src->digest : src->tag;
+	const char *dst_tag = dst->tag[0] ? dst->tag : src->tag;
+	digest_set seen = {0};
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(src->host, dst->host) || strcmp(src->host, c->host))
+		return nf_error_set(NF_EINPUT, "promote: source and destination must be on the same registry (%s, %s)",
+				    src->host, dst->host);
+	if (!src_ref[0])
+		return nf_error_set(NF_EINPUT, "promote: the source needs a tag or a digest");
+	if (!dst_tag[0] && !dst->digest[0])
+		return nf_error_set(NF_EINPUT, "promote: the destination needs a tag");
+	if ((err = nf_reg_ping(c)))
+		goto done;
+	if ((err = nf_reg_manifest_get(&top_bytes, &top_len, &out->manifest, c, src->name, src_ref)))
+		goto done;
+	if (dst->digest[0] && strcmp(dst->digest, out->manifest.digest)) {
+		err = nf_error_set(NF_EINPUT, "promote: destination digest %s is not the source's %s",
+				   dst->digest, out->manifest.digest);
+		goto done;
+	}
+	/* the gate report first: nothing is written when it refuses */
+	if ((err = read_report(out, &am, &abytes, &alen, c, src->name, out->manifest.digest)))
+		goto done;
+	if (!out->report_found || strcmp(out->verdict, "passed")) {
+		if (!force) {
+			err = out->report_found
+				      ? nf_error_set(NF_EGATE, "promote: the gate report of %s/%s says '%s': refused (--force-unpassed overrides)",
+						     src->name, src_ref, out->verdict)
+				      : nf_error_set(NF_EGATE, "promote: no gate report refers to %s/%s (%s): refused (--force-unpassed overrides)",
+						     src->name, src_ref, out->manifest.digest);
+			goto done;
+		}
+		out->forced = true;
+		nf_reg_logf(c, "promote: forced despite gate verdict '%s'", out->report_found ? out->verdict : "missing");
+	}
+	topj = json_loadb(top_bytes, top_len, 0, NULL);
+	if (!topj) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (is_index(out->manifest.media_type)) {
+		const json_t *e;
+		size_t i;
+		json_array_foreach(json_object_get(topj, "manifests"), i, e) {
+			nf_oci_desc kd, got;
+			bool there = false;
+			if ((err = nf_oci_desc_parse(&kd, e, "index")))
+				goto done;
+			free(kid_bytes);
+			kid_bytes = NULL;
+			json_decref(kj);
+			kj = NULL;
+			if ((err = nf_reg_manifest_get(&kid_bytes, &kid_len, &got, c, src->name, kd.digest)))
+				goto done;
+			if (is_index(got.media_type)) {
+				err = nf_error_set(NF_EUNSUPPORTED, "promote: nested image indexes are not supported");
+				goto done;
+			}
+			kj = json_loadb(kid_bytes, kid_len, 0, NULL);
+			if ((err = mount_blobs(c, dst->name, src->name, kj, &seen, &out->blobs_mounted)) ||
+			    (err = put_manifest(NULL, &there, c, dst->name, kd.digest, &got, kid_bytes, kid_len)))
+				goto done;
+		}
+	} else if ((err = mount_blobs(c, dst->name, src->name, topj, &seen, &out->blobs_mounted))) {
+		goto done;
+	}
+	{
+		bool there = false;
+		if ((err = put_manifest(NULL, &there, c, dst->name, dst_tag[0] ? dst_tag : dst->digest,
+					&out->manifest, top_bytes, top_len)))
+			goto done;
+	}
+	/* the report travels with the image */
+	if (out->report_found) {
+		nf_oci_artifact a;
+		nf_oci_desc nd = out->report;
+		json_t *dj = NULL;
+		bool subject_ok = false, there = false;
+		if ((err = nf_oci_artifact_parse(&a, am, "gate report artifact")) ||
+		    (err = mount_blobs(c, dst->name, src->name, am, &seen, &out->blobs_mounted)))
+			goto done;
+		if (out->forced) {
+			json_t *ann = json_object_get(am, "annotations");
+			if (!json_is_object(ann)) {
+				ann = json_object();
+				json_object_set_new(am, "annotations", ann);
+			}
+			json_object_set_new(ann, NF_OCI_ANN_PROMOTE_FORCED, json_string("true"));
+			json_object_set_new(ann, "io.nimfactory.promote.verdict", json_string(out->verdict));
+			if ((err = nf_oci_json_dump(&newa, &newa_len, am)))
+				goto done;
+			char hex[65];
+			if ((err = nf_sha256_hex(hex, newa, newa_len)))
+				goto done;
+			snprintf(nd.digest, sizeof(nd.digest), "sha256:%s", hex);
+			nd.size = newa_len;
+		}
+		if ((err = put_manifest(&subject_ok, &there, c, dst->name, nd.digest, &nd,
+					newa ? newa : abytes, newa ? newa_len : alen)))
+			goto done;
+		out->report = nd;
+		if (!subject_ok) {
+			dj = nf_oci_desc_json(&nd);
+			if (!dj) {
+				err = nf_error_set(NF_ENOMEM, "out of memory");
+				goto done;
+			}
+			json_object_set_new(dj, "artifactType", json_string(a.artifact_type));
+			if (json_is_object(json_object_get(am, "annotations")))
+				json_object_set(dj, "annotations", json_object_get(am, "annotations"));
+			err = nf_reg_referrers_tag_add(c, dst->name, out->manifest.digest, dj);
+			json_decref(dj);
+			if (err)
+				goto done;
+		}
+	}
+done:
+	if (err && err != NF_EGATE)
+		nf_error_wrap(err, "promote %s/%s to %s", src->name, src_ref, dst->name);
+	free(top_bytes);
+	free(kid_bytes);
+	free(abytes);
+	free(newa);
+	json_decref(topj);
+	json_decref(kj);
+	json_decref(am);
+	free(seen.d);
+	return err;
+}
