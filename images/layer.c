@@ -14,9 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
+#include "images/compress.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -25,8 +24,6 @@
 #define DEST_MAX 4095
 #define READ_BUF ((size_t)1 << 20)
 #define TREE_DEPTH_MAX 256
-#define GZIP_LEVEL 6
-#define ZSTD_LEVEL 3
 
 enum ent_type { ENT_DIR, ENT_FILE, ENT_BYTES, ENT_LINK };
 
@@ -51,11 +48,8 @@ struct nf_oci_layer {
 	/* streaming state */
 	nf_sha256 *diff;
 	nf_oci_blob_writer *w;
-	z_stream z;
-	bool z_init;
-	ZSTD_CCtx *zc;
-	unsigned char *cbuf;
-	size_t cbuf_size;
+	nf_oci_compressor *comp_w; /* compresses into w */
+	unsigned threads;          /* compression threads, 0 = one per CPU */
 	uint64_t tar_size;
 };
 
@@ -131,11 +125,8 @@ void nf_oci_layer_free(nf_oci_layer *l)
 	free(l->ents);
 	free(l->layout);
 	nf_sha256_free(l->diff);
+	nf_oci_compressor_free(l->comp_w);
 	nf_oci_blob_writer_free(l->w);
-	if (l->z_init)
-		deflateEnd(&l->z);
-	ZSTD_freeCCtx(l->zc);
-	free(l->cbuf);
 	free(l);
 }
 
@@ -487,48 +478,6 @@ static int normalise(nf_oci_layer *l)
 	return err;
 }
 
-static int feed_compressed(nf_oci_layer *l, const void *data, size_t len, bool end)
-{
-	int err;
-	if (l->comp == NF_OCI_COMPRESS_GZIP) {
-		const unsigned char *p = data;
-		do {
-			uInt chunk = len > (1u << 30) ? (1u << 30) : (uInt)len;
-			int zr;
-			l->z.next_in = (Bytef *)p;
-			l->z.avail_in = chunk;
-			p += chunk;
-			len -= chunk;
-			do {
-				l->z.next_out = l->cbuf;
-				l->z.avail_out = (uInt)l->cbuf_size;
-				zr = deflate(&l->z, (end && len == 0) ? Z_FINISH : Z_NO_FLUSH);
-				if (zr == Z_STREAM_ERROR)
-					return nf_error_set(NF_EINTERNAL, "gzip: deflate failed");
-				if ((err = nf_oci_blob_writer_write(l->w, l->cbuf,
-								    l->cbuf_size - l->z.avail_out)))
-					return err;
-			} while (l->z.avail_out == 0 || (end && len == 0 && zr != Z_STREAM_END));
-		} while (len > 0);
-		return 0;
-	}
-	/* zstd */
-	{
-		ZSTD_inBuffer in = {data, len, 0};
-		for (;;) {
-			ZSTD_outBuffer outb = {l->cbuf, l->cbuf_size, 0};
-			size_t r = ZSTD_compressStream2(l->zc, &outb, &in,
-							end ? ZSTD_e_end : ZSTD_e_continue);
-			if (ZSTD_isError(r))
-				return nf_error_set(NF_EINTERNAL, "zstd: %s", ZSTD_getErrorName(r));
-			if (outb.pos && (err = nf_oci_blob_writer_write(l->w, l->cbuf, outb.pos)))
-				return err;
-			if (end ? r == 0 : in.pos == in.size)
-				return 0;
-		}
-	}
-}
-
 /* The uncompressed tar: hash it (diff_id), then store or compress it. */
 static int feed(nf_oci_layer *l, const void *data, size_t len)
 {
@@ -537,9 +486,7 @@ static int feed(nf_oci_layer *l, const void *data, size_t len)
 		return err;
 	if (!nf_u64_add(&l->tar_size, l->tar_size, len))
 		return nf_error_set(NF_EINTERNAL, "tar size overflow");
-	if (l->comp == NF_OCI_COMPRESS_NONE)
-		return nf_oci_blob_writer_write(l->w, data, len);
-	return feed_compressed(l, data, len, false);
+	return nf_oci_compressor_write(l->comp_w, data, len);
 }
 
 static la_ssize_t on_write(struct archive *a, void *ctx, const void *buf, size_t len)
@@ -657,33 +604,17 @@ done:
 	return err;
 }
 
-static int start_compressor(nf_oci_layer *l)
+static int sink_blob(void *ctx, const void *data, size_t len)
 {
-	if (l->comp == NF_OCI_COMPRESS_NONE)
-		return 0;
-	l->cbuf_size = (size_t)1 << 20;
-	l->cbuf = malloc(l->cbuf_size);
-	if (!l->cbuf)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	if (l->comp == NF_OCI_COMPRESS_GZIP) {
-		static gz_header hdr; /* all zero: no name, no comment, mtime 0 */
-		memset(&l->z, 0, sizeof(l->z));
-		if (deflateInit2(&l->z, GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-			return nf_error_set(NF_ENOMEM, "gzip: deflateInit2 failed");
-		l->z_init = true;
-		hdr.os = 255; /* "unknown": the same on every host */
-		if (deflateSetHeader(&l->z, &hdr) != Z_OK)
-			return nf_error_set(NF_EINTERNAL, "gzip: deflateSetHeader failed");
-		return 0;
-	}
-	l->zc = ZSTD_createCCtx();
-	if (!l->zc)
-		return nf_error_set(NF_ENOMEM, "zstd: out of memory");
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(l->zc, ZSTD_c_compressionLevel, ZSTD_LEVEL)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(l->zc, ZSTD_c_checksumFlag, 0)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(l->zc, ZSTD_c_contentSizeFlag, 0)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(l->zc, ZSTD_c_dictIDFlag, 0)))
-		return nf_error_set(NF_EINTERNAL, "zstd: cannot set parameters");
+	return nf_oci_blob_writer_write(ctx, data, len);
+}
+
+int nf_oci_layer_set_threads(nf_oci_layer *l, unsigned threads)
+{
+	if (threads > NF_OCI_COMPRESS_THREADS_MAX)
+		return nf_error_set(NF_EINPUT, "%u compression threads, more than %d", threads,
+				    NF_OCI_COMPRESS_THREADS_MAX);
+	l->threads = threads;
 	return 0;
 }
 
@@ -704,7 +635,7 @@ int nf_oci_layer_finish(nf_oci_layer_desc *out, nf_oci_layer *l)
 		goto done;
 	if ((err = nf_oci_blob_writer_open(&l->w, l->layout, l->comp != NF_OCI_COMPRESS_NONE)))
 		goto done;
-	if ((err = start_compressor(l)))
+	if ((err = nf_oci_compressor_new(&l->comp_w, l->comp, l->threads, sink_blob, l->w)))
 		goto done;
 	a = archive_write_new();
 	if (!a) {
@@ -728,7 +659,7 @@ int nf_oci_layer_finish(nf_oci_layer_desc *out, nf_oci_layer *l)
 		err = ar_err(a, "closing", "tar");
 		goto done;
 	}
-	if (l->comp != NF_OCI_COMPRESS_NONE && (err = feed_compressed(l, "", 0, true)))
+	if ((err = nf_oci_compressor_finish(l->comp_w)))
 		goto done;
 	if ((err = nf_sha256_final_hex(l->diff, diff_hex)))
 		goto done;

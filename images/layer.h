@@ -22,8 +22,8 @@
 
 typedef enum nf_oci_compression {
 	NF_OCI_COMPRESS_NONE = 0, /* application/vnd.oci.image.layer.v1.tar */
-	NF_OCI_COMPRESS_GZIP = 1, /* ...tar+gzip: zlib level 6, no name, mtime 0, OS byte 255 */
-	NF_OCI_COMPRESS_ZSTD = 2, /* ...tar+zstd: level 3, no dictionary, no checksum, no size */
+	NF_OCI_COMPRESS_GZIP = 1, /* ...tar+gzip: one member per 1 MiB block (images/compress.h) */
+	NF_OCI_COMPRESS_ZSTD = 2, /* ...tar+zstd: level 3, multi-threaded format, no checksum/size */
 } nf_oci_compression;
 
 #define NF_OCI_MT_LAYER "application/vnd.oci.image.layer.v1.tar"
@@ -82,6 +82,12 @@ int nf_oci_layer_add_symlink(nf_oci_layer *l, const char *dest, const char *targ
 
 /* A directory; mode 0 = 0755. */
 int nf_oci_layer_add_dir(nf_oci_layer *l, const char *dest, unsigned mode);
+
+/*
+ * Compression threads for finish (default 0 = one per online CPU); the blob's
+ * bytes are the same for every value.  At most NF_OCI_COMPRESS_THREADS_MAX.
+ */
+int nf_oci_layer_set_threads(nf_oci_layer *l, unsigned threads);
 
 /*
  * Write the layer in one pass and store its blob; fills *out.  The layer may

@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "images/blob.h"
+#include "images/compress.h"
 #include "images/layer.h"
 #include "tests/tap.h"
 #include "util/error.h"
@@ -84,6 +85,320 @@ static char *blob_file(const char *layout, const char *digest)
 	return p;
 }
 
+/* Every gzip member of in[0..inlen) decompressed with zlib, one after the other
+ * (as gzip, Go and Python read a multi-member file); NULL unless all are whole. */
+static unsigned char *gunzip(size_t *outlen, const unsigned char *in, size_t inlen)
+{
+	size_t cap = 1 << 20, len = 0;
+	unsigned char *out = malloc(cap);
+	z_stream z;
+	int r = Z_OK;
+	memset(&z, 0, sizeof(z));
+	*outlen = 0;
+	if (!out || inflateInit2(&z, 15 + 16) != Z_OK) {
+		free(out);
+		return NULL;
+	}
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)inlen;
+	while (z.avail_in > 0) {
+		if (r == Z_STREAM_END && inflateReset(&z) != Z_OK)
+			break;
+		do {
+			if (len == cap)
+				out = realloc(out, cap *= 2);
+			z.next_out = out + len;
+			z.avail_out = (uInt)(cap - len);
+			r = inflate(&z, Z_NO_FLUSH);
+			len = cap - z.avail_out;
+		} while (r == Z_OK);
+		if (r != Z_STREAM_END)
+			break;
+	}
+	inflateEnd(&z);
+	if (r != Z_STREAM_END) {
+		free(out);
+		return NULL;
+	}
+	*outlen = len;
+	return out;
+}
+
+static unsigned char *unzstd(size_t *outlen, const unsigned char *in, size_t inlen)
+{
+	size_t cap = 1 << 20, len = 0, r = 1;
+	unsigned char *out = malloc(cap);
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	ZSTD_inBuffer ib = {in, inlen, 0};
+	*outlen = 0;
+	while (out && dc && ib.pos < ib.size && !ZSTD_isError(r)) {
+		if (len == cap)
+			out = realloc(out, cap *= 2);
+		ZSTD_outBuffer ob = {out + len, cap - len, 0};
+		r = ZSTD_decompressStream(dc, &ob, &ib);
+		len += ob.pos;
+	}
+	ZSTD_freeDCtx(dc);
+	if (!out || ZSTD_isError(r) || r != 0) {
+		free(out);
+		return NULL;
+	}
+	*outlen = len;
+	return out;
+}
+
+/* ---- the compressor on its own ---- */
+
+struct membuf {
+	unsigned char *p;
+	size_t len, cap;
+	int fail_after; /* > 0: the sink fails on that call */
+	int calls;
+};
+
+static int mem_sink(void *ctx, const void *data, size_t len)
+{
+	struct membuf *m = ctx;
+	if (m->fail_after > 0 && ++m->calls >= m->fail_after)
+		return nf_error_set(NF_EIO, "test sink: disk full");
+	if (m->len + len > m->cap) {
+		size_t cap = m->cap ? m->cap : 1 << 16;
+		while (cap < m->len + len)
+			cap *= 2;
+		unsigned char *p = realloc(m->p, cap);
+		if (!p)
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		m->p = p;
+		m->cap = cap;
+	}
+	memcpy(m->p + m->len, data, len);
+	m->len += len;
+	return 0;
+}
+
+/* Compress in[0..len) in writes of `step` bytes (0 = one write). */
+static int compress_mem(struct membuf *m, nf_oci_compression c, unsigned threads,
+			const unsigned char *in, size_t len, size_t step)
+{
+	nf_oci_compressor *z = NULL;
+	int err = nf_oci_compressor_new(&z, c, threads, mem_sink, m);
+	for (size_t o = 0; !err && o < len;) {
+		size_t n = step && step < len - o ? step : len - o;
+		err = nf_oci_compressor_write(z, in + o, n);
+		o += n;
+	}
+	if (!err)
+		err = nf_oci_compressor_finish(z);
+	nf_oci_compressor_free(z);
+	return err;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* kind 0: random (incompressible), 1: text (compressible), 2: random then text. */
+static unsigned char *make_input(size_t len, int kind)
+{
+	static const char words[] = "the engine reads its weights and the tokenizer; ";
+	unsigned char *p = malloc(len ? len : 1);
+	for (size_t i = 0; p && i < len; i++) {
+		if (kind == 0 || (kind == 2 && i < len / 2))
+			p[i] = (unsigned char)(rng() >> 24);
+		else
+			p[i] = (unsigned char)words[(i * 7 / 5) % (sizeof(words) - 1)] ^
+			       (unsigned char)((i % 97) == 0);
+	}
+	return p;
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	int ok_ = f && fwrite(data, 1, len, f) == len;
+	if (f && fclose(f))
+		ok_ = 0;
+	return ok_ ? 0 : -1;
+}
+
+static void test_compressor(const char *tmp)
+{
+	const size_t B = NF_OCI_GZ_BLOCK;
+	const size_t sizes[] = {0, 1, B - 1, B, B + 1, 3 * B + 12345};
+	static const char *kinds[] = {"random", "text", "random+text"};
+	nf_oci_compression cs[2] = {NF_OCI_COMPRESS_GZIP, NF_OCI_COMPRESS_ZSTD};
+	char *gzpath = nf_path_join(tmp, "t.gz");
+	int gzip_t_ok = 1;
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		for (int kind = 0; kind < 3; kind++) {
+			size_t len = sizes[si];
+			unsigned char *in = make_input(len, kind);
+			for (int ci = 0; ci < 2; ci++) {
+				const char *cn = nf_oci_compression_name(cs[ci]);
+				struct membuf m1 = {0}, m2 = {0}, m3 = {0};
+				size_t dlen = 0;
+				unsigned char *dec = NULL;
+				int e1 = compress_mem(&m1, cs[ci], 1, in, len, 0);
+				int e2 = compress_mem(&m2, cs[ci], 2, in, len, 4093);
+				int e3 = compress_mem(&m3, cs[ci], 5, in, len, 65536 + 7);
+				ok(!e1 && !e2 && !e3, "%s %s %zu bytes: compressed with 1, 2 and 5 threads",
+				   cn, kinds[kind], len);
+				ok(m1.len == m2.len && m1.len == m3.len && m1.len > 0 &&
+					   !memcmp(m1.p, m2.p, m1.len) && !memcmp(m1.p, m3.p, m1.len),
+				   "%s %s %zu bytes: the same bytes for 1, 2 and 5 threads and any write sizes",
+				   cn, kinds[kind], len);
+				dec = ci == 0 ? gunzip(&dlen, m1.p, m1.len) : unzstd(&dlen, m1.p, m1.len);
+				ok(dec && dlen == len && (len == 0 || !memcmp(dec, in, len)),
+				   "%s %s %zu bytes: decompresses to the input", cn, kinds[kind], len);
+				if (ci == 0 && len >= B && kind != 1) {
+					/* random blocks are stored: tiny overhead; text ones shrink */
+					size_t members = (len + B - 1) / B;
+					if (kind == 0)
+						ok(m1.len < len + members * 128,
+						   "gzip random %zu bytes: stored (%zu bytes)", len, m1.len);
+					else
+						ok(m1.len < len * 3 / 4,
+						   "gzip random+text %zu bytes: the text half compressed (%zu bytes)",
+						   len, m1.len);
+				}
+				if (ci == 0 && kind == 1 && len >= B)
+					ok(m1.len < len / 10, "gzip text %zu bytes: compressed (%zu bytes)", len,
+					   m1.len);
+				if (ci == 0) {
+					char cmd[600];
+					snprintf(cmd, sizeof(cmd), "gzip -t %s", gzpath);
+					if (write_file(gzpath, m1.p, m1.len) || system(cmd) != 0) {
+						gzip_t_ok = 0;
+						diag("gzip -t fails on %s %zu bytes", kinds[kind], len);
+					}
+				}
+				free(dec);
+				free(m1.p);
+				free(m2.p);
+				free(m3.p);
+			}
+			free(in);
+		}
+	}
+	ok(gzip_t_ok, "gzip -t accepts every gzip stream");
+
+	/* Python's gzip reads the members as one stream. */
+	{
+		size_t len = 2 * B + 99;
+		unsigned char *in = make_input(len, 2);
+		struct membuf m = {0};
+		char cmd[800], *rawpath = nf_path_join(tmp, "t.raw");
+		int have_py = system("python3 -c 'import gzip' 2>/dev/null") == 0;
+		compress_mem(&m, NF_OCI_COMPRESS_GZIP, 2, in, len, 0);
+		write_file(gzpath, m.p, m.len);
+		write_file(rawpath, in, len);
+		snprintf(cmd, sizeof(cmd),
+			 "python3 -c 'import gzip,sys; sys.exit(gzip.open(sys.argv[1]).read() != "
+			 "open(sys.argv[2],\"rb\").read())' %s %s",
+			 gzpath, rawpath);
+		if (have_py)
+			ok(system(cmd) == 0, "Python's gzip reads the whole multi-member stream");
+		else
+			skip("no python3");
+		snprintf(cmd, sizeof(cmd), "gzip -dc %s | cmp -s - %s", gzpath, rawpath);
+		ok(system(cmd) == 0, "gzip -dc gives back the input");
+		free(rawpath);
+		free(m.p);
+		free(in);
+	}
+
+	/* A failing sink stops the stream with its error; threads are joined by free. */
+	for (int ci = 0; ci < 2; ci++) {
+		size_t len = 6 * B;
+		unsigned char *in = make_input(len, 1);
+		for (unsigned th = 1; th <= 3; th += 2) {
+			struct membuf m = {0};
+			m.fail_after = ci == 0 ? 3 : 1; /* zstd output of text comes in one piece */
+			is_int(compress_mem(&m, cs[ci], th, in, len, 100000), NF_EIO,
+			       "%s, %u threads: the sink's error comes back", nf_oci_compression_name(cs[ci]),
+			       th);
+			free(m.p);
+		}
+		free(in);
+	}
+	{
+		nf_oci_compressor *z = NULL;
+		struct membuf m = {0};
+		is_int(nf_oci_compressor_new(&z, NF_OCI_COMPRESS_GZIP, NF_OCI_COMPRESS_THREADS_MAX + 1,
+					     mem_sink, &m),
+		       NF_EINPUT, "too many threads refused");
+		ok(z == NULL, "no compressor then");
+		/* Freed with blocks in flight and never finished: no leak, no hang. */
+		unsigned char *in = make_input(5 * B, 0);
+		is_int(nf_oci_compressor_new(&z, NF_OCI_COMPRESS_GZIP, 3, mem_sink, &m), 0,
+		       "3 threads");
+		is_int(nf_oci_compressor_threads(z), 3, "it runs 3 workers");
+		is_int(nf_oci_compressor_write(z, in, 5 * B), 0, "writes");
+		nf_oci_compressor_free(z);
+		z = NULL;
+		is_int(nf_oci_compressor_new(&z, NF_OCI_COMPRESS_NONE, 0, mem_sink, &m), 0, "none");
+		is_int(nf_oci_compressor_finish(z), 0, "finish");
+		is_int(nf_oci_compressor_write(z, "x", 1), NF_EINTERNAL, "no write after finish");
+		nf_oci_compressor_free(z);
+		nf_oci_compressor_free(NULL);
+		free(in);
+		free(m.p);
+	}
+	free(gzpath);
+}
+
+/* A multi-block layer is the same blob whatever the thread count. */
+static void test_layer_threads(const char *tmp)
+{
+	size_t len = 3 * NF_OCI_GZ_BLOCK + 777;
+	unsigned char *in = make_input(len, 2);
+	char *file = nf_path_join(tmp, "big.bin");
+	nf_oci_compression cs[2] = {NF_OCI_COMPRESS_GZIP, NF_OCI_COMPRESS_ZSTD};
+	write_file(file, in, len);
+	for (int ci = 0; ci < 2; ci++) {
+		nf_oci_layer_desc d[3];
+		unsigned th[3] = {1, 2, 4};
+		for (int k = 0; k < 3; k++) {
+			char name[32];
+			snprintf(name, sizeof(name), "oci-th%u", th[k]);
+			char *lay = nf_path_join(tmp, name);
+			nf_oci_layer *l = NULL;
+			int err = nf_oci_layer_new(&l, lay, cs[ci], 1700000000);
+			if (!err)
+				err = nf_oci_layer_set_threads(l, th[k]);
+			if (!err)
+				err = nf_oci_layer_add_file(l, file, "opt/nim/weights/w.bin", 0);
+			if (!err)
+				err = nf_oci_layer_add_bytes(l, "opt/nim/small.txt", "small\n", 6, 0);
+			if (!err)
+				err = nf_oci_layer_finish(&d[k], l);
+			is_int(err, 0, "%s layer with %u threads", nf_oci_compression_name(cs[ci]), th[k]);
+			nf_oci_layer_free(l);
+			free(lay);
+		}
+		is_str(d[0].blob.digest, d[1].blob.digest, "%s: 1 and 2 threads give the same blob",
+		       nf_oci_compression_name(cs[ci]));
+		is_str(d[0].blob.digest, d[2].blob.digest, "%s: 1 and 4 threads give the same blob",
+		       nf_oci_compression_name(cs[ci]));
+		is_str(d[0].diff_id, d[2].diff_id, "%s: same diff_id", nf_oci_compression_name(cs[ci]));
+	}
+	{
+		nf_oci_layer *l = NULL;
+		nf_oci_layer_new(&l, tmp, NF_OCI_COMPRESS_GZIP, 0);
+		is_int(nf_oci_layer_set_threads(l, NF_OCI_COMPRESS_THREADS_MAX + 1), NF_EINPUT,
+		       "layer: too many threads refused");
+		nf_oci_layer_free(l);
+	}
+	free(file);
+	free(in);
+}
+
 /* Decompress a whole blob into memory. */
 static unsigned char *decompress(size_t *outlen, const char *path, nf_oci_compression c)
 {
@@ -93,23 +408,8 @@ static unsigned char *decompress(size_t *outlen, const char *path, nf_oci_compre
 	if (nf_fs_read_file(&in, &inlen, path, 64 << 20) || !out)
 		return NULL;
 	if (c == NF_OCI_COMPRESS_GZIP) {
-		z_stream z;
-		memset(&z, 0, sizeof(z));
-		inflateInit2(&z, 15 + 16);
-		z.next_in = (Bytef *)in;
-		z.avail_in = (uInt)inlen;
-		int r;
-		do {
-			if (len == cap)
-				out = realloc(out, cap *= 2);
-			z.next_out = out + len;
-			z.avail_out = (uInt)(cap - len);
-			r = inflate(&z, Z_NO_FLUSH);
-			len = cap - z.avail_out;
-		} while (r == Z_OK);
-		inflateEnd(&z);
-		if (r != Z_STREAM_END)
-			len = 0;
+		free(out);
+		out = gunzip(&len, (unsigned char *)in, inlen);
 	} else {
 		ZSTD_DCtx *dc = ZSTD_createDCtx();
 		ZSTD_inBuffer ib = {in, inlen, 0};
@@ -296,6 +596,9 @@ int main(void)
 	is_int(dd.entries, 0, "no entries");
 	nf_oci_layer_free(l);
 	nf_oci_layer_free(NULL);
+
+	test_compressor(root1);
+	test_layer_threads(root2);
 
 	nf_oci_compression c;
 	is_int(nf_oci_compression_parse(&c, "zstd"), 0, "parse zstd");
