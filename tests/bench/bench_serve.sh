@@ -41,7 +41,9 @@ serve_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
 serve_prepare() {
 	ckpt=$SHARED_DIR/models/stories260K/stories260K.bin
 	tok=$SHARED_DIR/models/stories260K/tok512.bin
-	[ -f "$ckpt" ] && [ -f "$tok" ] || bench_die "missing $ckpt or $tok"
+	if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
+		bench_die "missing $ckpt or $tok"
+	fi
 	mkdir -p "$BB/gguf" "$BB/engines" "$BB/serve"
 	bench_log "building nimserve"
 	make -s -j"$THREADS" BUILD="$NFB" "$NFB/bin/nimserve" >>"$BB/nf-build.log" 2>&1 ||

@@ -505,6 +505,7 @@ int main(int argc, char **argv)
 	long tokens = 0;
 	int errors = 0, reqs = 0, no_usage = 0;
 	const char *first_error = NULL;
+	struct in_addr ia;
 	double t0, wall;
 
 	for (int i = 1; i < argc; i++) {
@@ -550,7 +551,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (bad || g_port == 0 || g_path[0] != '/' || strpbrk(g_path, " \r\n") ||
+	if (bad || g_port == 0 || inet_pton(AF_INET, g_host, &ia) != 1 || g_path[0] != '/' ||
+	    strpbrk(g_path, " \r\n") ||
 	    strpbrk(g_model, "\"\\") || strlen(g_model) > 200 || strlen(g_host) > 63) {
 		usage();
 		return 2;
