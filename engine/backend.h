@@ -51,13 +51,17 @@ typedef struct nf_backend_ops {
 	void (*softmax)(float *x, int n);
 	/* Causal attention of heads [h0, h1) of one sequence at position pos:
 	 * q (n_heads*head_size); kc, vc (pos+1 rows of kv_dim floats, stride
-	 * kv_dim); out (n_heads*head_size); att scratch of pos+1 floats. */
+	 * kv_dim); out (n_heads*head_size); att scratch of (h1-h0)*(pos+1)
+	 * floats. */
 	void (*attention)(float *out, const float *q, const float *kc, const float *vc, int pos,
 			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att);
 	/* h1[i] = silu(h1[i]) * h3[i]. */
 	void (*swiglu)(float *h1, const float *h3, int n);
 	/* y[i] += x[i] (optional; NULL uses a plain loop). */
 	void (*add)(float *y, const float *x, int n);
+	/* q = int8 of n floats, returns the scale: bit-identical to
+	 * nf_quant_int8_vec (optional; NULL uses it). */
+	float (*quantize_q8)(int8_t *q, const float *x, size_t n);
 } nf_backend_ops;
 
 #endif

@@ -38,7 +38,7 @@ struct nf_fwd {
 	float *cs;         /* (cap, head_size) cos/sin pairs for RoPE */
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
-	float *att;        /* (threads, max_seq) attention scores */
+	float *att;        /* (threads, n_heads * max_seq) attention scores */
 	struct {
 		int rows, cols;
 		const nf_backend_ops *ops;
@@ -269,8 +269,8 @@ int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w
 	f->ldq = (widest + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	if ((err = nf_pool_new(&f->pool, threads)))
 		goto done;
-	f->att = zalloc((size_t)nf_pool_threads(f->pool), (size_t)cfg->max_seq_len * sizeof(float),
-			&err);
+	f->att = zalloc((size_t)nf_pool_threads(f->pool) * (size_t)cfg->n_heads,
+			(size_t)cfg->max_seq_len * sizeof(float), &err);
 	if (!err)
 		err = grow(f, 1);
 done:
@@ -345,6 +345,8 @@ typedef struct gemm_task {
 typedef struct gemm_job {
 	gemm_task t[3];
 	int nt;
+	int swiglu;       /* t[0] (gate, w1) and t[1] (up, w3) share row chunks,
+			   * then t[0].y = silu(t[0].y) * t[1].y on the chunk */
 	int chunk_rows;   /* rows per chunk, a multiple of 16 */
 	int first[4];     /* first chunk of each task; first[nt] = total */
 	const float *x;   /* (n, ldx) float activations */
@@ -354,6 +356,14 @@ typedef struct gemm_job {
 	const float *xs;
 	size_t n;
 } gemm_job;
+
+static void gemm_rows(const gemm_job *j, const gemm_task *t, int r0, int r1)
+{
+	if (t->w->kind == NF_QUANT_INT8_ROW)
+		t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1, t->accumulate);
+	else
+		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
+}
 
 static void gemm_chunk(void *ctx, int chunk, int tid)
 {
@@ -366,10 +376,13 @@ static void gemm_chunk(void *ctx, int chunk, int tid)
 	int r0 = (chunk - j->first[i]) * j->chunk_rows, r1 = r0 + j->chunk_rows;
 	if (r1 > t->w->rows)
 		r1 = t->w->rows;
-	if (t->w->kind == NF_QUANT_INT8_ROW)
-		t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1, t->accumulate);
-	else
-		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
+	gemm_rows(j, t, r0, r1);
+	if (j->swiglu) {
+		gemm_rows(j, &j->t[1], r0, r1);
+		for (size_t b = 0; b < j->n; b++)
+			t->ops->swiglu(t->y + b * t->ldy + (size_t)r0, j->t[1].y + b * j->t[1].ldy + (size_t)r0,
+				       r1 - r0);
+	}
 }
 
 /* Run the job's GEMMs (all sharing input x of `cols` floats per vector). */
@@ -388,24 +401,31 @@ static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 	macs = rows * (size_t)cols * n;
 	if (any_q8) {
 		for (size_t b = 0; b < n; b++)
-			f->xs[b] = nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
-						     (size_t)cols);
+			f->xs[b] = f->ops->quantize_q8
+					   ? f->ops->quantize_q8(f->xq + b * f->ldq, x + b * (size_t)cols,
+								 (size_t)cols)
+					   : nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
+							       (size_t)cols);
 		j->xq = f->xq;
 		j->ldq = f->ldq;
 		j->xs = f->xs;
 	}
-	/* about 8 chunks per thread, at least 16 rows each */
-	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(8 * threads);
+	/* About 4 chunks per thread, at least 16 rows each: claimed dynamically,
+	 * so a thread the OS preempts does not hold the job up, and few enough
+	 * that claiming costs little. */
+	if (j->swiglu)
+		rows = (size_t)j->t[0].w->rows;
+	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(4 * threads);
 	cr = (cr + 15) / 16 * 16;
 	if (cr < 16)
 		cr = 16;
 	j->chunk_rows = (int)cr;
 	int total = 0;
-	for (int i = 0; i < j->nt; i++) {
+	for (int i = 0; i < (j->swiglu ? 1 : j->nt); i++) {
 		j->first[i] = total;
 		total += (int)(((size_t)j->t[i].w->rows + cr - 1) / cr);
 	}
-	j->first[j->nt] = total;
+	j->first[j->swiglu ? 1 : j->nt] = total;
 	nf_pool_run_chunks(f->pool, gemm_chunk, j, total);
 }
 
@@ -441,7 +461,7 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 		h1 = c->n_heads;
 	if (h0 >= h1)
 		return;
-	float *att = j->f->att + (size_t)tid * (size_t)c->max_seq_len;
+	float *att = j->f->att + (size_t)tid * (size_t)c->n_heads * (size_t)c->max_seq_len;
 	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, j->kv[s]->k + j->layer * lstride,
 			     j->kv[s]->v + j->layer * lstride, j->pos[s], h0, h1, c->n_heads,
 			     c->n_kv_heads, nf_model_head_size(c), att);
@@ -520,9 +540,8 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 		up.t[0] = (gemm_task){&L->w1, NULL, f->h1, hid, 0};
 		up.t[1] = (gemm_task){&L->w3, NULL, f->h3, hid, 0};
 		up.nt = 2;
+		up.swiglu = 1; /* h1 = silu(h1) * h3 */
 		run_gemm(f, &up, f->xb, c->dim, n);
-		for (size_t b = 0; b < n; b++)
-			ops->swiglu(f->h1 + b * hid, f->h3 + b * hid, c->hidden_dim);
 		gemm1(f, &L->w2, f->x, dim, 1, f->h1, n); /* x += w2 @ h */
 	}
 

@@ -187,4 +187,5 @@ const nf_backend_ops nf_cpu_avx2_ops = {
 	/* .attention = */ nf_cpu_attention_ref,
 	/* .swiglu    = */ nf_cpu_swiglu_ref,
 	/* .add       = */ avx2_add,
+	/* .quantize_q8 = */ NULL,
 };

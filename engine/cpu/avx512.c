@@ -198,6 +198,26 @@ AVX512 static void avx512_add(float *y, const float *x, int n)
 	}
 }
 
+/* nf_quant_int8_vec, vectorised: the same scale, the same products x * inv
+ * and cvtps rounding to nearest even as nearbyintf, so bit-identical. */
+AVX512 static float avx512_quantize_q8(int8_t *q, const float *x, size_t n)
+{
+	__m512 mx = _mm512_setzero_ps();
+	for (size_t i = 0; i < n; i += 16)
+		mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(mask16((int)(n - i)), x + i)));
+	float s = _mm512_reduce_max_ps(mx) / 127.0f;
+	float inv = s > 0.0f ? 1.0f / s : 0.0f;
+	__m512 vi = _mm512_set1_ps(inv);
+	const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = mask16((int)(n - i));
+		__m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vi));
+		v = _mm512_max_epi32(_mm512_min_epi32(v, hi), lo);
+		_mm512_mask_cvtepi32_storeu_epi8(q + i, m, v);
+	}
+	return s;
+}
+
 /* e^x for 16 floats (Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-5
  * polynomial, 2^n by scalef); about 1 ulp, 0 below -87.3. */
 AVX512 static inline __m512 exp16(__m512 x)
@@ -263,45 +283,61 @@ AVX512 static void avx512_swiglu(float *h1, const float *h3, int n)
 	}
 }
 
-/* Scores q.k for every position, softmax, then the weighted sum of v, 16
- * lanes of the head at a time (masked when head_size is not a multiple). */
+/* Dot product of n floats (x padded or masked: loads are masked only in
+ * the tail). */
+AVX512 static inline float dot_f32(const float *a, const float *b, size_t n)
+{
+	__m512 s = _mm512_setzero_ps();
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
+	if (i < n) {
+		__mmask16 m = mask16((int)(n - i));
+		s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s);
+	}
+	return _mm512_reduce_add_ps(s);
+}
+
+/* y[0, n) += a * x[0, n) */
+AVX512 static inline void axpy_f32(float *y, float a, const float *x, size_t n)
+{
+	__m512 va = _mm512_set1_ps(a);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+	if (i < n) {
+		__mmask16 m = mask16((int)(n - i));
+		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
+								_mm512_maskz_loadu_ps(m, y + i)));
+	}
+}
+
+/* Position-major: each cached K and V row (kv_dim floats, contiguous) is read
+ * once, in order, for all the heads [h0, h1); att holds (h1-h0, pos+1). */
 AVX512 static void avx512_attention(float *out, const float *q, const float *kc, const float *vc,
 				    int pos, int h0, int h1, int n_heads, int n_kv_heads,
 				    int head_size, float *att)
 {
 	size_t kv_dim = (size_t)n_kv_heads * (size_t)head_size, hs = (size_t)head_size;
+	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
+	for (size_t t = 0; t < np; t++) {
+		const float *k = kc + t * kv_dim;
+		for (int h = h0; h < h1; h++)
+			att[(size_t)(h - h0) * np + t] =
+				dot_f32(q + (size_t)h * hs, k + (size_t)(h / group) * hs, hs) * scale;
+	}
 	for (int h = h0; h < h1; h++) {
-		const float *qh = q + (size_t)h * hs;
-		size_t koff = (size_t)(h / group) * hs;
-		for (int t = 0; t <= pos; t++) {
-			const float *k = kc + (size_t)t * kv_dim + koff;
-			__m512 a = _mm512_setzero_ps();
-			for (size_t i = 0; i < hs; i += 16) {
-				__mmask16 m = mask16((int)(hs - i));
-				a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qh + i), _mm512_maskz_loadu_ps(m, k + i), a);
-			}
-			att[t] = _mm512_reduce_add_ps(a) * scale;
-		}
-		avx512_softmax(att, pos + 1);
-		float *oh = out + (size_t)h * hs;
-		const float *vh = vc + koff;
-		for (size_t i = 0; i < hs; i += 16) {
-			__mmask16 m = mask16((int)(hs - i));
-			__m512 a = _mm512_setzero_ps(), b = a;
-			int t = 0;
-			for (; t + 2 <= pos + 1; t += 2) {
-				a = _mm512_fmadd_ps(_mm512_set1_ps(att[t]),
-						    _mm512_maskz_loadu_ps(m, vh + (size_t)t * kv_dim + i), a);
-				b = _mm512_fmadd_ps(_mm512_set1_ps(att[t + 1]),
-						    _mm512_maskz_loadu_ps(m, vh + (size_t)(t + 1) * kv_dim + i), b);
-			}
-			if (t <= pos)
-				a = _mm512_fmadd_ps(_mm512_set1_ps(att[t]),
-						    _mm512_maskz_loadu_ps(m, vh + (size_t)t * kv_dim + i), a);
-			_mm512_mask_storeu_ps(oh + i, m, _mm512_add_ps(a, b));
-		}
+		avx512_softmax(att + (size_t)(h - h0) * np, (int)np);
+		for (size_t i = 0; i < hs; i++)
+			out[(size_t)h * hs + i] = 0.0f;
+	}
+	for (size_t t = 0; t < np; t++) {
+		const float *v = vc + t * kv_dim;
+		for (int h = h0; h < h1; h++)
+			axpy_f32(out + (size_t)h * hs, att[(size_t)(h - h0) * np + t],
+				 v + (size_t)(h / group) * hs, hs);
 	}
 }
 
@@ -316,4 +352,5 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	/* .attention = */ avx512_attention,
 	/* .swiglu    = */ avx512_swiglu,
 	/* .add       = */ avx512_add,
+	/* .quantize_q8 = */ avx512_quantize_q8,
 };

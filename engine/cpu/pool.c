@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/cpu/cpu.h"
@@ -29,9 +30,11 @@ struct nf_pool {
 	 * A chunk is claimed by a CAS that also checks the generation, so a
 	 * worker that wakes late finds nothing to do and never touches a
 	 * finished job; the caller waits only for claimed chunks to be done. */
-	_Atomic uint64_t state;
-	_Atomic int done;          /* chunks of the current job finished */
-	_Atomic int sleepers;
+	/* state, done and the rest each on their own cache line: a worker
+	 * bumping `done` must not steal the line the others claim from. */
+	_Alignas(64) _Atomic uint64_t state;
+	_Alignas(64) _Atomic int done; /* chunks of the current job finished */
+	_Alignas(64) _Atomic int sleepers;
 	_Atomic int stop;
 	nf_pool_chunk_fn fn;
 	void *ctx;
@@ -124,7 +127,9 @@ int nf_pool_new(nf_pool **out, int threads)
 	}
 	if (threads > 256)
 		threads = 256;
-	p = calloc(1, sizeof *p);
+	p = aligned_alloc(64, sizeof *p);
+	if (p)
+		memset(p, 0, sizeof *p);
 	if (!p)
 		return nf_error_set(NF_ENOMEM, "thread pool: out of memory");
 	/* Pinning helps on an idle machine and hurts badly when other processes

@@ -144,4 +144,5 @@ const nf_backend_ops nf_cpu_scalar_ops = {
 	/* .attention = */ nf_cpu_attention_ref,
 	/* .swiglu    = */ nf_cpu_swiglu_ref,
 	/* .add       = */ scalar_add,
+	/* .quantize_q8 = */ NULL,
 };

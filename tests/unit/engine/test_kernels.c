@@ -166,9 +166,18 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 		ok(rel_err(c, b, N) < 1e-7, "%s add", ops->name);
 	}
 
+	if (ops->quantize_q8) {
+		int8_t q0[N], q1[N];
+		float s0 = nf_quant_int8_vec(q0, a, N), s1 = ops->quantize_q8(q1, a, N);
+		int same = s0 == s1 && memcmp(q0, q1, N) == 0;
+		float z[N] = {0};
+		same = same && ops->quantize_q8(q1, z, N) == 0.0f && q1[0] == 0 && q1[N - 1] == 0;
+		ok(same, "%s quantize_q8 is bit-identical to nf_quant_int8_vec", ops->name);
+	}
+
 	size_t kvd = NKV * HS;
 	float *kc = malloc(sizeof(float) * (POS + 1) * kvd), *vc = malloc(sizeof(float) * (POS + 1) * kvd);
-	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[POS + 1];
+	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[NH * (POS + 1)];
 	fill(kc, (POS + 1) * kvd, 1.0f);
 	fill(vc, (POS + 1) * kvd, 1.0f);
 	fill(q, NH * HS, 1.0f);
