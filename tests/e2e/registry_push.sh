@@ -125,7 +125,7 @@ is "and never fell back to the tag scheme" "$(grep -c 'manifests/sha256-' "$W/a.
 
 # --- credentials
 PASS="s3cret-Pa55-$$"
-python3 -c 'import crypt,sys; print("ci:" + crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))' "$PASS" >"$W/htpasswd" 2>/dev/null
+python3 -c 'import crypt,sys; print("ci:" + crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))' "$PASS" >"$W/htpasswd" 2>/dev/null
 reg_start S "$W/htpasswd" || { echo "Bail out! auth registry did not start"; exit 1; }
 NIMFACTORY_REGISTRY_USER=ci NIMFACTORY_REGISTRY_PASSWORD=wrong-$PASS \
 	"$NF" push "$L:$TAG" "127.0.0.1:$S_PORT/team/model:1.0.0" --insecure >"$W/wrong.out" 2>"$W/wrong.err"
