@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,16 +17,18 @@
 
 #define GZ_HEADER 10
 #define GZ_TRAILER 8
-#define SAMPLE ((size_t)32 << 10) /* bytes of one incompressibility sample */
-#define SAMPLES 3
+#define SAMPLE ((size_t)16 << 10) /* bytes of one incompressibility sample */
+#define SAMPLES 4
 #define AUTO_THREADS_MAX 8
-#define ZBUF ((size_t)1 << 20)
+#define ZBUF ((size_t)1 << 20)    /* zstd output chunk */
+#define ZSLOTS 4                  /* zstd output chunks in flight */
+#define ERRMSG 512
 
 enum slot_state { S_FREE, S_PENDING, S_WORKING, S_DONE };
 
-/* One block of input and the gzip member made of it. */
+/* One block of input (gzip) and the compressed bytes made of it. */
 struct slot {
-	unsigned char *in;
+	unsigned char *in; /* gzip only */
 	size_t in_len;
 	unsigned char *out;
 	size_t out_len;
@@ -43,27 +46,41 @@ struct worker {
 	bool started;
 };
 
+/*
+ * Threads (when threads > 1): the caller's thread fills slots (gzip: input
+ * blocks; zstd: output chunks from libzstd's own workers), gzip workers
+ * compress them, and one writer thread hands the finished slots to the sink in
+ * order, so that the blob's hash and write run beside the tar's.  Slot i holds
+ * block number k where k % nslots == i; the counters only grow:
+ * emitted <= taken <= filled <= emitted + nslots.  With threads == 1 all of it
+ * happens inline in the caller's thread.
+ */
 struct nf_oci_compressor {
 	nf_oci_compression comp;
 	nf_oci_sink_fn sink;
 	void *sink_ctx;
 	bool finished, failed;
-	/* gzip */
+	bool async;        /* worker and writer threads run */
 	struct slot *slots;
 	size_t nslots;
 	size_t out_cap;    /* bytes of each slot's out */
-	uint64_t filled;   /* blocks handed over (the one being filled is number `filled`) */
-	size_t fill_len;   /* bytes in the block being filled */
-	uint64_t taken;    /* blocks a worker has taken */
-	uint64_t emitted;  /* blocks given to the sink */
-	struct worker *workers; /* nthreads of them, or 1 used inline when nthreads == 0 */
-	unsigned nthreads;
+	uint64_t filled;   /* slots handed over; the one being filled is number `filled` */
+	size_t fill_len;   /* gzip: bytes in the block being filled */
+	uint64_t taken;    /* gzip: blocks a worker has taken */
+	uint64_t emitted;  /* slots given to the sink */
+	struct worker *workers; /* gzip: nworkers of them (1, used inline, when !async) */
+	unsigned nworkers;
+	unsigned nthreads; /* threads asked for */
+	pthread_t writer;
+	bool writer_started;
 	pthread_mutex_t mu;
-	pthread_cond_t work_cv, done_cv;
+	pthread_cond_t work_cv; /* a block waits for a worker (or stop) */
+	pthread_cond_t done_cv; /* a slot is done (or stop): the writer looks */
+	pthread_cond_t free_cv; /* a slot was emitted (or the writer failed) */
 	bool sync_init, stop;
-	/* zstd */
+	int werr;               /* the writer's sink error, its message in werr_msg */
+	char werr_msg[ERRMSG];
 	ZSTD_CCtx *zc;
-	unsigned char *zbuf;
 };
 
 static void put_le32(unsigned char *p, uint32_t v)
@@ -134,6 +151,34 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static void *writer_main(void *arg)
+{
+	nf_oci_compressor *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct slot *s = &c->slots[c->emitted % c->nslots];
+		int err;
+		while (!c->stop && !(c->emitted < c->filled && s->state == S_DONE))
+			pthread_cond_wait(&c->done_cv, &c->mu);
+		if (c->stop)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		err = c->sink(c->sink_ctx, s->out, s->out_len);
+		pthread_mutex_lock(&c->mu);
+		if (err) {
+			c->werr = err;
+			snprintf(c->werr_msg, sizeof(c->werr_msg), "%s", nf_error_last());
+			pthread_cond_broadcast(&c->free_cv);
+			break;
+		}
+		s->state = S_FREE;
+		c->emitted++;
+		pthread_cond_broadcast(&c->free_cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
 static unsigned auto_threads(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -156,60 +201,77 @@ static int worker_init(struct worker *w, nf_oci_compressor *c)
 	return 0;
 }
 
-static int gz_start(nf_oci_compressor *c, unsigned threads)
+static int alloc_slots(nf_oci_compressor *c, size_t n, size_t in_size)
 {
-	struct worker *w0;
-	size_t b1, b2;
-	int err;
-
-	c->nthreads = threads > 1 ? threads : 0;
-	c->workers = calloc(c->nthreads ? c->nthreads : 1, sizeof(*c->workers));
-	if (!c->workers)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	for (unsigned i = 0; i < (c->nthreads ? c->nthreads : 1); i++)
-		if ((err = worker_init(&c->workers[i], c)))
-			return err;
-	w0 = &c->workers[0];
-	b1 = libdeflate_deflate_compress_bound(w0->fast, NF_OCI_GZ_BLOCK);
-	b2 = libdeflate_deflate_compress_bound(w0->stored, NF_OCI_GZ_BLOCK);
-	c->out_cap = (b1 > b2 ? b1 : b2) + GZ_HEADER + GZ_TRAILER;
-	c->nslots = c->nthreads ? (size_t)c->nthreads * 2 + 2 : 1;
-	c->slots = calloc(c->nslots, sizeof(*c->slots));
+	c->nslots = n;
+	c->slots = calloc(n, sizeof(*c->slots));
 	if (!c->slots)
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	for (size_t i = 0; i < c->nslots; i++) {
-		c->slots[i].in = malloc(NF_OCI_GZ_BLOCK);
+	for (size_t i = 0; i < n; i++) {
+		c->slots[i].in = in_size ? malloc(in_size) : NULL;
 		c->slots[i].out = malloc(c->out_cap);
-		if (!c->slots[i].in || !c->slots[i].out)
+		if ((in_size && !c->slots[i].in) || !c->slots[i].out)
 			return nf_error_set(NF_ENOMEM, "out of memory");
-	}
-	if (!c->nthreads)
-		return 0;
-	if (pthread_mutex_init(&c->mu, NULL))
-		return nf_error_set(NF_ENOMEM, "gzip: cannot make a mutex");
-	if (pthread_cond_init(&c->work_cv, NULL)) {
-		pthread_mutex_destroy(&c->mu);
-		return nf_error_set(NF_ENOMEM, "gzip: cannot make a condition variable");
-	}
-	if (pthread_cond_init(&c->done_cv, NULL)) {
-		pthread_cond_destroy(&c->work_cv);
-		pthread_mutex_destroy(&c->mu);
-		return nf_error_set(NF_ENOMEM, "gzip: cannot make a condition variable");
-	}
-	c->sync_init = true;
-	for (unsigned i = 0; i < c->nthreads; i++) {
-		if (pthread_create(&c->workers[i].tid, NULL, worker_main, &c->workers[i]))
-			return nf_error_set(NF_ENOMEM, "gzip: cannot start a compression thread");
-		c->workers[i].started = true;
 	}
 	return 0;
 }
 
+/* The lock, the condition variables and the threads of an async compressor. */
+static int start_threads(nf_oci_compressor *c)
+{
+	if (pthread_mutex_init(&c->mu, NULL))
+		return nf_error_set(NF_ENOMEM, "cannot make a mutex");
+	if (pthread_cond_init(&c->work_cv, NULL))
+		goto fail_mu;
+	if (pthread_cond_init(&c->done_cv, NULL))
+		goto fail_work;
+	if (pthread_cond_init(&c->free_cv, NULL))
+		goto fail_done;
+	c->sync_init = true;
+	c->async = true;
+	for (unsigned i = 0; i < c->nworkers; i++) {
+		if (pthread_create(&c->workers[i].tid, NULL, worker_main, &c->workers[i]))
+			return nf_error_set(NF_ENOMEM, "cannot start a compression thread");
+		c->workers[i].started = true;
+	}
+	if (pthread_create(&c->writer, NULL, writer_main, c))
+		return nf_error_set(NF_ENOMEM, "cannot start the writing thread");
+	c->writer_started = true;
+	return 0;
+fail_done:
+	pthread_cond_destroy(&c->done_cv);
+fail_work:
+	pthread_cond_destroy(&c->work_cv);
+fail_mu:
+	pthread_mutex_destroy(&c->mu);
+	return nf_error_set(NF_ENOMEM, "cannot make a condition variable");
+}
+
+static int gz_start(nf_oci_compressor *c, unsigned threads)
+{
+	size_t b1, b2;
+	int err;
+
+	c->nworkers = threads > 1 ? threads : 1;
+	c->workers = calloc(c->nworkers, sizeof(*c->workers));
+	if (!c->workers)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (unsigned i = 0; i < c->nworkers; i++)
+		if ((err = worker_init(&c->workers[i], c)))
+			return err;
+	b1 = libdeflate_deflate_compress_bound(c->workers[0].fast, NF_OCI_GZ_BLOCK);
+	b2 = libdeflate_deflate_compress_bound(c->workers[0].stored, NF_OCI_GZ_BLOCK);
+	c->out_cap = (b1 > b2 ? b1 : b2) + GZ_HEADER + GZ_TRAILER;
+	if ((err = alloc_slots(c, threads > 1 ? (size_t)threads * 2 + 2 : 1, NF_OCI_GZ_BLOCK)))
+		return err;
+	return threads > 1 ? start_threads(c) : 0;
+}
+
 static int zstd_start(nf_oci_compressor *c, unsigned threads)
 {
-	c->zbuf = malloc(ZBUF);
+	int err;
 	c->zc = ZSTD_createCCtx();
-	if (!c->zbuf || !c->zc)
+	if (!c->zc)
 		return nf_error_set(NF_ENOMEM, "zstd: out of memory");
 	if (ZSTD_isError(ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel, NF_OCI_ZSTD_LEVEL)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(c->zc, ZSTD_c_checksumFlag, 0)) ||
@@ -223,8 +285,10 @@ static int zstd_start(nf_oci_compressor *c, unsigned threads)
 		return nf_error_set(NF_EUNSUPPORTED,
 				    "zstd: this libzstd cannot compress with threads (needed for "
 				    "reproducible zstd layers)");
-	c->nthreads = threads;
-	return 0;
+	c->out_cap = ZBUF;
+	if ((err = alloc_slots(c, threads > 1 ? ZSLOTS : 1, 0)))
+		return err;
+	return threads > 1 ? start_threads(c) : 0;
 }
 
 int nf_oci_compressor_new(nf_oci_compressor **out, nf_oci_compression comp, unsigned threads,
@@ -248,6 +312,7 @@ int nf_oci_compressor_new(nf_oci_compressor **out, nf_oci_compression comp, unsi
 	c->comp = comp;
 	c->sink = sink;
 	c->sink_ctx = sink_ctx;
+	c->nthreads = comp == NF_OCI_COMPRESS_NONE ? 0 : threads;
 	if (comp == NF_OCI_COMPRESS_GZIP)
 		err = gz_start(c, threads);
 	else if (comp == NF_OCI_COMPRESS_ZSTD)
@@ -265,65 +330,59 @@ unsigned nf_oci_compressor_threads(const nf_oci_compressor *c)
 	return c->nthreads;
 }
 
-/* Give the oldest block to the sink once it is compressed (waits for it). */
-static int gz_emit_oldest(nf_oci_compressor *c)
+/* The writer's error, as this thread's (call with the lock held, werr set). */
+static int writer_error(nf_oci_compressor *c)
 {
-	struct slot *s = &c->slots[c->emitted % c->nslots];
-	int err;
-	if (c->nthreads) {
-		pthread_mutex_lock(&c->mu);
-		while (s->state != S_DONE)
-			pthread_cond_wait(&c->done_cv, &c->mu);
-		pthread_mutex_unlock(&c->mu);
-	}
-	err = c->sink(c->sink_ctx, s->out, s->out_len);
-	s->state = S_FREE; /* only this thread touches a DONE slot */
-	c->emitted++;
+	return nf_error_set(c->werr, "%s", c->werr_msg);
+}
+
+/* Before filling slot number `filled`: wait until the writer has emitted it. */
+static int wait_free_slot(nf_oci_compressor *c)
+{
+	int err = 0;
+	if (!c->async)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	while (!c->werr && c->filled - c->emitted == c->nslots)
+		pthread_cond_wait(&c->free_cv, &c->mu);
+	if (c->werr)
+		err = writer_error(c);
+	pthread_mutex_unlock(&c->mu);
 	return err;
 }
 
-/* Emit the blocks that are done, in order, without waiting. */
-static int gz_emit_ready(nf_oci_compressor *c)
+/* Wait until every slot handed over is emitted. */
+static int wait_all_emitted(nf_oci_compressor *c)
 {
-	int err;
-	while (c->emitted < c->filled) {
-		bool done;
-		pthread_mutex_lock(&c->mu);
-		done = c->slots[c->emitted % c->nslots].state == S_DONE;
-		pthread_mutex_unlock(&c->mu);
-		if (!done)
-			return 0;
-		if ((err = gz_emit_oldest(c)))
-			return err;
-	}
-	return 0;
+	int err = 0;
+	if (!c->async)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	while (!c->werr && c->emitted < c->filled)
+		pthread_cond_wait(&c->free_cv, &c->mu);
+	if (c->werr)
+		err = writer_error(c);
+	pthread_mutex_unlock(&c->mu);
+	return err;
 }
 
-/* The block being filled is complete (or the input ends): compress it. */
+/* The gzip block being filled is complete (or the input ends): compress it. */
 static int gz_submit(nf_oci_compressor *c)
 {
 	struct slot *s = &c->slots[c->filled % c->nslots];
 	s->in_len = c->fill_len;
 	c->fill_len = 0;
-	if (!c->nthreads) {
+	if (!c->async) {
 		gz_member(&c->workers[0], s, c->out_cap);
-		s->state = S_DONE;
 		c->filled++;
-		return gz_emit_oldest(c);
+		c->emitted++;
+		return c->sink(c->sink_ctx, s->out, s->out_len);
 	}
 	pthread_mutex_lock(&c->mu);
 	s->state = S_PENDING;
 	c->filled++;
 	pthread_cond_signal(&c->work_cv);
 	pthread_mutex_unlock(&c->mu);
-	return gz_emit_ready(c);
-}
-
-/* Before the first byte of a block: free its slot when the ring is full. */
-static int gz_make_room(nf_oci_compressor *c)
-{
-	if (c->fill_len == 0 && c->filled - c->emitted == c->nslots)
-		return gz_emit_oldest(c);
 	return 0;
 }
 
@@ -333,7 +392,7 @@ static int gz_write(nf_oci_compressor *c, const unsigned char *p, size_t len)
 	while (len > 0) {
 		struct slot *s;
 		size_t n;
-		if ((err = gz_make_room(c)))
+		if (c->fill_len == 0 && (err = wait_free_slot(c)))
 			return err;
 		s = &c->slots[c->filled % c->nslots];
 		n = NF_OCI_GZ_BLOCK - c->fill_len;
@@ -352,13 +411,26 @@ static int gz_write(nf_oci_compressor *c, const unsigned char *p, size_t len)
 static int gz_finish(nf_oci_compressor *c)
 {
 	int err;
+	/* The last partial block; an empty input still gives one (empty) member. */
 	if (c->fill_len > 0 || c->filled == 0) {
-		if ((err = gz_make_room(c)) || (err = gz_submit(c)))
+		if (c->fill_len == 0 && (err = wait_free_slot(c)))
+			return err;
+		if ((err = gz_submit(c)))
 			return err;
 	}
-	while (c->emitted < c->filled)
-		if ((err = gz_emit_oldest(c)))
-			return err;
+	return wait_all_emitted(c);
+}
+
+/* Hand a slot of zstd output to the sink: through the writer, or now. */
+static int zstd_emit(nf_oci_compressor *c, struct slot *s)
+{
+	if (!c->async)
+		return c->sink(c->sink_ctx, s->out, s->out_len);
+	pthread_mutex_lock(&c->mu);
+	s->state = S_DONE;
+	c->filled++;
+	pthread_cond_signal(&c->done_cv);
+	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
 
@@ -367,14 +439,25 @@ static int zstd_run(nf_oci_compressor *c, const void *data, size_t len, bool end
 	ZSTD_inBuffer in = {data, len, 0};
 	int err;
 	for (;;) {
-		ZSTD_outBuffer outb = {c->zbuf, ZBUF, 0};
-		size_t r = ZSTD_compressStream2(c->zc, &outb, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+		struct slot *s;
+		ZSTD_outBuffer outb;
+		size_t r;
+		if ((err = wait_free_slot(c)))
+			return err;
+		s = &c->slots[c->filled % c->nslots];
+		outb.dst = s->out;
+		outb.size = c->out_cap;
+		outb.pos = 0;
+		r = ZSTD_compressStream2(c->zc, &outb, &in, end ? ZSTD_e_end : ZSTD_e_continue);
 		if (ZSTD_isError(r))
 			return nf_error_set(NF_EINTERNAL, "zstd: %s", ZSTD_getErrorName(r));
-		if (outb.pos && (err = c->sink(c->sink_ctx, c->zbuf, outb.pos)))
-			return err;
+		if (outb.pos) {
+			s->out_len = outb.pos;
+			if ((err = zstd_emit(c, s)))
+				return err;
+		}
 		if (end ? r == 0 : in.pos == in.size)
-			return 0;
+			return end ? wait_all_emitted(c) : 0;
 	}
 }
 
@@ -414,25 +497,27 @@ int nf_oci_compressor_finish(nf_oci_compressor *c)
 
 void nf_oci_compressor_free(nf_oci_compressor *c)
 {
-	unsigned nw;
 	if (!c)
 		return;
 	if (c->sync_init) {
 		pthread_mutex_lock(&c->mu);
 		c->stop = true;
 		pthread_cond_broadcast(&c->work_cv);
+		pthread_cond_broadcast(&c->done_cv);
 		pthread_mutex_unlock(&c->mu);
 	}
-	nw = c->workers ? (c->nthreads ? c->nthreads : 1) : 0;
-	for (unsigned i = 0; i < nw; i++)
+	for (unsigned i = 0; c->workers && i < c->nworkers; i++)
 		if (c->workers[i].started)
 			pthread_join(c->workers[i].tid, NULL);
+	if (c->writer_started)
+		pthread_join(c->writer, NULL);
 	if (c->sync_init) {
+		pthread_cond_destroy(&c->free_cv);
 		pthread_cond_destroy(&c->done_cv);
 		pthread_cond_destroy(&c->work_cv);
 		pthread_mutex_destroy(&c->mu);
 	}
-	for (unsigned i = 0; i < nw; i++) {
+	for (unsigned i = 0; c->workers && i < c->nworkers; i++) {
 		if (c->workers[i].fast)
 			libdeflate_free_compressor(c->workers[i].fast);
 		if (c->workers[i].stored)
@@ -446,6 +531,5 @@ void nf_oci_compressor_free(nf_oci_compressor *c)
 	}
 	free(c->slots);
 	ZSTD_freeCCtx(c->zc);
-	free(c->zbuf);
 	free(c);
 }

@@ -11,7 +11,7 @@
  *         and gzip, zlib's gzread, Go's gzip reader, Python's gzip read them
  *         all): header with no name, mtime 0, XFL 0, OS 255; a raw deflate
  *         stream from libdeflate at NF_OCI_GZ_LEVEL, or stored (level 0) when
- *         three 32 KiB samples of the block all save less than 2%; CRC-32 and
+ *         four 16 KiB samples of the block all save less than 2%; CRC-32 and
  *         size.  Blocks are compressed in parallel by worker threads and
  *         emitted in input order.  An empty input gives one empty member.
  *   zstd  libzstd level 3, no checksum, no content size, no dictionary id,
@@ -38,10 +38,14 @@ typedef int (*nf_oci_sink_fn)(void *ctx, const void *data, size_t len);
 typedef struct nf_oci_compressor nf_oci_compressor;
 
 /*
- * A compressor writing to sink(sink_ctx, ...).  threads: worker threads,
- * 0 = one per online CPU (at most NF_OCI_COMPRESS_THREADS_MAX); for gzip 1
- * means no extra thread.  The output is the same for every thread count.
- * Free with nf_oci_compressor_free (which stops and joins the workers).
+ * A compressor writing to sink(sink_ctx, ...).  threads: compression threads,
+ * 0 = one per online CPU (at most 8; NF_OCI_COMPRESS_THREADS_MAX at most).
+ * With more than 1, the caller's thread only fills blocks: `threads` workers
+ * compress them (gzip; zstd has as many of libzstd's own) and one more thread
+ * calls the sink, in order, never two calls at once.  With 1, gzip runs
+ * inline and zstd uses one libzstd worker; the sink is called from the
+ * caller's thread.  The output is the same for every thread count.
+ * Free with nf_oci_compressor_free (which stops and joins the threads).
  */
 int nf_oci_compressor_new(nf_oci_compressor **out, nf_oci_compression comp, unsigned threads,
 			  nf_oci_sink_fn sink, void *sink_ctx);
@@ -52,7 +56,7 @@ int nf_oci_compressor_write(nf_oci_compressor *c, const void *data, size_t len);
 /* Flush everything through the sink and end the stream (once; write no more). */
 int nf_oci_compressor_finish(nf_oci_compressor *c);
 
-/* The worker threads the compressor runs (0 when it compresses inline). */
+/* The thread count in use (0 for none, which runs inline). */
 unsigned nf_oci_compressor_threads(const nf_oci_compressor *c);
 
 void nf_oci_compressor_free(nf_oci_compressor *c);
