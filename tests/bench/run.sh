@@ -28,7 +28,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then
 	NAMES=$*
 else
-	NAMES=$(printf '%s' "${BENCH:-decode serve}" | tr ',' ' ')
+	NAMES=$(printf '%s' "${BENCH:-decode serve package}" | tr ',' ' ')
 fi
 for name in $NAMES; do
 	if [ ! -f "tests/bench/bench_$name.sh" ]; then
