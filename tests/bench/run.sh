@@ -20,6 +20,7 @@
 #            nimserve one request at a time
 #   package  one large engine file as an image layer (none, zstd, gzip) beside
 #            sha256sum of it and umoci insert / repack
+#   push     a 2 GiB layer pushed to a loopback docker-registry: nimfactory push vs skopeo copy
 set -eu
 
 cd "$(dirname "$0")/../.."
