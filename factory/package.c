@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "factory/manifest.h"
+#include "images/artifact.h"
 #include "images/image.h"
 #include "images/layout.h"
 #include "util/error.h"
@@ -392,6 +393,31 @@ done:
 	return err;
 }
 
+/* The gate report travels with the image: an OCI artifact whose subject is
+ * the tagged image (or index), pushed with it and read by `promote`. */
+static int attach_gate_report(const nf_package_opts *o, const char *oci, const nf_oci_desc *subject)
+{
+	char *path = nf_path_join(o->out_dir, "reports/gates.json"), *data = NULL;
+	nf_oci_desc artifact;
+	size_t len = 0;
+	char created[32];
+	int err = path ? nf_fs_read_file(&data, &len, path, NF_OCI_JSON_MAX)
+		       : nf_error_set(NF_ENOMEM, "out of memory");
+
+	nf_oci_time_rfc3339(created, o->recipe->image.created_epoch);
+	const nf_oci_kv ann[] = {
+		{NF_OCI_ANN_CREATED, created},
+		{"io.nimfactory.recipe.digest", o->plan->recipe_digest},
+	};
+	if (!err)
+		err = nf_oci_artifact_attach(&artifact, oci, subject, NF_OCI_ARTIFACT_GATE_REPORT,
+					     "application/json", data, len, ann,
+					     sizeof(ann) / sizeof(ann[0]));
+	free(path);
+	free(data);
+	return err;
+}
+
 int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1])
 {
 	const nf_recipe *r = o->recipe;
@@ -435,6 +461,8 @@ int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1])
 		free(entries);
 		free(dev_ann);
 	}
+	if (!err)
+		err = attach_gate_report(o, oci, &top);
 	if (!err)
 		memcpy(key, top.digest + strlen("sha256:"), NF_SHA256_HEX_LEN + 1);
 	free(oci);
