@@ -98,7 +98,8 @@ static bool sample_incompressible(struct worker *w, const unsigned char *p, size
 	return n == 0 || (uint64_t)n * 50 > (uint64_t)len * 49;
 }
 
-/* Whether to store a block: three samples (start, middle, end) all incompressible. */
+/* Whether to store a block: SAMPLES samples spread from its start to its end all
+ * incompressible.  Depends on the block's bytes only. */
 static bool block_incompressible(struct worker *w, const unsigned char *p, size_t len)
 {
 	if (len < SAMPLES * SAMPLE)
@@ -121,7 +122,9 @@ static void gz_member(struct worker *w, struct slot *s, size_t out_cap)
 	memcpy(s->out, hdr, GZ_HEADER);
 	n = libdeflate_deflate_compress(dc, s->in, s->in_len, s->out + GZ_HEADER,
 					out_cap - GZ_HEADER - GZ_TRAILER);
-	/* n == 0 (no room) cannot happen with the bound; stay well-formed anyway. */
+	if (n == 0) /* no room: out_cap is the larger bound, so never; stored fits it */
+		n = libdeflate_deflate_compress(w->stored, s->in, s->in_len, s->out + GZ_HEADER,
+						out_cap - GZ_HEADER - GZ_TRAILER);
 	put_le32(s->out + GZ_HEADER + n, libdeflate_crc32(0, s->in, s->in_len));
 	put_le32(s->out + GZ_HEADER + n + 4, (uint32_t)s->in_len);
 	s->out_len = GZ_HEADER + n + GZ_TRAILER;
