@@ -17,6 +17,8 @@
 #include "util/fs.h"
 #include "util/banned.h"
 
+#define MAX_DEPTH 16
+
 typedef struct mctx {
 	yaml_document_t *doc;
 	const char *what;
@@ -361,6 +363,41 @@ done:
 	return rc;
 }
 
+/* The schema nests four levels at most; refuse deeper documents from their
+ * events before libyaml's loader builds them (its cost grows with depth
+ * times size: a megabyte of "[" takes minutes). */
+static int check_depth(const char *data, size_t len, const char *what)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	int depth = 0, rc = 0, done = 0;
+	if (!yaml_parser_initialize(&parser))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+	while (!done) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			rc = nf_error_set(NF_EINPUT, "%s:%zu:%zu: %s", what, parser.problem_mark.line + 1,
+					  parser.problem_mark.column + 1,
+					  parser.problem ? parser.problem : "YAML syntax error");
+			break;
+		}
+		if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+			if (++depth > MAX_DEPTH) {
+				rc = nf_error_set(NF_EINPUT, "%s:%zu:%zu: nested deeper than %d levels", what,
+						  ev.start_mark.line + 1, ev.start_mark.column + 1, MAX_DEPTH);
+				done = 1;
+			}
+		} else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+			depth--;
+		} else if (ev.type == YAML_STREAM_END_EVENT) {
+			done = 1;
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
 int nf_manifest_parse(nf_manifest **out, const char *data, size_t len, const char *what)
 {
 	yaml_parser_t parser;
@@ -383,6 +420,8 @@ int nf_manifest_parse(nf_manifest **out, const char *data, size_t len, const cha
 		free(base_dir);
 		base_dir = nf_strdup_printf("/");
 	}
+	if ((rc = check_depth(data, len, what)) < 0)
+		goto done;
 	m = calloc(1, sizeof *m);
 	if (!m || !base_dir || !(m->path = nf_strdup_printf("%s", what))) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");

@@ -34,16 +34,26 @@ int nf_api_error_set(nf_api_error *e, int status, const char *type, const char *
 
 char *nf_api_error_json(const nf_api_error *e)
 {
-	json_t *o = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", e->message, "type",
-			      e->type ? e->type : BAD, "param",
-			      e->param[0] ? json_string(e->param) : json_null(), "code",
-			      e->code ? json_string(e->code) : json_null());
-	char *s;
-	if (!o) /* message not valid UTF-8 (it quotes input): fall back to a fixed text */
-		o = json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", "invalid request", "type",
-			      e->type ? e->type : BAD, "param", "code");
+	nf_sbuf msg, param;
+	json_t *o = NULL;
+	char *s = NULL;
+	/* The message and param may quote the request (a key, jansson's text
+	 * near a syntax error) cut at a byte limit: make them valid UTF-8 so
+	 * that jansson takes them and the client sees what was wrong. */
+	nf_sbuf_init(&msg, 4 * sizeof e->message);
+	nf_sbuf_init(&param, 4 * sizeof e->param);
+	if (nf_sbuf_add_utf8(&msg, e->message, strnlen(e->message, sizeof e->message)) < 0 ||
+	    nf_sbuf_add_utf8(&param, e->param, strnlen(e->param, sizeof e->param)) < 0 ||
+	    nf_sbuf_add(&msg, "", 0) < 0 || nf_sbuf_add(&param, "", 0) < 0)
+		goto done;
+	o = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", msg.data, "type",
+		      e->type ? e->type : BAD, "param", param.len ? json_string(param.data) : json_null(),
+		      "code", e->code ? json_string(e->code) : json_null());
 	s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+done:
 	json_decref(o);
+	nf_sbuf_release(&msg);
+	nf_sbuf_release(&param);
 	return s;
 }
 

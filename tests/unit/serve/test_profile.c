@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "serve/gpu.h"
 #include "serve/manifest.h"
@@ -171,6 +172,22 @@ int main(void)
 			ok(strstr(g.note, "no GPUs") != NULL, "detection without a driver says so: %s", g.note);
 		else
 			skip("a GPU is present (%s)", g.note);
+	}
+	{ /* a megabyte of flow nesting is refused at once (found by fuzz_serve_manifest) */
+		size_t n = 500000;
+		char *buf = malloc(2 * n);
+		nf_manifest *deep = NULL;
+		time_t t0 = time(NULL);
+		if (buf) {
+			memset(buf, '[', n);
+			memset(buf + n, ']', n);
+			is_int(nf_manifest_parse(&deep, buf, 2 * n, "d.yaml"), NF_EINPUT, "deep nesting: NF_EINPUT");
+			ok(strstr(nf_error_last(), "d.yaml:1:") && strstr(nf_error_last(), "nested deeper"),
+			   "deep nesting names the position: %s", nf_error_last());
+			ok(time(NULL) - t0 < 5, "deep nesting refused quickly");
+			nf_manifest_free(deep);
+			free(buf);
+		}
 	}
 	nf_manifest_free(m);
 	nf_manifest_free(NULL);
