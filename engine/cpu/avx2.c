@@ -4,6 +4,7 @@
  * (|x| as u8 times sign(x)*w as s8).  Small ops reuse the portable ones.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "engine/cpu/cpu.h"
 #include "util/banned.h"
@@ -176,16 +177,175 @@ AVX2 static void avx2_add(float *y, const float *x, int n)
 		y[i] += x[i];
 }
 
+/* e^x for 8 floats (Cephes expf, as exp16 in avx512.c; 2^n built in the
+ * exponent bits); about 1 ulp, 0 below -87.3. */
+AVX2 static inline __m256 exp8(__m256 x)
+{
+	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.3f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	/* n in [-126, 127]: 2^n = (n + 127) << 23 */
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 static void avx2_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+	__m256 a = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		a = _mm256_fmadd_ps(v, v, a);
+	}
+	float ss = hsum8(a);
+	for (; i < n; i++)
+		ss += x[i] * x[i];
+	ss = 1.0f / sqrtf(ss / (float)n + eps);
+	__m256 vs = _mm256_set1_ps(ss);
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(w + i),
+							_mm256_mul_ps(vs, _mm256_loadu_ps(x + i))));
+	for (; i < n; i++)
+		out[i] = w[i] * (ss * x[i]);
+}
+
+AVX2 static void avx2_softmax(float *x, int n)
+{
+	float m = x[0];
+	int i = 0;
+	__m256 mx = _mm256_set1_ps(x[0]);
+	for (; i + 8 <= n; i += 8)
+		mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	m = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	__m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+		_mm256_storeu_ps(x + i, e);
+		vs = _mm256_add_ps(vs, e);
+	}
+	float sum = hsum8(vs);
+	for (; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		sum += x[i];
+	}
+	float inv = 1.0f / sum;
+	__m256 vi = _mm256_set1_ps(inv);
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+	for (; i < n; i++)
+		x[i] *= inv;
+}
+
+AVX2 static void avx2_swiglu(float *h1, const float *h3, int n)
+{
+	const __m256 one = _mm256_set1_ps(1.0f);
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(h1 + i);
+		__m256 sig = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+		_mm256_storeu_ps(h1 + i, _mm256_mul_ps(sig, _mm256_loadu_ps(h3 + i)));
+	}
+	for (; i < n; i++) {
+		float g = h1[i];
+		h1[i] = g / (1.0f + expf(-g)) * h3[i];
+	}
+}
+
+/* Position-major attention as in avx512.c: each cached K and V row read
+ * once, in order, for all the heads [h0, h1); att holds (h1-h0, pos+1). */
+AVX2 static void avx2_attention(float *out, const float *q, const float *kc, const float *vc,
+				int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+				float *att)
+{
+	size_t kv_dim = (size_t)n_kv_heads * (size_t)head_size, hs = (size_t)head_size;
+	size_t np = (size_t)pos + 1;
+	int group = n_heads / n_kv_heads;
+	float scale = 1.0f / sqrtf((float)head_size);
+	for (size_t t = 0; t < np; t++) {
+		const float *k = kc + t * kv_dim;
+		for (int h = h0; h < h1; h++)
+			att[(size_t)(h - h0) * np + t] =
+				dot1_f32(q + (size_t)h * hs, hs, k + (size_t)(h / group) * hs) * scale;
+	}
+	for (int h = h0; h < h1; h++) {
+		avx2_softmax(att + (size_t)(h - h0) * np, (int)np);
+		for (size_t i = 0; i < hs; i++)
+			out[(size_t)h * hs + i] = 0.0f;
+	}
+	for (size_t t = 0; t < np; t++) {
+		const float *v = vc + t * kv_dim;
+		for (int h = h0; h < h1; h++) {
+			float a = att[(size_t)(h - h0) * np + t], *o = out + (size_t)h * hs;
+			const float *vh = v + (size_t)(h / group) * hs;
+			__m256 va = _mm256_set1_ps(a);
+			size_t i = 0;
+			for (; i + 8 <= hs; i += 8)
+				_mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(vh + i),
+									_mm256_loadu_ps(o + i)));
+			for (; i < hs; i++)
+				o[i] += a * vh[i];
+		}
+	}
+}
+
+/* nf_quant_int8_vec, vectorised and bit-identical (cvtps rounds to nearest
+ * even like nearbyintf). */
+AVX2 static float avx2_quantize_q8(int8_t *q, const float *x, size_t n)
+{
+	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+	__m256 mx = _mm256_setzero_ps();
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + i), absmask));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	float m = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		if (fabsf(x[i]) > m)
+			m = fabsf(x[i]);
+	float s = m / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+	__m256 vi = _mm256_set1_ps(inv);
+	const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+		v = _mm256_max_epi32(_mm256_min_epi32(v, hi), lo);
+		__m128i p = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+		_mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(p, p));
+	}
+	for (; i < n; i++) {
+		float v = nearbyintf(x[i] * inv);
+		v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+		q[i] = (int8_t)v;
+	}
+	return s;
+}
+
 const nf_backend_ops nf_cpu_avx2_ops = {
 	/* .name      = */ "avx2",
 	/* .available = */ avx2_available,
 	/* .gemm_f32  = */ avx2_gemm_f32,
 	/* .gemm_q8   = */ avx2_gemm_q8,
-	/* .rmsnorm   = */ nf_cpu_rmsnorm_ref,
+	/* .rmsnorm   = */ avx2_rmsnorm,
 	/* .rope      = */ nf_cpu_rope_ref,
-	/* .softmax   = */ nf_cpu_softmax_ref,
-	/* .attention = */ nf_cpu_attention_ref,
-	/* .swiglu    = */ nf_cpu_swiglu_ref,
+	/* .softmax   = */ avx2_softmax,
+	/* .attention = */ avx2_attention,
+	/* .swiglu    = */ avx2_swiglu,
 	/* .add       = */ avx2_add,
-	/* .quantize_q8 = */ NULL,
+	/* .quantize_q8 = */ avx2_quantize_q8,
 };
