@@ -7,7 +7,9 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +29,21 @@
 #define MAX_RESPONSE_TEXT (8u << 20)
 #define KEEPALIVE_MS 10000
 #define MAX_DISCARD ((size_t)64 << 20)
+#define IDLE_TIMEOUT_S 120 /* MHD's: no byte moved for this long */
+#define MHD_MEMORY_LIMIT (64u << 10) /* per connection: request line + headers must fit; past it 431/414 */
+#define POLL_MS 100 /* how often a waiting request checks that its client is still there */
+
+/* One open TCP connection (MHD's socket_context), on the server's list so
+ * that the reaper can close those that take too long to send a request. */
+typedef struct sock {
+	int fd;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	double t_idle; /* since when it waits for a request (open, or last response) */
+	int busy;      /* a whole request arrived and is being answered */
+	int reaped;
+	struct sock *prev, *next;
+} sock;
 
 struct nf_server {
 	struct MHD_Daemon *d;
@@ -45,6 +62,14 @@ struct nf_server {
 	atomic_size_t inflight;
 	atomic_ullong ids;
 	long long created;
+	int request_timeout;   /* seconds, 0 = none */
+	pthread_mutex_t socks_mu;
+	pthread_cond_t socks_cv;
+	sock *socks;           /* under socks_mu */
+	int reaper_stop;       /* under socks_mu */
+	int have_reaper;
+	pthread_t reaper;
+	size_t n_reaped;       /* under socks_mu */
 };
 
 /* Per-request state (MHD's con_cls). */
@@ -68,11 +93,34 @@ typedef struct stream {
 	int chat;
 	int include_usage;
 	int sent_role;
+	struct MHD_Connection *conn; /* the reader runs in its thread */
+	double t_sent;      /* last bytes handed to MHD */
 	char id[48];
 	char endpoint[32];
 	long long created;
 	double t_start;
 } stream;
+
+/* The client closed its end or the connection broke while we generate:
+ * look at the socket without consuming a pipelined next request. */
+static int client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+	char b;
+	ssize_t n;
+	if (!ci)
+		return 0;
+	p.fd = ci->connect_fd;
+	p.events = POLLIN | POLLRDHUP;
+	p.revents = 0;
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+		return 1;
+	n = recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 static enum MHD_Result send_body(struct MHD_Connection *c, nf_metrics *metrics, const char *endpoint,
 				 int status, const char *ctype, const char *body, size_t len,
@@ -120,7 +168,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, nf_server *srv, cons
 	} else if (e->status == 405) {
 		h1 = "Allow";
 		v1 = !strcmp(endpoint, "/v1/completions") || !strcmp(endpoint, "/v1/chat/completions")
-			     ? "POST" : "GET";
+			     ? "POST" : "GET, HEAD";
 	}
 	if (!s)
 		return MHD_NO;
@@ -216,7 +264,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		st->out.len = st->out_off = 0;
 		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
-		if (nf_job_next(st->job, &text, &fin, KEEPALIVE_MS) < 0) {
+		if (nf_job_next(st->job, &text, &fin, POLL_MS) < 0) {
 			nf_sbuf_release(&text);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
@@ -240,10 +288,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			nf_sbuf_adds(&st->out, "data: [DONE]\n\n");
 			st->finished = 1;
 		} else if (!text.len) {
-			nf_sbuf_adds(&st->out, ": keep-alive\n\n"); /* also finds a vanished client */
+			nf_sbuf_release(&text);
+			if (client_gone(st->conn))
+				return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
+			if (nf_sched_now() - st->t_sent >= KEEPALIVE_MS / 1000.0)
+				nf_sbuf_adds(&st->out, ": keep-alive\n\n");
+			continue;
 		}
 		nf_sbuf_release(&text);
 	}
+	st->t_sent = nf_sched_now();
 	{
 		size_t n = st->out.len - st->out_off;
 		if (n > max)
@@ -349,6 +403,8 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 			goto done;
 		}
 		st->srv = srv;
+		st->conn = c;
+		st->t_sent = nf_sched_now();
 		st->job = job;
 		job = NULL;
 		nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
@@ -380,12 +436,25 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 	{
 		nf_sbuf text;
 		nf_job_result res;
-		int fin = 0;
+		int fin = 0, gone = 0;
 		json_t *choice, *o, *t;
 		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
-		while (!fin)
-			if (nf_job_next(job, &text, &fin, KEEPALIVE_MS) < 0)
+		while (!fin) {
+			if (nf_job_next(job, &text, &fin, POLL_MS) < 0)
 				break;
+			if (!fin && client_gone(c)) {
+				gone = 1;
+				break;
+			}
+		}
+		if (gone) { /* nobody to answer: free the batch slot now, close */
+			nf_job_cancel(job);
+			nf_sbuf_release(&text);
+			if (srv->metrics)
+				nf_metrics_request(srv->metrics, ep, 499);
+			ret = MHD_NO;
+			goto done;
+		}
 		nf_job_get_result(job, &res);
 		if (!fin || (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length"))) {
 			nf_sbuf_release(&text);
@@ -472,6 +541,102 @@ static const char *known_endpoint(const char *url)
 	return NULL;
 }
 
+static sock *sock_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* A whole request arrived (busy = 1) or its response is done (busy = 0). */
+static void sock_busy(nf_server *srv, struct MHD_Connection *c, int busy)
+{
+	sock *k = sock_of(c);
+	if (!k)
+		return;
+	pthread_mutex_lock(&srv->socks_mu);
+	k->busy = busy;
+	if (!busy)
+		k->t_idle = nf_sched_now();
+	pthread_mutex_unlock(&srv->socks_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	nf_server *srv = cls;
+	sock *k;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		k = calloc(1, sizeof *k);
+		*socket_context = k;
+		if (!k || !fd)
+			return;
+		k->fd = fd->connect_fd;
+		k->peer_len = sizeof k->peer;
+		if (getpeername(k->fd, (struct sockaddr *)&k->peer, &k->peer_len) != 0)
+			k->peer_len = 0;
+		k->t_idle = nf_sched_now();
+		pthread_mutex_lock(&srv->socks_mu);
+		k->next = srv->socks;
+		if (srv->socks)
+			srv->socks->prev = k;
+		srv->socks = k;
+		pthread_mutex_unlock(&srv->socks_mu);
+		return;
+	}
+	k = *socket_context;
+	if (!k)
+		return;
+	pthread_mutex_lock(&srv->socks_mu);
+	if (k->prev)
+		k->prev->next = k->next;
+	else if (srv->socks == k)
+		srv->socks = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	pthread_mutex_unlock(&srv->socks_mu);
+	free(k);
+	*socket_context = NULL;
+}
+
+/* The reaper: a connection that has not delivered a whole request within
+ * request_timeout seconds of opening (or of its previous response) is shut
+ * down, so slow senders (slowloris, slow bodies) cannot hold every
+ * connection slot; MHD's own idle timeout restarts at every byte.  The peer
+ * address is compared first, in case MHD has closed the fd already and
+ * the number was reused. */
+static void *reaper_main(void *arg)
+{
+	nf_server *srv = arg;
+	pthread_mutex_lock(&srv->socks_mu);
+	while (!srv->reaper_stop) {
+		struct timespec dl;
+		double now = nf_sched_now();
+		for (sock *k = srv->socks; k; k = k->next) {
+			struct sockaddr_storage peer;
+			socklen_t len = sizeof peer;
+			if (k->busy || k->reaped || k->peer_len == 0 ||
+			    now - k->t_idle < (double)srv->request_timeout)
+				continue;
+			if (getpeername(k->fd, (struct sockaddr *)&peer, &len) == 0 && len == k->peer_len &&
+			    memcmp(&peer, &k->peer, len) == 0) {
+				shutdown(k->fd, SHUT_RDWR);
+				srv->n_reaped++;
+			}
+			k->reaped = 1;
+		}
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 250 * 1000 * 1000;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&srv->socks_cv, &srv->socks_mu, &dl);
+	}
+	pthread_mutex_unlock(&srv->socks_mu);
+	return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -499,6 +664,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			unsigned long long v = strtoull(cl, &end, 10);
 			if (end && *end == '\0' && v > srv->max_body) {
 				cn->answered = 1;
+				sock_busy(srv, c, 1);
 				return fail(c, srv, cn->endpoint, 413, "invalid_request_error",
 					    "request_too_large", "the request body exceeds %zu bytes",
 					    srv->max_body);
@@ -518,6 +684,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		 * client gets to read the 413, unless it will not stop sending. */
 		if (cn->too_big && !cn->answered && cn->discarded > MAX_DISCARD) {
 			cn->answered = 1;
+			sock_busy(srv, c, 1);
 			return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
 				    "the request body exceeds %zu bytes", srv->max_body);
 		}
@@ -526,6 +693,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (cn->answered)
 		return MHD_YES;
 	cn->answered = 1;
+	sock_busy(srv, c, 1);
 	if (cn->too_big)
 		return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
 			    "the request body exceeds %zu bytes", srv->max_body);
@@ -537,8 +705,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		for (char *p = u; *p; p++)
 			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
 				*p = '?';
+		char mth[16];
+		snprintf(mth, sizeof mth, "%s", method);
+		for (char *p = mth; *p; p++)
+			if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+				*p = '?';
 		return fail(c, srv, "other", 404, "invalid_request_error", "not_found",
-			    "no route for %s %s", is_post ? "POST" : "GET", u);
+			    "no route for %s %s", mth, u);
 	}
 	if (!strcmp(ep, "/v1/completions") || !strcmp(ep, "/v1/chat/completions")) {
 		if (!is_post)
@@ -547,7 +720,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return handle_completion(c, srv, cn, !strcmp(ep, "/v1/chat/completions"));
 	}
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
-		return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed", "%s takes GET", ep);
+		return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed", "%s takes GET or HEAD", ep);
 	return handle_get(c, srv, ep);
 }
 
@@ -556,8 +729,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	nf_server *srv = cls;
 	conn *cn = *con_cls;
-	(void)c;
 	(void)toe;
+	sock_busy(srv, c, 0);
 	if (!cn)
 		return;
 	nf_sbuf_release(&cn->body);
@@ -593,6 +766,9 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 	s->gpus = *cfg->gpus;
 	s->metrics = cfg->metrics;
 	s->created = (long long)time(NULL);
+	s->request_timeout = cfg->request_timeout;
+	pthread_mutex_init(&s->socks_mu, NULL);
+	pthread_cond_init(&s->socks_cv, NULL);
 	atomic_init(&s->ready, 0);
 	atomic_init(&s->quiesced, 0);
 	atomic_init(&s->inflight, 0);
@@ -618,13 +794,22 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY_LIMIT,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 				MHD_OPTION_END);
 	if (!s->d) {
 		rc = nf_error_set(NF_EENV, "cannot listen on %s port %d (in use, or not an address of this host)",
 				  cfg->host, cfg->port);
 		goto done;
+	}
+	if (s->request_timeout > 0) {
+		if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+			rc = nf_error_set(NF_EENV, "cannot start the connection reaper thread");
+			goto done;
+		}
+		s->have_reaper = 1;
 	}
 	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : cfg->port;
@@ -704,8 +889,17 @@ void nf_server_free(nf_server *s)
 {
 	if (!s)
 		return;
+	if (s->have_reaper) {
+		pthread_mutex_lock(&s->socks_mu);
+		s->reaper_stop = 1;
+		pthread_cond_broadcast(&s->socks_cv);
+		pthread_mutex_unlock(&s->socks_mu);
+		pthread_join(s->reaper, NULL);
+	}
 	if (s->d)
 		MHD_stop_daemon(s->d);
+	pthread_mutex_destroy(&s->socks_mu);
+	pthread_cond_destroy(&s->socks_cv);
 	free(s->metadata);
 	free(s->reason);
 	free(s);

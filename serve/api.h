@@ -24,6 +24,8 @@ typedef struct nf_server_config {
 	int port;                     /* 0 = an ephemeral port */
 	size_t max_body;              /* request bodies larger than this get 413 */
 	int max_connections;
+	int request_timeout;          /* seconds a connection may take to send a whole request
+	                               * (from opening, or from its previous response); 0 = none */
 	const nf_manifest *manifest;  /* borrowed, outlives the server */
 	size_t profile;               /* index of the chosen profile */
 	const char *selection_reason; /* copied */

@@ -16,7 +16,7 @@ static const char *const endpoints[] = {"/v1/completions", "/v1/chat/completions
 					"/v1/health/live", "/v1/health/ready", "/v1/metrics",
 					"/v1/metadata", "other"};
 #define N_ENDPOINTS (sizeof endpoints / sizeof endpoints[0])
-static const int statuses[] = {200, 400, 404, 405, 413, 422, 429, 500, 503};
+static const int statuses[] = {200, 400, 404, 405, 413, 422, 429, 499, 500, 503}; /* 499: the client left */
 #define N_STATUSES (sizeof statuses / sizeof statuses[0])
 
 #define N_BUCKETS 14

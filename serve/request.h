@@ -17,7 +17,7 @@
 
 #define NF_REQ_MAX_STOP 4
 #define NF_REQ_MAX_STOP_LEN 256
-#define NF_REQ_MAX_MESSAGES 1024
+#define NF_REQ_MAX_MESSAGES 100000 /* the body limit bounds them first; too many tokens is context_length_exceeded */
 #define NF_REQ_MAX_PROMPT (1u << 20)
 
 typedef struct nf_api_error {

@@ -30,7 +30,7 @@
 
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
-	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us;
+	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
 	int list_profiles;
 	int health;
 } opts;
@@ -67,6 +67,8 @@ static void usage(FILE *f)
 		"  --max-body BYTES       largest request body; past it 413 (NIM_MAX_BODY, 1048576)\n"
 		"  --max-connections N    open connections at most (NIM_MAX_CONNECTIONS, 256)\n"
 		"  --threads N            engine threads, 0 = all cores (NIM_THREADS, 0)\n"
+		"  --request-timeout S    a connection must send a whole request within S s of opening or of\n"
+		"                         its previous response, else it is closed (NIM_REQUEST_TIMEOUT, 30; 0 = off)\n"
 		"  --drain-timeout S      on SIGTERM, wait this long for in-flight requests (NIM_DRAIN_TIMEOUT, 30)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
@@ -100,6 +102,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--max-connections", "NIM_MAX_CONNECTIONS", "256", &o->max_conns, 4, 65536},
 		{"--threads", "NIM_THREADS", "0", &o->threads, 0, 1024},
 		{"--drain-timeout", "NIM_DRAIN_TIMEOUT", "30", &o->drain_timeout, 0, 3600},
+		{"--request-timeout", "NIM_REQUEST_TIMEOUT", "30", &o->request_timeout, 0, 3600},
 		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
@@ -204,6 +207,7 @@ int main(int argc, char **argv)
 	sc.port = (int)o.port;
 	sc.max_body = (size_t)o.max_body;
 	sc.max_connections = (int)o.max_conns;
+	sc.request_timeout = (int)o.request_timeout;
 	sc.manifest = m;
 	sc.profile = chosen;
 	sc.selection_reason = why;
