@@ -1,7 +1,7 @@
 /*
  * avx512.c - the AVX-512 kernel family ("avx512-vnni"): float32 GEMV/GEMM
- * four output rows at a time with masked tails, and int8 GEMV eight rows at
- * a time with VNNI vpdpbusd: activations are flipped to unsigned (x + 128) on the fly and
+ * eight output rows at a time with masked tails, and int8 GEMV eight rows
+ * at a time with VNNI vpdpbusd: activations are flipped to unsigned (x + 128) on the fly and
  * 128 * rowsum(W) is subtracted afterwards.  Needs AVX512F/BW/VL + VNNI.
  */
 #include <immintrin.h>
@@ -30,36 +30,45 @@ static inline void store(float *out, float v, int accumulate)
 	*out = accumulate ? *out + v : v;
 }
 
-AVX512 static void dot4_f32(float out[4], const float *w, size_t cols, const float *x)
+/* The 8 sums of a0..a7 as one vector (fold-and-hadd tree). */
+AVX512 static inline __m256 hsum8x16_ps(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
+					__m512 a5, __m512 a6, __m512 a7)
 {
-	const float *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	__m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-	size_t c = 0;
-	for (; c + 32 <= cols; c += 32) {
-		__m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + c), x0, a0);
-		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + c), x0, a1);
-		a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + c), x0, a2);
-		a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + c), x0, a3);
-		b0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + c + 16), x1, b0);
-		b1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + c + 16), x1, b1);
-		b2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + c + 16), x1, b2);
-		b3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + c + 16), x1, b3);
+#define FOLD(v) _mm256_add_ps(_mm512_castps512_ps256(v), \
+			      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
+	__m256 h01 = _mm256_hadd_ps(FOLD(a0), FOLD(a1)), h23 = _mm256_hadd_ps(FOLD(a2), FOLD(a3));
+	__m256 h45 = _mm256_hadd_ps(FOLD(a4), FOLD(a5)), h67 = _mm256_hadd_ps(FOLD(a6), FOLD(a7));
+#undef FOLD
+	__m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+	return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+			     _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+
+/* Dot products of 8 rows (stride cols) with x: one 64-byte load per row per
+ * step, as the int8 kernel (eight cache lines in flight), tail-free when
+ * cols is a multiple of 16. */
+AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float *w, size_t cols,
+								    const float *x)
+{
+	__m512 a[8];
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++)
+		a[i] = _mm512_setzero_ps();
+	size_t full = cols & ~(size_t)15;
+	for (size_t c = 0; c < full; c += 16) {
+		__m512 xv = _mm512_loadu_ps(x + c);
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(w + (size_t)i * cols + c), xv, a[i]);
 	}
-	for (; c < cols; c += 16) {
-		size_t left = cols - c;
-		__mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-		__m512 x0 = _mm512_maskz_loadu_ps(m, x + c);
-		a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + c), x0, a0);
-		a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + c), x0, a1);
-		a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + c), x0, a2);
-		a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + c), x0, a3);
+	if (full < cols) {
+		__mmask16 m = mask16((int)(cols - full));
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + full);
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + (size_t)i * cols + full), xv, a[i]);
 	}
-	out[0] = _mm512_reduce_add_ps(_mm512_add_ps(a0, b0));
-	out[1] = _mm512_reduce_add_ps(_mm512_add_ps(a1, b1));
-	out[2] = _mm512_reduce_add_ps(_mm512_add_ps(a2, b2));
-	out[3] = _mm512_reduce_add_ps(_mm512_add_ps(a3, b3));
+	return hsum8x16_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
 }
 
 AVX512 static float dot1_f32(const float *w, size_t cols, const float *x)
@@ -78,34 +87,20 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 {
 	size_t cols = (size_t)w->cols;
 	int r = r0;
-	for (; r + 4 <= r1; r += 4) {
+	for (; r + 8 <= r1; r += 8) {
 		const float *wr = w->f32 + (size_t)r * cols;
 		for (size_t b = 0; b < n; b++) {
-			float d[4];
-			dot4_f32(d, wr, cols, x + b * ldx);
+			__m256 v = dot8_f32(wr, cols, x + b * ldx);
 			float *o = y + b * ldy + (size_t)r;
-			for (int i = 0; i < 4; i++)
-				store(o + i, d[i], accumulate);
+			if (accumulate)
+				v = _mm256_add_ps(v, _mm256_loadu_ps(o));
+			_mm256_storeu_ps(o, v);
 		}
 	}
 	for (; r < r1; r++)
 		for (size_t b = 0; b < n; b++)
 			store(y + b * ldy + (size_t)r,
 			      dot1_f32(w->f32 + (size_t)r * cols, cols, x + b * ldx), accumulate);
-}
-
-/* sum over c of (x[c] + 128) * w[r][c] for 8 rows; x is padded to 64 bytes.
- * Eight rows of one 64-byte load each per step: eight cache lines in flight
- * keep the hardware prefetchers at full memory bandwidth (4 rows x 128
- * bytes, or software prefetch, measured 25-35% slower here). */
-AVX512 static inline __m512i q8_step(__m512i acc, __m512i xv, const int8_t *w)
-{
-	return _mm512_dpbusd_epi32(acc, xv, _mm512_loadu_si512(w));
-}
-
-AVX512 static inline __m512i q8_step_m(__m512i acc, __m512i xv, const int8_t *w, __mmask64 m)
-{
-	return _mm512_dpbusd_epi32(acc, xv, _mm512_maskz_loadu_epi8(m, w));
 }
 
 /* The 8 row sums of a0..a7 as one vector of 8 int32 (a fold-and-hadd
