@@ -1,7 +1,8 @@
 /*
  * tactics.c - the CPU autotuner (see tactics.h).  Measuring times one
  * single-threaded GEMV over the whole matrix per available family (best of
- * a few runs); the cost model charges weight bytes at a nominal memory
+ * a few rounds that interleave the families; a family listed later must be
+ * 10% faster than an earlier one to be chosen); the cost model charges weight bytes at a nominal memory
  * bandwidth plus multiply-adds at a nominal per-family rate.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -17,6 +18,7 @@
 #include "util/banned.h"
 
 #define MAX_SHAPES 16
+#define MAX_FAMILIES 8
 
 static double now_s(void)
 {
@@ -46,34 +48,41 @@ static double model_us(const nf_bk_matrix *m, const nf_backend_ops *ops, int thr
 	return compute > memory ? compute : memory;
 }
 
-static double measure_us(const nf_bk_matrix *m, const nf_backend_ops *ops)
+/* Best time of one single-threaded GEMV over the whole matrix for each of
+ * the nf families (us[k] < 0 when not measured): rounds interleave the
+ * families, so a noisy neighbour slows them alike. */
+static void measure_us(double *us, const nf_bk_matrix *m, const nf_backend_ops *const *fam,
+		       size_t nf)
 {
 	size_t cols = (size_t)m->cols;
 	size_t ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	float *x = calloc(cols, sizeof(float)), *y = calloc((size_t)m->rows, sizeof(float));
 	int8_t *xq = calloc(ldq, 1);
-	double best = -1.0;
+	for (size_t k = 0; k < nf; k++)
+		us[k] = -1.0;
 	if (!x || !y || !xq)
 		goto done;
 	for (size_t i = 0; i < cols; i++)
 		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	float xs = nf_quant_int8_vec(xq, x, cols);
-	double budget = now_s() + 0.05;
-	for (int rep = 0; rep < 20 && (rep < 2 || now_s() < budget); rep++) {
-		double t0 = now_s();
-		if (m->kind == NF_QUANT_INT8_ROW)
-			ops->gemm_q8(y, 0, m, xq, ldq, &xs, 1, 0, m->rows, 0);
-		else
-			ops->gemm_f32(y, 0, m, x, cols, 1, 0, m->rows, 0);
-		double us = (now_s() - t0) * 1e6;
-		if (best < 0 || us < best)
-			best = us;
-	}
+	double budget = now_s() + 0.1;
+	for (int rep = 0; rep < 20 && (rep < 3 || now_s() < budget); rep++)
+		for (size_t k = 0; k < nf; k++) {
+			if (!fam[k]->available())
+				continue;
+			double t0 = now_s();
+			if (m->kind == NF_QUANT_INT8_ROW)
+				fam[k]->gemm_q8(y, 0, m, xq, ldq, &xs, 1, 0, m->rows, 0);
+			else
+				fam[k]->gemm_f32(y, 0, m, x, cols, 1, 0, m->rows, 0);
+			double t = (now_s() - t0) * 1e6;
+			if (us[k] < 0 || t < us[k])
+				us[k] = t;
+		}
 done:
 	free(x);
 	free(y);
 	free(xq);
-	return best;
 }
 
 int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_config *cfg,
@@ -124,14 +133,22 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 		const nf_bk_matrix *m = shapes[i];
 		json_t *e = json_object(), *tim = json_object();
 		const char *chosen = NULL;
-		double best = -1.0;
-		for (size_t k = 0; fam[k]; k++) {
-			if (autotune && !fam[k]->available())
+		double best = -1.0, us[MAX_FAMILIES];
+		size_t nfam = 0;
+		while (fam[nfam] && nfam < MAX_FAMILIES)
+			nfam++;
+		if (autotune)
+			measure_us(us, m, fam, nfam);
+		for (size_t k = 0; k < nfam; k++) {
+			if (!autotune)
+				us[k] = model_us(m, fam[k], threads);
+			if (us[k] < 0)
 				continue;
-			double us = autotune ? measure_us(m, fam[k]) : model_us(m, fam[k], threads);
-			json_object_set_new(tim, fam[k]->name, json_real(us));
-			if (us >= 0 && (best < 0 || us < best)) {
-				best = us;
+			json_object_set_new(tim, fam[k]->name, json_real(us[k]));
+			/* families come best first: a later one must be clearly faster
+			 * (10%), so that timing noise does not pick a weaker family */
+			if (best < 0 || us[k] < best * (autotune ? 0.9 : 1.0)) {
+				best = us[k];
 				chosen = fam[k]->name;
 			}
 		}
