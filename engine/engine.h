@@ -55,7 +55,9 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 
 typedef struct nf_engine nf_engine;
 
-/* Open an engine folder; threads 0 = all cores.  Validates everything it maps. */
+/* Open an engine folder; threads 0 = all cores.  Validates everything it maps.
+ * The weights are copied into anonymous memory on 2 MiB transparent huge
+ * pages (faster decode; NF_WEIGHTS_COPY=0 keeps them in the file mapping). */
 int nf_engine_open(nf_engine **out, const char *dir, int threads);
 void nf_engine_free(nf_engine *e); /* NULL is fine */
 

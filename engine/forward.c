@@ -1,8 +1,9 @@
 /*
  * forward.c - the batched Llama forward pass over a backend table: embed,
  * then per layer RMSNorm -> fused QKV GEMM -> RoPE -> GQA attention over the
- * KV cache -> output GEMM (+residual) -> RMSNorm -> fused gate/up GEMM ->
- * SwiGLU -> down GEMM (+residual), then the final norm and the classifier.
+ * KV cache -> output GEMM (+residual) -> RMSNorm -> fused gate/up GEMM with
+ * SwiGLU applied per row chunk -> down GEMM (+residual), then the final norm
+ * and the classifier.
  * GEMMs and attention are split across the thread pool by output rows (by
  * (sequence, head) for attention); buffers are allocated once per batch size.
  */
