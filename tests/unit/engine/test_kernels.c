@@ -203,6 +203,40 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 	free(vc);
 }
 
+/* Attention at head sizes that take the SIMD families' full-width paths (64)
+ * and full-width plus a tail (24), against the scalar family. */
+static void check_attention_sizes(const nf_backend_ops *ops, const nf_backend_ops *ref)
+{
+	static const int hss[] = {64, 24};
+	enum { NH = 6, NKV = 3, POS = 70 };
+	double worst = 0;
+	for (size_t k = 0; k < sizeof hss / sizeof hss[0]; k++) {
+		int hs = hss[k];
+		size_t kvd = (size_t)NKV * (size_t)hs, qd = (size_t)NH * (size_t)hs;
+		float *kc = malloc(sizeof(float) * (POS + 1) * kvd), *vc = malloc(sizeof(float) * (POS + 1) * kvd);
+		float *q = malloc(sizeof(float) * qd), *o0 = malloc(sizeof(float) * qd);
+		float *o1 = malloc(sizeof(float) * qd), *att = malloc(sizeof(float) * NH * (POS + 1));
+		if (!kc || !vc || !q || !o0 || !o1 || !att) {
+			worst = INFINITY;
+		} else {
+			fill(kc, (POS + 1) * kvd, 1.0f);
+			fill(vc, (POS + 1) * kvd, 1.0f);
+			fill(q, qd, 1.0f);
+			ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, hs, att);
+			ops->attention(o1, q, kc, vc, POS, 0, 2, NH, NKV, hs, att);
+			ops->attention(o1, q, kc, vc, POS, 2, NH, NH, NKV, hs, att);
+			worst = fmax(worst, rel_err(o1, o0, qd));
+		}
+		free(kc);
+		free(vc);
+		free(q);
+		free(o0);
+		free(o1);
+		free(att);
+	}
+	ok(worst < 1e-5, "%s attention at head sizes 64 and 24 (rel err %.2e)", ops->name, worst);
+}
+
 int main(void)
 {
 	const nf_backend_ops *ref = &nf_cpu_scalar_ops;
@@ -215,6 +249,7 @@ int main(void)
 		}
 		check_gemm(fam[i], ref);
 		check_small_ops(fam[i], ref);
+		check_attention_sizes(fam[i], ref);
 		ok(nf_cpu_find(fam[i]->name) == fam[i], "%s found by name", fam[i]->name);
 	}
 	ok(n >= 3, "three kernel families");
