@@ -700,21 +700,41 @@ void nf_seq_free(nf_seq *s)
 	free(s);
 }
 
+/* Room for n sequence caches in e->kv. */
+static int kv_reserve(nf_engine *e, size_t n, const char *what)
+{
+	if (n <= e->kv_cap)
+		return 0;
+	nf_fwd_kv **kv = realloc(e->kv, n * sizeof *kv);
+	if (!kv)
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", what);
+	e->kv = kv;
+	e->kv_cap = n;
+	return 0;
+}
+
+/* Sequence i of a step: it belongs to e and is not among seqs[0, i). */
+static int check_seq(nf_engine *e, nf_seq *const *seqs, size_t i, const char *what)
+{
+	if (!seqs[i] || seqs[i]->e != e)
+		return nf_error_set(NF_EINPUT, "%s: sequence %zu belongs to another engine", what, i);
+	for (size_t j = 0; j < i; j++)
+		if (seqs[j] == seqs[i])
+			return nf_error_set(NF_EINPUT, "%s: sequence %zu appears twice", what, i);
+	return 0;
+}
+
 int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
 		   size_t n, float *logits)
 {
+	int err;
 	if (n == 0)
 		return 0;
-	if (n > e->kv_cap) {
-		nf_fwd_kv **kv = realloc(e->kv, n * sizeof *kv);
-		if (!kv)
-			return nf_error_set(NF_ENOMEM, "engine step: out of memory");
-		e->kv = kv;
-		e->kv_cap = n;
-	}
+	if ((err = kv_reserve(e, n, "engine step")))
+		return err;
 	for (size_t i = 0; i < n; i++) {
-		if (!seqs[i] || seqs[i]->e != e)
-			return nf_error_set(NF_EINPUT, "engine step: sequence %zu belongs to another engine", i);
+		if ((err = check_seq(e, seqs, i, "engine step")))
+			return err;
 		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
 			return nf_error_set(NF_EINPUT, "engine step: token %d out of range (vocab %d)",
 					    tokens[i], (int)e->cfg.vocab_size);
@@ -722,10 +742,49 @@ int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const i
 			return nf_error_set(NF_EINPUT,
 					    "engine step: position %d out of range (max_seq_len %d)",
 					    pos[i], (int)e->cfg.max_seq_len);
-		for (size_t j = 0; j < i; j++)
-			if (seqs[j] == seqs[i])
-				return nf_error_set(NF_EINPUT, "engine step: sequence %zu appears twice", i);
 		e->kv[i] = &seqs[i]->kv;
 	}
 	return nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits);
+}
+
+int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
+			  const int *n_tokens, const int *pos0, size_t n_seqs, float *logits)
+{
+	const char *what = "engine ragged step";
+	size_t at = 0;
+	int err;
+	if (n_seqs == 0)
+		return 0;
+	if ((err = kv_reserve(e, n_seqs, what)))
+		return err;
+	for (size_t i = 0; i < n_seqs; i++) {
+		if ((err = check_seq(e, seqs, i, what)))
+			return err;
+		if (n_tokens[i] <= 0)
+			return nf_error_set(NF_EINPUT, "%s: sequence %zu has %d tokens (at least 1)",
+					    what, i, n_tokens[i]);
+		/* in 64 bits: pos0 + n cannot overflow */
+		if (pos0[i] < 0 || (int64_t)pos0[i] + n_tokens[i] > (int64_t)e->cfg.max_seq_len)
+			return nf_error_set(NF_EINPUT,
+					    "%s: sequence %zu: positions %d..%lld out of range (max_seq_len %d)",
+					    what, i, pos0[i], (long long)pos0[i] + n_tokens[i] - 1,
+					    (int)e->cfg.max_seq_len);
+		for (int k = 0; k < n_tokens[i]; k++, at++)
+			if (tokens[at] < 0 || tokens[at] >= e->cfg.vocab_size)
+				return nf_error_set(NF_EINPUT,
+						    "%s: sequence %zu: token %d out of range (vocab %d)",
+						    what, i, tokens[at], (int)e->cfg.vocab_size);
+		e->kv[i] = &seqs[i]->kv;
+	}
+	return nf_fwd_step_ragged(e->fwd, e->kv, tokens, n_tokens, pos0, n_seqs, logits);
+}
+
+int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+		      float *logits_last)
+{
+	if (n == 0 || n > (size_t)e->cfg.max_seq_len)
+		return nf_error_set(NF_EINPUT, "engine prefill: %zu tokens (1 to max_seq_len %d)", n,
+				    (int)e->cfg.max_seq_len);
+	int nt = (int)n;
+	return nf_engine_step_ragged(e, &s, tokens, &nt, &pos0, 1, logits_last);
 }

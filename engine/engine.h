@@ -10,7 +10,11 @@
  *
  * Running: a sequence (nf_seq) owns its KV cache; nf_engine_step advances a
  * batch of sequences by one token each, so concurrent requests share the
- * weight reads of every step (iteration-level batching).
+ * weight reads of every step (iteration-level batching);
+ * nf_engine_step_ragged lets each sequence consume several consecutive
+ * tokens in the same step (prompt prefill in one pass over the weights,
+ * mixed with other sequences' decode tokens); nf_engine_prefill is its
+ * one-sequence form.
  */
 #ifndef NF_ENGINE_ENGINE_H
 #define NF_ENGINE_ENGINE_H
@@ -90,5 +94,28 @@ void nf_seq_free(nf_seq *s); /* NULL is fine */
  * Thread-compatible: one caller at a time per engine. */
 int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
 		   size_t n, float *logits);
+
+/* A ragged step: sequence seqs[i] consumes n_tokens[i] >= 1 consecutive
+ * tokens at positions pos0[i], pos0[i] + 1, ..., pos0[i] + n_tokens[i] - 1
+ * (pos0[i] >= 0, pos0[i] + n_tokens[i] <= max_seq_len; positions before
+ * pos0[i] already consumed).  `tokens` holds them all, sequence by
+ * sequence: sequence 0's n_tokens[0], then sequence 1's, ...  The KV cache
+ * is written for every position; logits (vocab_size floats) only for each
+ * sequence's LAST token, at logits + i*vocab (logits NULL: none computed,
+ * e.g. for a prompt chunk that is not the last).  Every token's result
+ * equals nf_engine_step one token at a time (fp32 and int8-wo alike: the
+ * activation quantization is per token), so a scheduler may mix decode
+ * tokens (n_tokens 1) and prompt chunks in one call.  Each sequence at most
+ * once.  The weights are read once per NF_FWD_PASS_TOKENS (256) tokens.
+ * n_seqs 0 does nothing; NF_EINPUT for a bad count, position or token
+ * (nothing is run then).  Thread-compatible like nf_engine_step. */
+int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
+			  const int *n_tokens, const int *pos0, size_t n_seqs, float *logits);
+
+/* Prefill: s consumes tokens[0, n) at positions pos0 .. pos0 + n - 1; the
+ * logits of the last one go to logits_last (vocab_size floats; NULL: none).
+ * n == 0 or pos0 + n > max_seq_len: NF_EINPUT. */
+int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+		      float *logits_last);
 
 #endif

@@ -40,6 +40,8 @@ struct nf_fwd {
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
 	float *att;        /* (threads, n_heads * max_seq) attention scores */
+	nf_fwd_kv **tkv;   /* (cap) the cache of each token's sequence (ragged steps) */
+	int *tpos;         /* (cap) the position of each token (ragged steps) */
 	struct {
 		int rows, cols;
 		const nf_backend_ops *ops;
@@ -214,6 +216,10 @@ static void free_buffers(nf_fwd *f)
 	free(f->cs);
 	free(f->xq);
 	free(f->xs);
+	free(f->tkv);
+	free(f->tpos);
+	f->tkv = NULL;
+	f->tpos = NULL;
 	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = NULL;
 	f->xq = NULL;
 	f->cap = 0;
@@ -247,6 +253,8 @@ static int grow(nf_fwd *f, size_t cap)
 	f->cs = zalloc(cap, (size_t)nf_model_head_size(c) * sizeof(float), &err);
 	f->xq = zalloc(cap, f->ldq, &err);
 	f->xs = zalloc(cap, sizeof(float), &err);
+	f->tkv = zalloc(cap, sizeof *f->tkv, &err);
+	f->tpos = zalloc(cap, sizeof *f->tpos, &err);
 	if (err) {
 		free_buffers(f);
 		return err;
@@ -468,20 +476,19 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 			     c->n_kv_heads, nf_model_head_size(c), att);
 }
 
-int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
-		float *logits)
+/* Run the n tokens of one pass through every layer: token b of sequence
+ * cache kv[b] at position pos[b]; leaves the residual stream in f->x.  The
+ * K and V rows of all n tokens are written to the caches before any of
+ * them attends, so a sequence's consecutive tokens in one pass attend to
+ * each other causally (token at pos reads cache rows 0..pos). */
+static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos,
+			size_t n)
 {
 	const nf_model_config *c = f->cfg;
 	const nf_fwd_weights *w = f->w;
 	const nf_backend_ops *ops = f->ops;
 	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kvd = (size_t)nf_model_kv_dim(c);
 	size_t hs = (size_t)nf_model_head_size(c), seq = (size_t)c->max_seq_len;
-	int err;
-	if (n == 0)
-		return 0;
-	if (n > f->cap && (err = grow(f, n)))
-		return err;
-
 	/* embeddings and the RoPE angles of each sequence's position */
 	for (size_t b = 0; b < n; b++) {
 		size_t tok = (size_t)tokens[b];
@@ -546,8 +553,74 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 		gemm1(f, &L->w2, f->x, dim, 1, f->h1, n); /* x += w2 @ h */
 	}
 
+}
+
+int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
+		float *logits)
+{
+	const nf_model_config *c = f->cfg;
+	size_t dim = (size_t)c->dim;
+	int err;
+	if (n == 0)
+		return 0;
+	if (n > f->cap && (err = grow(f, n)))
+		return err;
+	layers_pass(f, kv, tokens, pos, n);
 	for (size_t b = 0; b < n; b++)
-		ops->rmsnorm(f->xb + b * dim, f->x + b * dim, w->rms_final, c->dim, c->norm_eps);
-	gemm1(f, &w->cls, logits, (size_t)c->vocab_size, 0, f->xb, n);
+		f->ops->rmsnorm(f->xb + b * dim, f->x + b * dim, f->w->rms_final, c->dim, c->norm_eps);
+	gemm1(f, &f->w->cls, logits, (size_t)c->vocab_size, 0, f->xb, n);
+	return 0;
+}
+
+int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
+		       const int *pos0, size_t n_seqs, float *logits)
+{
+	const nf_model_config *c = f->cfg;
+	size_t dim = (size_t)c->dim, vocab = (size_t)c->vocab_size, total = 0;
+	size_t s = 0; /* sequence of the pass's first token */
+	int done = 0; /* tokens of sequence s consumed by earlier passes */
+	int err;
+	for (size_t i = 0; i < n_seqs; i++)
+		total += (size_t)n_tokens[i];
+	if (total == 0)
+		return 0;
+	size_t want = total < NF_FWD_PASS_TOKENS ? total : NF_FWD_PASS_TOKENS;
+	if (want > f->cap && (err = grow(f, want)))
+		return err;
+	while (s < n_seqs) {
+		/* fill a pass: tokens of sequences s, s+1, ... (the last one maybe in part) */
+		size_t n = 0, s_end = s;
+		int end_done = done;
+		const int *ptok = tokens;
+		while (s_end < n_seqs && n < NF_FWD_PASS_TOKENS) {
+			int take = n_tokens[s_end] - end_done;
+			if ((size_t)take > NF_FWD_PASS_TOKENS - n)
+				take = (int)(NF_FWD_PASS_TOKENS - n);
+			for (int k = 0; k < take; k++, n++) {
+				f->tkv[n] = kv[s_end];
+				f->tpos[n] = pos0[s_end] + end_done + k;
+			}
+			end_done += take;
+			if (end_done == n_tokens[s_end]) {
+				s_end++;
+				end_done = 0;
+			}
+		}
+		layers_pass(f, f->tkv, ptok, f->tpos, n);
+		tokens += n;
+		/* sequences [s, s_end) ended in this pass: logits of their last tokens */
+		if (logits && s_end > s) {
+			size_t at = 0, k = 0;
+			for (size_t q = s; q < s_end; q++) {
+				at += (size_t)(n_tokens[q] - (q == s ? done : 0));
+				f->ops->rmsnorm(f->xb + k * dim, f->x + (at - 1) * dim, f->w->rms_final,
+						c->dim, c->norm_eps);
+				k++;
+			}
+			gemm1(f, &f->w->cls, logits + s * vocab, vocab, 0, f->xb, k);
+		}
+		s = s_end;
+		done = end_done;
+	}
 	return 0;
 }

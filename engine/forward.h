@@ -64,4 +64,17 @@ int nf_fwd_threads(const nf_fwd *f);
 int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *pos, size_t n,
 		float *logits);
 
+/* Tokens per pass of a ragged step: the activations of at most this many
+ * tokens are live at once (the weights are read once per pass). */
+#define NF_FWD_PASS_TOKENS 256
+
+/* A ragged step (all checked by the caller): sequence i (cache kv[i])
+ * consumes n_tokens[i] >= 1 consecutive tokens, the next ones of `tokens`
+ * (sequence 0's first), at positions pos0[i], pos0[i] + 1, ...; vocab logits
+ * of each sequence's LAST token at logits + i*vocab (logits NULL: none).
+ * Runs in passes of NF_FWD_PASS_TOKENS tokens; every token's results equal
+ * those of nf_fwd_step one token at a time. */
+int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
+		       const int *pos0, size_t n_seqs, float *logits);
+
 #endif

@@ -2,7 +2,9 @@
  * test_engine.c - engine folders on stories260K: deterministic builds, the
  * fp32 engine against the float32 reference (every kernel family: logits
  * within 1e-4 relative, 64 greedy tokens identical), the int8 engine's
- * agreement, batched steps equal single steps, and damaged folders refused.
+ * agreement, batched steps equal single steps, prefill and ragged steps equal
+ * single steps (fp32 within 1e-5, int8 bit for bit), and damaged folders
+ * refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -143,6 +145,155 @@ static void test_batch(nf_engine *e, const char *what)
 	free(batch);
 }
 
+/* The token of position p in the prefill tests (deterministic, varied). */
+static int tok_at(int p, int salt, int vocab)
+{
+	return (int)((37u * (unsigned)p + 11u * (unsigned)salt + 1u) % (unsigned)vocab);
+}
+
+/* lg = logits after seq s consumed positions [p0, p0 + n) one step at a time. */
+static int singles(nf_engine *e, nf_seq *s, int p0, int n, int salt, float *lg)
+{
+	int vocab = nf_engine_config(e)->vocab_size;
+	for (int p = p0; p < p0 + n; p++) {
+		int t = tok_at(p, salt, vocab);
+		if (nf_engine_step(e, &s, &t, &p, 1, lg) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Whether a and b agree: bit for bit when exact, else within 1e-5 relative. */
+static int agree(const float *a, const float *b, size_t n, int exact, double *er)
+{
+	*er = rel_err(a, b, (int)n);
+	return exact ? memcmp(a, b, n * sizeof(float)) == 0 : *er < 1e-5;
+}
+
+/* Prefill of P tokens (one call, from position p0 after p0 single steps)
+ * then 3 decode steps equals P single steps then the same decode. */
+static void prefill_case(nf_engine *e, const char *what, int exact, int p0, int P)
+{
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size;
+	nf_seq *a = NULL, *b = NULL;
+	float *la = malloc(sizeof(float) * vocab), *lb = malloc(sizeof(float) * vocab);
+	int *toks = malloc(sizeof(int) * (size_t)P);
+	int err = !la || !lb || !toks || nf_seq_new(&a, e) || nf_seq_new(&b, e);
+	int same = 1, bitwise = 1;
+	double worst = 0, er;
+	for (int i = 0; i < P && !err; i++)
+		toks[i] = tok_at(p0 + i, 1, (int)vocab);
+	err = err || singles(e, a, 0, p0, 1, la) || singles(e, b, 0, p0, 1, lb);
+	err = err || singles(e, a, p0, P, 1, la) || nf_engine_prefill(e, b, toks, (size_t)P, p0, lb);
+	for (int d = 0; d <= 3 && !err; d++) {
+		same &= agree(lb, la, vocab, exact, &er);
+		bitwise &= memcmp(la, lb, vocab * sizeof(float)) == 0;
+		worst = fmax(worst, er);
+		if (d == 3)
+			break;
+		int pos = p0 + P + d, t = argmax(la, (int)vocab);
+		err = nf_engine_step(e, &a, &t, &pos, 1, la) || nf_engine_step(e, &b, &t, &pos, 1, lb);
+	}
+	ok(!err && same, "%s: prefill of %d tokens at position %d then 3 decode steps equals %d single steps (%s, rel err %.1e)",
+	   what, P, p0, P, bitwise ? "bit-identical" : "not bit-identical", worst);
+	nf_seq_free(a);
+	nf_seq_free(b);
+	free(la);
+	free(lb);
+	free(toks);
+}
+
+/* One ragged step of sequences with counts n[i] from positions p0[i] (each
+ * first advanced to p0[i] one step at a time) equals separate calls. */
+static void ragged_case(nf_engine *e, const char *what, int exact, int ns, const int *n, const int *p0)
+{
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size;
+	nf_seq *a[4] = {0}, *b[4] = {0};
+	float *la = malloc(sizeof(float) * vocab * 4), *lb = malloc(sizeof(float) * vocab * 4);
+	int *toks = malloc(sizeof(int) * 1024), err = !la || !lb || !toks, at = 0, total = 0;
+	char desc[128];
+	size_t dl = 0;
+	for (int i = 0; i < ns && !err; i++) {
+		err = nf_seq_new(&a[i], e) || nf_seq_new(&b[i], e) ||
+		      singles(e, a[i], 0, p0[i], 10 + i, lb) || singles(e, b[i], 0, p0[i], 10 + i, lb);
+		for (int k = 0; k < n[i]; k++)
+			toks[at++] = tok_at(p0[i] + k, 10 + i, (int)vocab);
+		/* separately: a prefill of the chunk */
+		err = err || nf_engine_prefill(e, a[i], toks + at - n[i], (size_t)n[i], p0[i],
+					       la + (size_t)i * vocab);
+		dl += (size_t)snprintf(desc + dl, sizeof desc - dl, "%s%d@%d", i ? " + " : "", n[i], p0[i]);
+		total += n[i];
+	}
+	err = err || nf_engine_step_ragged(e, b, toks, n, p0, (size_t)ns, lb);
+	double er = 0;
+	int same = !err && agree(lb, la, vocab * (size_t)ns, exact, &er);
+	/* and the caches: one more decode token each, batched */
+	if (same) {
+		int t[4], pos[4];
+		for (int i = 0; i < ns; i++)
+			t[i] = 5 + i, pos[i] = p0[i] + n[i];
+		err = nf_engine_step(e, a, t, pos, (size_t)ns, la) || nf_engine_step(e, b, t, pos, (size_t)ns, lb);
+		same = !err && agree(lb, la, vocab * (size_t)ns, exact, &er);
+	}
+	ok(same, "%s: ragged step [%s] (%d tokens) equals separate prefills, and so does the next decode (rel err %.1e)",
+	   what, desc, total, er);
+	for (int i = 0; i < ns; i++) {
+		nf_seq_free(a[i]);
+		nf_seq_free(b[i]);
+	}
+	free(la);
+	free(lb);
+	free(toks);
+}
+
+static void test_prefill(nf_engine *e, const char *what, int exact)
+{
+	static const int lens[] = {1, 2, 7, 64};
+	int max = nf_engine_config(e)->max_seq_len, vocab = nf_engine_config(e)->vocab_size;
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+		prefill_case(e, what, exact, 0, lens[i]);
+	prefill_case(e, what, exact, 5, 13);
+	prefill_case(e, what, exact, 0, 300); /* two passes of NF_FWD_PASS_TOKENS */
+	prefill_case(e, what, exact, max - 10, 7); /* decode up to the end of the context */
+	/* a decode token beside a 13-token prompt */
+	ragged_case(e, what, exact, 2, (int[]){1, 13}, (int[]){9, 0});
+	/* a sequence split across passes, and one whose chunk continues it */
+	ragged_case(e, what, exact, 3, (int[]){250, 20, 1}, (int[]){0, 30, 4});
+
+
+	nf_seq *s = NULL, *s2 = NULL;
+	float *lg = malloc(sizeof(float) * (size_t)vocab);
+	int toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	nf_seq_new(&s, e);
+	nf_seq_new(&s2, e);
+	ok(nf_engine_prefill(e, s, toks, 0, 0, lg) == NF_EINPUT, "%s: prefill of 0 tokens refused", what);
+	ok(nf_engine_prefill(e, s, toks, 8, max - 7, lg) == NF_EINPUT &&
+		   strstr(nf_error_last(), "max_seq_len"),
+	   "%s: pos0 + n > max_seq_len refused (%s)", what, nf_error_last());
+	ok(nf_engine_prefill(e, s, toks, 2, -1, lg) == NF_EINPUT, "%s: negative pos0 refused", what);
+	ok(nf_engine_prefill(e, s, toks, 2, 0x7fffffff, lg) == NF_EINPUT, "%s: pos0 near INT_MAX refused", what);
+	toks[3] = vocab;
+	ok(nf_engine_prefill(e, s, toks, 8, 0, lg) == NF_EINPUT, "%s: a token out of range refused", what);
+	toks[3] = 4;
+	ok(nf_engine_step_ragged(e, (nf_seq *[]){s, s2}, toks, (int[]){3, 0}, (int[]){0, 0}, 2, lg) == NF_EINPUT,
+	   "%s: a ragged sequence with 0 tokens refused", what);
+	ok(nf_engine_step_ragged(e, (nf_seq *[]){s, s}, toks, (int[]){3, 1}, (int[]){0, 3}, 2, lg) == NF_EINPUT,
+	   "%s: the same sequence twice in a ragged step refused", what);
+	ok(nf_engine_step_ragged(e, NULL, NULL, NULL, NULL, 0, NULL) == 0, "%s: an empty ragged step does nothing", what);
+	/* logits NULL: the cache is still written */
+	float *l1 = malloc(sizeof(float) * (size_t)vocab), *l2 = malloc(sizeof(float) * (size_t)vocab);
+	int p = 8, t = 9;
+	int rc = nf_engine_prefill(e, s, toks, 8, 0, NULL) | nf_engine_step(e, &s, &t, &p, 1, l1) |
+		 nf_engine_prefill(e, s2, toks, 8, 0, lg) | nf_engine_step(e, &s2, &t, &p, 1, l2);
+	ok(rc == 0 && memcmp(l1, l2, sizeof(float) * (size_t)vocab) == 0,
+	   "%s: prefill without logits writes the same cache", what);
+	free(l1);
+	free(l2);
+	free(lg);
+	nf_seq_free(s);
+	nf_seq_free(s2);
+}
+
 static void write_text(const char *path, const char *text)
 {
 	nf_fs_write_atomic(path, text, strlen(text), 0644);
@@ -211,6 +362,7 @@ int main(void)
 			ok(agree == STEPS && fr == STEPS, "fp32 %s: %d greedy tokens identical (%d, free %d)",
 			   fam[i]->name, STEPS, agree, fr);
 			test_batch(e, fam[i]->name);
+			test_prefill(e, fam[i]->name, 0);
 		}
 		int t = 1, p = m->cfg.max_seq_len;
 		nf_seq *s = NULL;
@@ -244,6 +396,9 @@ int main(void)
 			ok(agree >= STEPS * 9 / 10, "int8 %s: greedy tokens agree on >= 90%% of positions (%d/%d)",
 			   fam[i]->name, agree, STEPS);
 			ok(mean < 0.05, "int8 %s: mean logits rel err %.4f < 0.05", fam[i]->name, mean);
+			char what[64];
+			snprintf(what, sizeof what, "int8 %s", fam[i]->name);
+			test_prefill(e, what, 1);
 		}
 		test_batch(e, "int8");
 		nf_engine_free(e);
