@@ -33,6 +33,18 @@
 #define MHD_MEMORY_LIMIT (64u << 10) /* per connection: request line + headers must fit; past it 431/414 */
 #define POLL_MS 100 /* how often a waiting request checks that its client is still there */
 
+/* A connection parked (MHD_suspend_connection) on a job: the scheduler
+ * resumes it when its job has text or ends; the timer thread resumes every
+ * waiter each POLL_MS so that it can look whether its client left. */
+typedef struct waiter {
+	nf_server *srv;
+	nf_job *job;
+	struct MHD_Connection *c;
+	atomic_int kicked; /* set by the timer: check the client and the keep-alive */
+	int linked;        /* under srv->waiters_mu */
+	struct waiter *prev, *next;
+} waiter;
+
 /* One open TCP connection (MHD's socket_context), on the server's list so
  * that the reaper can close those that take too long to send a request. */
 typedef struct sock {
@@ -70,6 +82,11 @@ struct nf_server {
 	int have_reaper;
 	pthread_t reaper;
 	size_t n_reaped;       /* under socks_mu */
+	atomic_int stopping;   /* nf_server_free: nobody parks any more */
+	int max_connections;
+	int n_conns;           /* open connections; MHD's thread only */
+	pthread_mutex_t waiters_mu;
+	waiter *waiters;       /* under waiters_mu */
 };
 
 /* Per-request state (MHD's con_cls). */
@@ -81,18 +98,27 @@ typedef struct conn {
 	int answered;
 	char endpoint[32];
 	double t_start;
+	/* a non-streamed completion waiting for its job */
+	waiter w;          /* w.job set once submitted */
+	nf_sbuf text;
+	int chat;
+	char id[48];
 } conn;
 
 /* A streamed response's state (the content reader's cls). */
 typedef struct stream {
 	nf_server *srv;
 	nf_job *job;
+	waiter w;
 	nf_sbuf out;        /* formatted bytes not yet handed to MHD */
 	size_t out_off;
 	int finished;       /* job over and the final events formatted */
 	int chat;
 	int include_usage;
 	int sent_role;
+	nf_sbuf text;       /* reused: the text taken from the job at each wake */
+	char *pre, *post;   /* a content chunk is pre + JSON-escaped text + post (made once) */
+	size_t pre_len, post_len;
 	struct MHD_Connection *conn; /* the reader runs in its thread */
 	double t_sent;      /* last bytes handed to MHD */
 	char id[48];
@@ -100,6 +126,68 @@ typedef struct stream {
 	long long created;
 	double t_start;
 } stream;
+
+static int waiter_park(void *arg)
+{
+	waiter *w = arg;
+	if (atomic_load(&w->srv->stopping))
+		return 0;
+	MHD_suspend_connection(w->c);
+	return 1;
+}
+
+static void waiter_wake(void *arg)
+{
+	waiter *w = arg;
+	MHD_resume_connection(w->c);
+}
+
+static void waiter_link(nf_server *srv, waiter *w, nf_job *job, struct MHD_Connection *c)
+{
+	w->srv = srv;
+	w->job = job;
+	w->c = c;
+	atomic_init(&w->kicked, 0);
+	pthread_mutex_lock(&srv->waiters_mu);
+	w->prev = NULL;
+	w->next = srv->waiters;
+	if (srv->waiters)
+		srv->waiters->prev = w;
+	srv->waiters = w;
+	w->linked = 1;
+	pthread_mutex_unlock(&srv->waiters_mu);
+}
+
+static void waiter_unlink(waiter *w)
+{
+	nf_server *srv = w->srv;
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->waiters_mu);
+	if (w->linked) {
+		if (w->prev)
+			w->prev->next = w->next;
+		else
+			srv->waiters = w->next;
+		if (w->next)
+			w->next->prev = w->prev;
+		w->linked = 0;
+	}
+	pthread_mutex_unlock(&srv->waiters_mu);
+	if (w->job)
+		nf_job_unpark(w->job);
+}
+
+/* Resume every parked connection (timer and stop); each looks at its client. */
+static void waiters_kick(nf_server *srv)
+{
+	pthread_mutex_lock(&srv->waiters_mu);
+	for (waiter *w = srv->waiters; w; w = w->next) {
+		atomic_store(&w->kicked, 1);
+		nf_job_kick(w->job);
+	}
+	pthread_mutex_unlock(&srv->waiters_mu);
+}
 
 /* The client closed its end or the connection broke while we generate:
  * look at the socket without consuming a pipelined next request. */
@@ -253,33 +341,129 @@ static int stream_chunk(stream *st, const char *text, size_t len, const nf_job_r
 	return rc;
 }
 
+/* Split a content chunk, formatted once by jansson around a marker text,
+ * into what comes before and after the text: every later content chunk is
+ * then two memcpy and an escape, with no allocation once the buffer has grown. */
+static int stream_template(stream *st)
+{
+	static const char marker[] = "\"\\u0001\\u0002\\u0003\"";
+	nf_sbuf saved = st->out;
+	const char *choices, *at;
+	int rc;
+	nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
+	rc = stream_chunk(st, "\x01\x02\x03", 3, NULL);
+	if (rc < 0)
+		goto done;
+	choices = strstr(st->out.data, "\"choices\":");
+	at = choices ? strstr(choices, marker) : NULL;
+	if (!at) {
+		rc = nf_error_set(NF_EINPUT, "chunk template without its marker");
+		goto done;
+	}
+	st->pre_len = (size_t)(at - st->out.data) + 1;
+	st->post_len = st->out.len - st->pre_len - (sizeof marker - 3);
+	st->pre = malloc(st->pre_len + 1);
+	st->post = malloc(st->post_len + 1);
+	if (!st->pre || !st->post) {
+		rc = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	memcpy(st->pre, st->out.data, st->pre_len);
+	st->pre[st->pre_len] = '\0';
+	memcpy(st->post, at + sizeof marker - 2, st->post_len);
+	st->post[st->post_len] = '\0';
+	rc = 0;
+done:
+	nf_sbuf_release(&st->out);
+	st->out = saved;
+	return rc;
+}
+
+/* Append s[0..len) (valid UTF-8) escaped as the inside of a JSON string,
+ * as jansson's json_dumps does it (no JSON_ENSURE_ASCII, no JSON_ESCAPE_SLASH). */
+static int json_escape_add(nf_sbuf *b, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i = 0;
+	while (i < len) {
+		size_t j = i;
+		char e[6];
+		size_t el = 2;
+		unsigned char ch;
+		while (j < len && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\')
+			j++;
+		if (j > i && nf_sbuf_add(b, s + i, j - i) < 0)
+			return NF_EINPUT;
+		if (j == len)
+			break;
+		ch = (unsigned char)s[j];
+		e[0] = '\\';
+		switch (ch) {
+		case '"': e[1] = '"'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\b': e[1] = 'b'; break;
+		case '\f': e[1] = 'f'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default:
+			e[1] = 'u';
+			e[2] = '0';
+			e[3] = '0';
+			e[4] = hex[ch >> 4];
+			e[5] = hex[ch & 15];
+			el = 6;
+		}
+		if (nf_sbuf_add(b, e, el) < 0)
+			return NF_EINPUT;
+		i = j + 1;
+	}
+	return 0;
+}
+
+/* One content chunk from the template (see stream_template). */
+static int stream_content(stream *st, const char *text, size_t len)
+{
+	if (nf_sbuf_add(&st->out, st->pre, st->pre_len) < 0 || json_escape_add(&st->out, text, len) < 0 ||
+	    nf_sbuf_add(&st->out, st->post, st->post_len) < 0)
+		return nf_error_set(NF_ENOMEM, "stream buffer full");
+	return 0;
+}
+
+/* MHD's content reader, on the event-loop thread: never blocks.  Without
+ * text to send it parks the connection and returns 0; the scheduler resumes
+ * it at the next text (all the text ready then goes out as one chunk). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	stream *st = cls;
 	(void)pos;
 	while (st->out_off == st->out.len) {
-		nf_sbuf text;
-		int fin = 0;
+		nf_sbuf *text = &st->text;
+		int fin = 0, parked = 0;
 		if (st->finished)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		st->out.len = st->out_off = 0;
-		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
-		if (nf_job_next(st->job, &text, &fin, POLL_MS) < 0) {
-			nf_sbuf_release(&text);
-			return MHD_CONTENT_READER_END_WITH_ERROR;
+		text->len = 0;
+		if (atomic_exchange(&st->w.kicked, 0)) {
+			if (client_gone(st->conn))
+				return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
+			if (nf_sched_now() - st->t_sent >= KEEPALIVE_MS / 1000.0) {
+				nf_sbuf_adds(&st->out, ": keep-alive\n\n");
+				continue;
+			}
 		}
-		if (text.len && !fin && stream_chunk(st, text.data, text.len, NULL) < 0) {
-			nf_sbuf_release(&text);
+		if (nf_job_poll(st->job, text, &fin, &parked, waiter_park, waiter_wake, &st->w) < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		}
+		if (parked)
+			return 0;
+		if (text->len && !fin && stream_content(st, text->data, text->len) < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (fin) {
 			nf_job_result r;
 			nf_job_get_result(st->job, &r);
 			if (!strcmp(r.finish_reason, "stop") || !strcmp(r.finish_reason, "length")) {
-				if (stream_chunk(st, text.data, text.len, &r) < 0) {
-					nf_sbuf_release(&text);
+				if (stream_chunk(st, text->data, text->len, &r) < 0)
 					return MHD_CONTENT_READER_END_WITH_ERROR;
-				}
 			} else {
 				nf_sbuf_printf(&st->out, "data: {\"error\":{\"message\":\"generation %s\","
 					       "\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n",
@@ -287,15 +471,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			}
 			nf_sbuf_adds(&st->out, "data: [DONE]\n\n");
 			st->finished = 1;
-		} else if (!text.len) {
-			nf_sbuf_release(&text);
-			if (client_gone(st->conn))
-				return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
-			if (nf_sched_now() - st->t_sent >= KEEPALIVE_MS / 1000.0)
-				nf_sbuf_adds(&st->out, ": keep-alive\n\n");
-			continue;
+		} else if (!text->len) {
+			return MHD_CONTENT_READER_END_WITH_ERROR; /* could not park: the server stops */
 		}
-		nf_sbuf_release(&text);
 	}
 	st->t_sent = nf_sched_now();
 	{
@@ -311,6 +489,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	stream *st = cls;
+	waiter_unlink(&st->w);
 	if (!st->finished) {
 		nf_job_cancel(st->job); /* the client went away mid-stream */
 	}
@@ -318,7 +497,58 @@ static void stream_free(void *cls)
 		nf_metrics_observe(st->srv->metrics, NF_HIST_REQUEST, nf_sched_now() - st->t_start);
 	nf_job_release(st->job);
 	nf_sbuf_release(&st->out);
+	nf_sbuf_release(&st->text);
+	free(st->pre);
+	free(st->post);
 	free(st);
+}
+
+/* A non-streamed completion, called again each time its connection is
+ * resumed: take the text so far; park again, or answer once the job is over. */
+static enum MHD_Result answer_pending(struct MHD_Connection *c, nf_server *srv, conn *cn)
+{
+	const char *ep = cn->endpoint;
+	nf_job *job = cn->w.job;
+	nf_job_result res;
+	json_t *choice, *o, *t;
+	enum MHD_Result ret;
+	int fin = 0, parked = 0;
+	if (atomic_exchange(&cn->w.kicked, 0) && client_gone(c))
+		return MHD_NO; /* nobody to answer: on_completed cancels (499) */
+	/* park until the job is over, then take all its text */
+	if (nf_job_poll(job, NULL, &fin, &parked, waiter_park, waiter_wake, &cn->w) < 0)
+		return MHD_NO;
+	if (parked)
+		return MHD_YES;
+	if (fin && nf_job_poll(job, &cn->text, &fin, &parked, waiter_park, waiter_wake, &cn->w) < 0)
+		fin = 0;
+	waiter_unlink(&cn->w);
+	nf_job_get_result(job, &res);
+	if (!fin || (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length"))) {
+		if (!fin)
+			nf_job_cancel(job);
+		if (fin && !strcmp(res.finish_reason, "cancelled"))
+			ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down",
+				   "the server stopped before the completion finished");
+		else
+			ret = fail(c, srv, ep, 500, "server_error", NULL, "generation failed");
+		return ret;
+	}
+	t = json_stringn(cn->text.data ? cn->text.data : "", cn->text.len);
+	if (cn->chat)
+		choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
+				   "assistant", "content", t, "logprobs", "finish_reason",
+				   res.finish_reason);
+	else
+		choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", t, "logprobs",
+				   "finish_reason", res.finish_reason);
+	o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:s}", "id", cn->id, "object",
+		      cn->chat ? "chat.completion" : "text_completion", "created",
+		      (json_int_t)time(NULL), "model", srv->manifest->model_name, "choices", choice,
+		      "usage", usage_json(&res), "system_fingerprint", srv->profile->id);
+	if (srv->metrics)
+		nf_metrics_observe(srv->metrics, NF_HIST_REQUEST, nf_sched_now() - cn->t_start);
+	return send_json(c, srv, ep, 200, o);
 }
 
 static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn,
@@ -407,12 +637,21 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 		st->t_sent = nf_sched_now();
 		st->job = job;
 		job = NULL;
+		waiter_link(srv, &st->w, st->job, c);
 		nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
+		nf_sbuf_init(&st->text, MAX_RESPONSE_TEXT);
 		st->chat = chat;
 		st->include_usage = req->include_usage;
 		st->created = (long long)time(NULL);
 		st->t_start = cn->t_start;
 		memcpy(st->id, id, sizeof st->id);
+		st->sent_role = 1; /* the template's delta carries content only */
+		if (stream_template(st) < 0) {
+			stream_free(st);
+			ret = MHD_NO;
+			goto done;
+		}
+		st->sent_role = 0;
 		if (chat && stream_chunk(st, "", 0, NULL) < 0) { /* the role comes first */
 			stream_free(st);
 			ret = MHD_NO;
@@ -433,55 +672,13 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 			nf_metrics_request(srv->metrics, ep, 200);
 		goto done;
 	}
-	{
-		nf_sbuf text;
-		nf_job_result res;
-		int fin = 0, gone = 0;
-		json_t *choice, *o, *t;
-		nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
-		while (!fin) {
-			if (nf_job_next(job, &text, &fin, POLL_MS) < 0)
-				break;
-			if (!fin && client_gone(c)) {
-				gone = 1;
-				break;
-			}
-		}
-		if (gone) { /* nobody to answer: free the batch slot now, close */
-			nf_job_cancel(job);
-			nf_sbuf_release(&text);
-			if (srv->metrics)
-				nf_metrics_request(srv->metrics, ep, 499);
-			ret = MHD_NO;
-			goto done;
-		}
-		nf_job_get_result(job, &res);
-		if (!fin || (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length"))) {
-			nf_sbuf_release(&text);
-			if (!strcmp(res.finish_reason, "cancelled"))
-				ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down",
-					   "the server stopped before the completion finished");
-			else
-				ret = fail(c, srv, ep, 500, "server_error", NULL, "generation failed");
-			goto done;
-		}
-		t = json_stringn(text.data ? text.data : "", text.len);
-		nf_sbuf_release(&text);
-		if (chat)
-			choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
-					   "assistant", "content", t, "logprobs", "finish_reason",
-					   res.finish_reason);
-		else
-			choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", t, "logprobs",
-					   "finish_reason", res.finish_reason);
-		o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:s}", "id", id, "object",
-			      chat ? "chat.completion" : "text_completion", "created",
-			      (json_int_t)time(NULL), "model", srv->manifest->model_name, "choices", choice,
-			      "usage", usage_json(&res), "system_fingerprint", srv->profile->id);
-		if (srv->metrics)
-			nf_metrics_observe(srv->metrics, NF_HIST_REQUEST, nf_sched_now() - cn->t_start);
-		ret = send_json(c, srv, ep, 200, o);
-	}
+	/* not streamed: park the connection until the job ends (answer_pending) */
+	cn->chat = chat;
+	memcpy(cn->id, id, sizeof cn->id);
+	nf_sbuf_init(&cn->text, MAX_RESPONSE_TEXT);
+	waiter_link(srv, &cn->w, job, c);
+	job = NULL;
+	ret = answer_pending(c, srv, cn);
 done:
 	nf_job_release(job);
 	free(tokens);
@@ -560,11 +757,26 @@ static void sock_busy(nf_server *srv, struct MHD_Connection *c, int busy)
 	pthread_mutex_unlock(&srv->socks_mu);
 }
 
+/* Past --max-connections a new connection is accepted and closed at once
+ * (MHD's own limit in epoll mode would stop accepting instead, leaving
+ * clients waiting in the backlog). */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	nf_server *srv = cls;
+	(void)addr;
+	(void)addrlen;
+	return srv->n_conns < srv->max_connections ? MHD_YES : MHD_NO;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	nf_server *srv = cls;
 	sock *k;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		srv->n_conns++;
+	else
+		srv->n_conns--;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		k = calloc(1, sizeof *k);
@@ -599,7 +811,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	*socket_context = NULL;
 }
 
-/* The reaper: a connection that has not delivered a whole request within
+/* The timer thread: every POLL_MS it resumes the parked connections (each
+ * then looks whether its client is still there and whether a keep-alive is
+ * due), and it reaps.  A connection that has not delivered a whole request within
  * request_timeout seconds of opening (or of its previous response) is shut
  * down, so slow senders (slowloris, slow bodies) cannot hold every
  * connection slot; MHD's own idle timeout restarts at every byte.  The peer
@@ -612,7 +826,10 @@ static void *reaper_main(void *arg)
 	while (!srv->reaper_stop) {
 		struct timespec dl;
 		double now = nf_sched_now();
-		for (sock *k = srv->socks; k; k = k->next) {
+		pthread_mutex_unlock(&srv->socks_mu);
+		waiters_kick(srv);
+		pthread_mutex_lock(&srv->socks_mu);
+		for (sock *k = srv->socks; k && srv->request_timeout > 0; k = k->next) {
 			struct sockaddr_storage peer;
 			socklen_t len = sizeof peer;
 			if (k->busy || k->reaped || k->peer_len == 0 ||
@@ -626,7 +843,7 @@ static void *reaper_main(void *arg)
 			k->reaped = 1;
 		}
 		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_nsec += 250 * 1000 * 1000;
+		dl.tv_nsec += POLL_MS * 1000 * 1000;
 		if (dl.tv_nsec >= 1000000000L) {
 			dl.tv_sec++;
 			dl.tv_nsec -= 1000000000L;
@@ -690,6 +907,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		}
 		return MHD_YES;
 	}
+	if (cn->w.job && cn->w.linked)
+		return answer_pending(c, srv, cn); /* resumed */
 	if (cn->answered)
 		return MHD_YES;
 	cn->answered = 1;
@@ -733,6 +952,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	sock_busy(srv, c, 0);
 	if (!cn)
 		return;
+	if (cn->w.job) {
+		if (cn->w.linked) { /* closed before its answer: the client left (or the server stops) */
+			nf_job_cancel(cn->w.job);
+			if (srv->metrics)
+				nf_metrics_request(srv->metrics, cn->endpoint, 499);
+		}
+		waiter_unlink(&cn->w);
+		nf_job_release(cn->w.job);
+	}
+	nf_sbuf_release(&cn->text);
 	nf_sbuf_release(&cn->body);
 	free(cn);
 	*con_cls = NULL;
@@ -769,6 +998,8 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 	s->request_timeout = cfg->request_timeout;
 	pthread_mutex_init(&s->socks_mu, NULL);
 	pthread_cond_init(&s->socks_cv, NULL);
+	pthread_mutex_init(&s->waiters_mu, NULL);
+	atomic_init(&s->stopping, 0);
 	atomic_init(&s->ready, 0);
 	atomic_init(&s->quiesced, 0);
 	atomic_init(&s->inflight, 0);
@@ -786,14 +1017,17 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 		rc = nf_error_set(NF_EINPUT, "cannot resolve listen address %s port %d", cfg->host, cfg->port);
 		goto done;
 	}
-	flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+	/* One event-loop thread for every connection (epoll); a connection
+	 * waiting for its job is suspended, and resumed by the scheduler. */
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_USE_ITC | MHD_USE_ERROR_LOG;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+	s->max_connections = cfg->max_connections;
+	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, accept_policy, s, on_request, s,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections + 1,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY_LIMIT,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -804,13 +1038,11 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 				  cfg->host, cfg->port);
 		goto done;
 	}
-	if (s->request_timeout > 0) {
-		if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
-			rc = nf_error_set(NF_EENV, "cannot start the connection reaper thread");
-			goto done;
-		}
-		s->have_reaper = 1;
+	if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+		rc = nf_error_set(NF_EENV, "cannot start the connection timer thread");
+		goto done;
 	}
+	s->have_reaper = 1;
 	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : cfg->port;
 	*out = s;
@@ -889,6 +1121,10 @@ void nf_server_free(nf_server *s)
 {
 	if (!s)
 		return;
+	/* MHD must not stop with suspended connections: nobody parks from
+	 * now on, and every parked one is resumed (it then ends its response). */
+	atomic_store(&s->stopping, 1);
+	waiters_kick(s);
 	if (s->have_reaper) {
 		pthread_mutex_lock(&s->socks_mu);
 		s->reaper_stop = 1;
@@ -900,6 +1136,7 @@ void nf_server_free(nf_server *s)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->socks_mu);
 	pthread_cond_destroy(&s->socks_cv);
+	pthread_mutex_destroy(&s->waiters_mu);
 	free(s->metadata);
 	free(s->reason);
 	free(s);

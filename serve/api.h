@@ -1,6 +1,7 @@
 /*
- * api.h - the OpenAI-compatible HTTP server on libmicrohttpd (a thread per
- * connection; streamed responses block on their job, the scheduler feeds them).
+ * api.h - the OpenAI-compatible HTTP server on libmicrohttpd: one event-loop
+ * thread (epoll) for every connection; a connection waiting for its job is
+ * suspended and the scheduler resumes it when the job has text or ends.
  *
  *   POST /v1/completions, /v1/chat/completions   ("stream": true -> SSE, ends in [DONE])
  *   GET  /v1/models, /v1/health/live, /v1/health/ready, /v1/metrics, /v1/metadata

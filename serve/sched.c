@@ -26,6 +26,9 @@ struct nf_job {
 	int finished;      /* under mu */
 	nf_textstream text;/* under mu */
 	nf_job_result res; /* under mu once finished */
+	nf_job_wake_fn wake;/* under mu: the parked waiter (nf_job_poll) */
+	void *wake_arg;
+	int wake_at_end;   /* under mu: the waiter wants the end only */
 	char *stop[8];
 	size_t n_stop;
 	/* scheduler-thread only */
@@ -94,6 +97,18 @@ void nf_job_release(nf_job *j)
 	job_unref(j);
 }
 
+/* Under j->mu: the waiter may look again (text_only: there is new text,
+ * the job is not over). */
+static void job_signal(nf_job *j, int text_only)
+{
+	nf_job_wake_fn w = j->wake;
+	pthread_cond_broadcast(&j->cv);
+	if (w && !(text_only && j->wake_at_end)) {
+		j->wake = NULL;
+		w(j->wake_arg);
+	}
+}
+
 /* Scheduler side: the job is over. */
 static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 {
@@ -104,7 +119,7 @@ static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 		j->res.prompt_tokens = j->n_prompt;
 		j->res.completion_tokens = j->generated;
 	}
-	pthread_cond_broadcast(&j->cv);
+	job_signal(j, 0);
 	pthread_mutex_unlock(&j->mu);
 	if (s->metrics) {
 		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
@@ -140,7 +155,8 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 		j->res.ttft = now - j->t_arrival;
 	piece = nf_tokenizer_decode(tok, prev, token, &len);
 	hit = nf_textstream_push(&j->text, piece, len);
-	pthread_cond_broadcast(&j->cv);
+	if (hit != 0 || nf_textstream_ready(&j->text, 0) > 0)
+		job_signal(j, hit == 0);
 	pthread_mutex_unlock(&j->mu);
 	j->t_last = now;
 	if (hit != 0) {
@@ -466,6 +482,44 @@ int nf_job_next(nf_job *j, nf_sbuf *out, int *finished, int timeout_ms)
 	*finished = j->finished && j->text.released == j->text.len;
 	pthread_mutex_unlock(&j->mu);
 	return rc;
+}
+
+int nf_job_poll(nf_job *j, nf_sbuf *out, int *finished, int *parked, nf_job_park_fn park,
+		nf_job_wake_fn wake, void *arg)
+{
+	size_t n;
+	int rc = 0;
+	*parked = 0;
+	pthread_mutex_lock(&j->mu);
+	n = out ? nf_textstream_ready(&j->text, j->finished) : 0;
+	if (n) {
+		rc = nf_sbuf_add_utf8(out, j->text.buf + j->text.released, n);
+		j->text.released += n;
+	}
+	*finished = j->finished && (!out || j->text.released == j->text.len);
+	if (rc == 0 && !n && !j->finished && park(arg)) {
+		j->wake = wake;
+		j->wake_arg = arg;
+		j->wake_at_end = !out;
+		*parked = 1;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+void nf_job_kick(nf_job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	job_signal(j, 0);
+	pthread_mutex_unlock(&j->mu);
+}
+
+void nf_job_unpark(nf_job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	j->wake = NULL;
+	j->wake_arg = NULL;
+	pthread_mutex_unlock(&j->mu);
 }
 
 void nf_job_get_result(nf_job *j, nf_job_result *r)

@@ -62,6 +62,24 @@ size_t nf_sched_load(nf_sched *s);
 /* Wait up to timeout_ms for more text; append whatever may be sent now to
  * out.  *finished becomes 1 once the job is over and all its text appended. */
 int nf_job_next(nf_job *j, nf_sbuf *out, int *finished, int timeout_ms);
+/* Event-loop hand-off (nimserve's HTTP thread never blocks on a job):
+ * nf_job_poll appends the text that may be sent now, like nf_job_next
+ * without waiting.  When there is none and the job is not over, it calls
+ * park(arg) under the job's lock; if park returns 1 (the caller has parked
+ * its connection, e.g. MHD_suspend_connection) *parked becomes 1 and the
+ * job remembers wake: the scheduler calls wake(arg) exactly once, still under
+ * the job's lock, at the next text or when the job ends; nf_job_kick calls it
+ * at once.  park and wake must not call back into the job.  A job holds one
+ * parked waiter at a time.  out NULL: wait for the end only (no text is
+ * taken until the job is over; then call again with a buffer). */
+typedef int (*nf_job_park_fn)(void *arg);
+typedef void (*nf_job_wake_fn)(void *arg);
+int nf_job_poll(nf_job *j, nf_sbuf *out, int *finished, int *parked, nf_job_park_fn park,
+		nf_job_wake_fn wake, void *arg);
+/* Wake the parked waiter now, if any (timers: disconnect checks, keep-alives, stop). */
+void nf_job_kick(nf_job *j);
+/* Forget the parked waiter without waking it (its connection is gone). */
+void nf_job_unpark(nf_job *j);
 /* Only valid once finished. */
 void nf_job_get_result(nf_job *j, nf_job_result *r);
 /* The client went away: the scheduler drops the sequence at the next step. */
