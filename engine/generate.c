@@ -1,6 +1,7 @@
 /*
  * generate.c - the sampler (greedy at temperature 0, else temperature and
- * top-p with a seeded xorshift) and the single-sequence generation loop.
+ * top-p with a seeded xorshift) and the single-sequence generation loop
+ * (the prompt prefilled in one call, then one step per token).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine/generate.h"
@@ -167,14 +168,14 @@ int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_ge
 		goto done;
 	}
 	st.prompt_tokens = (int)ntoks;
-	int pos = 0, token = toks[0];
-	for (; pos < (int)ntoks - 1; pos++)
-		if ((err = nf_engine_step(e, &seq, &toks[pos], &pos, 1, logits)))
-			goto done;
-	/* pos = last prompt token; each step consumes `token` and samples the next */
+	/* the whole prompt in one pass over the weights; its logits predict
+	 * the token after the last prompt token */
+	int pos = (int)ntoks - 1, token = toks[pos];
+	if (p->max_tokens > 0 && (err = nf_engine_prefill(e, seq, toks, ntoks, 0, logits)))
+		goto done;
+	/* each later step consumes `token` at pos and samples the next */
 	while (st.generated_tokens < p->max_tokens && pos < c->max_seq_len) {
-		token = pos < (int)ntoks ? toks[pos] : token;
-		if ((err = nf_engine_step(e, &seq, &token, &pos, 1, logits)))
+		if (st.generated_tokens > 0 && (err = nf_engine_step(e, &seq, &token, &pos, 1, logits)))
 			goto done;
 		int next = nf_sampler_sample(&smp, logits);
 		if (st.generated_tokens == 0) {

@@ -1,7 +1,9 @@
 /*
  * test_generate.c - the sampler (greedy, seeded temperature, top-p) and
  * nf_generate on a stories260K fp32 engine: greedy from the empty prompt
- * gives the known sentence, max_tokens and the callback stop it.
+ * gives the known sentence, max_tokens and the callback stop it; the
+ * prompt, prefilled in one call, gives the same tokens as feeding it one
+ * step at a time.
  */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +98,92 @@ static void sampler_tests(void)
 	nf_sampler_release(NULL);
 }
 
+/* The tokens nf_generate should give: the prompt one step at a time (as
+ * before prefill), then sampling with p; stops as nf_generate does. */
+static int stepwise(nf_engine *e, const char *prompt, const nf_gen_params *p, int *out, int cap)
+{
+	const nf_model_config *c = nf_engine_config(e);
+	nf_sampler smp = {0};
+	nf_seq *s = NULL;
+	int *toks = NULL, n = -1;
+	size_t nt = 0;
+	float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
+	if (!lg || nf_sampler_init(&smp, c->vocab_size, p->temperature, p->top_p, p->seed) ||
+	    nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), true, false, &toks, &nt) ||
+	    nf_seq_new(&s, e))
+		goto done;
+	int pos = 0;
+	for (; pos < (int)nt; pos++)
+		if (nf_engine_step(e, &s, &toks[pos], &pos, 1, lg))
+			goto done;
+	n = 0;
+	while (n < p->max_tokens && n < cap) {
+		int next = nf_sampler_sample(&smp, lg);
+		if (p->stop_at_eos && (next == NF_TOKEN_EOS || next == NF_TOKEN_BOS))
+			break;
+		out[n++] = next;
+		if (pos >= c->max_seq_len)
+			break;
+		if (nf_engine_step(e, &s, &next, &pos, 1, lg)) {
+			n = -1;
+			break;
+		}
+		pos++;
+	}
+done:
+	nf_seq_free(s);
+	nf_sampler_release(&smp);
+	free(toks);
+	free(lg);
+	return n;
+}
+
+typedef struct tokens {
+	int t[256];
+	int n;
+} tokens;
+
+static int collect_tokens(void *user, int token, const char *piece, size_t len)
+{
+	tokens *t = user;
+	(void)piece;
+	(void)len;
+	if (t->n < 256)
+		t->t[t->n++] = token;
+	return 0;
+}
+
+static void test_prefill_equivalence(nf_engine *e)
+{
+	const char *prompt = "Once upon a time, there was a big dog named Max. Max liked to run in the "
+			     "park with his friend, a small cat. One day, the sun was hot and";
+	nf_gen_params p = {0};
+	p.max_tokens = 40;
+	p.top_p = 1.0f;
+	p.stop_at_eos = 1;
+	for (int sampled = 0; sampled < 2; sampled++) {
+		if (sampled) {
+			p.temperature = 0.9f;
+			p.top_p = 0.9f;
+			p.seed = 77;
+		}
+		int want[256];
+		tokens got = {0};
+		nf_gen_stats st = {0};
+		int n = stepwise(e, prompt, &p, want, 256);
+		int rc = nf_generate(e, prompt, strlen(prompt), &p, collect_tokens, &got, &st);
+		ok(rc == 0 && n > 0 && got.n == n && memcmp(got.t, want, sizeof(int) * (size_t)n) == 0,
+		   "%s: a %d-token prompt prefilled in one call gives the %d tokens of the one-step-at-a-time loop (got %d)",
+		   sampled ? "sampled" : "greedy", st.prompt_tokens, n, got.n);
+	}
+	tokens none = {0};
+	nf_gen_stats st = {0};
+	p.max_tokens = 0;
+	ok(nf_generate(e, prompt, strlen(prompt), &p, collect_tokens, &none, &st) == 0 && none.n == 0 &&
+		   st.generated_tokens == 0,
+	   "max_tokens 0 generates nothing");
+}
+
 int main(void)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared");
@@ -144,6 +232,8 @@ int main(void)
 	is_int(out2.count, 5, "callback stops generation after 5 tokens");
 	ok(st.prompt_tokens > 1, "prompt encoded to %d tokens", st.prompt_tokens);
 	ok(strncmp(out2.text, ",", 1) == 0, "greedy continuation of \"Once upon a time\" starts with ',' (%s)", out2.text);
+
+	test_prefill_equivalence(e);
 
 	/* sampling with a seed is reproducible */
 	sink a = {0}, b = {0};

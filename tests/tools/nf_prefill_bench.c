@@ -1,0 +1,126 @@
+/*
+ * nf_prefill_bench - time to first token of an engine folder: a prompt of
+ * P tokens run one token per step (as before prefill) and in one
+ * nf_engine_prefill call, each followed by the first logits:
+ *
+ *   nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R]
+ *       prints: stepwise_s=<x> prefill_s=<y> speedup=<x/y> prefill_tokens_per_s=<z>
+ *               same_logits=<0|1> kernel=<name> precision=<p> threads=<t>
+ *
+ * Build a synthetic ~110M engine with nf_decode_bench --synthetic DIR.
+ * Times are the best of R runs (default 3), each on a fresh sequence.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	if (!s[0] || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* Seconds to run the prompt through a fresh sequence, stepwise or in one call. */
+static int run(double *secs, nf_engine *e, const int *toks, int n, int prefill, float *logits)
+{
+	nf_seq *s = NULL;
+	int err;
+	if ((err = nf_seq_new(&s, e)))
+		return err;
+	double t0 = now_s();
+	if (prefill)
+		err = nf_engine_prefill(e, s, toks, (size_t)n, 0, logits);
+	else
+		for (int p = 0; p < n && !err; p++)
+			err = nf_engine_step(e, &s, &toks[p], &p, 1, logits);
+	*secs = now_s() - t0;
+	nf_seq_free(s);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL, *kernel = NULL;
+	int prompt = 200, threads = 0, runs = 3, err = 0;
+	nf_engine *e = NULL;
+	float *la = NULL, *lb = NULL;
+	int *toks = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+		if (strcmp(argv[i], "--prompt") == 0 && parse_int(v, 1, 1 << 20, &prompt) == 0)
+			i++;
+		else if (strcmp(argv[i], "--threads") == 0 && parse_int(v, 0, 1024, &threads) == 0)
+			i++;
+		else if (strcmp(argv[i], "--runs") == 0 && parse_int(v, 1, 100, &runs) == 0)
+			i++;
+		else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
+			kernel = argv[++i];
+		else if (argv[i][0] != '-' && !dir)
+			dir = argv[i];
+		else {
+			fprintf(stderr, "usage: nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R]\n");
+			return 2;
+		}
+	}
+	if (!dir) {
+		fprintf(stderr, "nf_prefill_bench: no engine folder given\n");
+		return 2;
+	}
+	if ((err = nf_engine_open(&e, dir, threads)) || (kernel && (err = nf_engine_set_kernel(e, kernel))))
+		goto done;
+	const nf_model_config *c = nf_engine_config(e);
+	if (prompt > c->max_seq_len)
+		prompt = c->max_seq_len;
+	la = malloc(sizeof(float) * (size_t)c->vocab_size);
+	lb = malloc(sizeof(float) * (size_t)c->vocab_size);
+	toks = malloc(sizeof(int) * (size_t)prompt);
+	if (!la || !lb || !toks) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	toks[0] = NF_TOKEN_BOS;
+	for (int i = 1; i < prompt; i++)
+		toks[i] = (int)((7919u * (unsigned)i + 13u) % (unsigned)c->vocab_size);
+	double warm, best_step = 1e30, best_pre = 1e30, t;
+	int wn = prompt < 8 ? prompt : 8;
+	if ((err = run(&warm, e, toks, wn, 0, la)) || (err = run(&warm, e, toks, wn, 1, la)))
+		goto done;
+	for (int r = 0; r < runs; r++) {
+		if ((err = run(&t, e, toks, prompt, 0, la)))
+			goto done;
+		best_step = t < best_step ? t : best_step;
+		if ((err = run(&t, e, toks, prompt, 1, lb)))
+			goto done;
+		best_pre = t < best_pre ? t : best_pre;
+	}
+	printf("prompt=%d stepwise_s=%.4f prefill_s=%.4f speedup=%.2f prefill_tokens_per_s=%.1f same_logits=%d kernel=%s precision=%s threads=%d\n",
+	       prompt, best_step, best_pre, best_step / best_pre, (double)prompt / best_pre,
+	       memcmp(la, lb, sizeof(float) * (size_t)c->vocab_size) == 0, nf_engine_kernel_name(e),
+	       nf_precision_name(nf_engine_precision(e)), nf_engine_threads(e));
+done:
+	free(la);
+	free(lb);
+	free(toks);
+	nf_engine_free(e);
+	if (err) {
+		fprintf(stderr, "nf_prefill_bench: %s\n", nf_error_last());
+		return nf_error_exit_status(err);
+	}
+	return 0;
+}
