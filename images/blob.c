@@ -36,6 +36,16 @@ int nf_oci_digest_check(const char *s)
 	return 0;
 }
 
+int nf_oci_digest_of(char out[NF_OCI_DIGEST_LEN + 1], const void *data, size_t len)
+{
+	char hex[NF_SHA256_HEX_LEN + 1];
+	int err = nf_sha256_hex(hex, data, len);
+	if (err)
+		return err;
+	snprintf(out, NF_OCI_DIGEST_LEN + 1, "sha256:%s", hex);
+	return 0;
+}
+
 int nf_oci_desc_set(nf_oci_desc *d, const char *media_type, const char *digest, uint64_t size)
 {
 	size_t n = strlen(media_type);
@@ -252,21 +262,19 @@ void nf_oci_blob_writer_free(nf_oci_blob_writer *w)
 int nf_oci_blob_put(nf_oci_desc *out, const char *layout_dir, const char *media_type,
 		    const void *data, size_t len)
 {
-	char hex[NF_SHA256_HEX_LEN + 1];
 	char digest[NF_OCI_DIGEST_LEN + 1];
 	nf_oci_blob_writer *w = NULL;
 	int err;
 
-	if ((err = nf_sha256_hex(hex, data, len)))
+	if ((err = nf_oci_digest_of(digest, data, len)))
 		return err;
-	snprintf(digest, sizeof(digest), "sha256:%s", hex);
 	if (nf_oci_blob_exists(layout_dir, digest))
 		return nf_oci_desc_set(out, media_type, digest, len);
 	if ((err = nf_oci_blob_writer_open(&w, layout_dir, false)))
 		goto done;
 	if ((err = nf_oci_blob_writer_write(w, data, len)))
 		goto done;
-	err = nf_oci_blob_writer_commit(out, w, media_type, hex);
+	err = nf_oci_blob_writer_commit(out, w, media_type, digest + 7);
 done:
 	nf_oci_blob_writer_free(w);
 	return err;

@@ -34,6 +34,9 @@ typedef struct nf_oci_desc {
 /* 0 when s is exactly "sha256:" + 64 lowercase hex; else NF_EINPUT (message names s). */
 int nf_oci_digest_check(const char *s);
 
+/* out = "sha256:" + the sha256 of the bytes. */
+int nf_oci_digest_of(char out[NF_OCI_DIGEST_LEN + 1], const void *data, size_t len);
+
 /* Fill d; media_type is truncated-refused (NF_EINPUT when too long), digest checked. */
 int nf_oci_desc_set(nf_oci_desc *d, const char *media_type, const char *digest, uint64_t size);
 

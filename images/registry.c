@@ -295,6 +295,28 @@ char *nf_reg_scope(const char *name, const char *actions, const char *from)
 	return nf_strdup_printf("repository:%s:%s", name, actions);
 }
 
+int nf_reg_repo_req(nf_reg_req *q, char **url, char **scope, const nf_reg_client *c,
+		    const char *method, const char *name, const char *actions, const char *from,
+		    const char *fmt, ...)
+{
+	char *rest = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&rest, fmt, ap) < 0)
+		rest = NULL;
+	va_end(ap);
+	*url = rest ? nf_reg_url(c, "/v2/%s/%s", name, rest) : NULL;
+	*scope = nf_reg_scope(name, actions, from);
+	free(rest);
+	if (!*url || !*scope)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	nf_reg_req_init(q, method, *url);
+	q->scope = *scope;
+	q->retry = true;
+	return 0;
+}
+
 void nf_reg_backoff(const nf_reg_client *c, int attempt, long retry_after)
 {
 	uint64_t ms = c->o.backoff_ms;
@@ -352,21 +374,7 @@ void nf_reg_req_init(nf_reg_req *r, const char *method, const char *url)
 	r->fd = -1;
 }
 
-void nf_reg_resp_release(nf_reg_resp *r)
-{
-	if (!r)
-		return;
-	free(r->body);
-	free(r->location);
-	free(r->digest);
-	free(r->ctype);
-	free(r->range);
-	free(r->www_auth);
-	free(r->oci_subject);
-	free(r->api_version);
-	memset(r, 0, sizeof(*r));
-}
-
+/* Free the answer's strings and forget the answer (request, limits and timing stay). */
 static void resp_reset(nf_reg_resp *r)
 {
 	free(r->body);
@@ -385,6 +393,24 @@ static void resp_reset(nf_reg_resp *r)
 	r->retry_after = -1;
 	r->content_length = -1;
 	r->header_bytes = 0;
+}
+
+void nf_reg_resp_release(nf_reg_resp *r)
+{
+	if (!r)
+		return;
+	resp_reset(r);
+	memset(r, 0, sizeof(*r));
+}
+
+int nf_reg_resp_take_body(char **out, size_t *len, nf_reg_resp *r)
+{
+	if (!r->body && !(r->body = calloc(1, 1)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	*out = r->body;
+	*len = r->len;
+	r->body = NULL;
+	return 0;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)

@@ -32,15 +32,9 @@ int nf_reg_blob_exists(bool *out, nf_reg_client *c, const char *name, const nf_o
 	*out = false;
 	if ((err = nf_oci_digest_check(d->digest)))
 		return err;
-	url = nf_reg_url(c, "/v2/%s/blobs/%s", name, d->digest);
-	scope = nf_reg_scope(name, "pull,push", NULL);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "HEAD", name, "pull,push", NULL, "blobs/%s",
+				   d->digest)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "HEAD", url);
-	q.scope = scope;
-	q.retry = true;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
 	if (r.status == 200) {
@@ -104,15 +98,9 @@ int nf_reg_blob_mount(bool *mounted, nf_reg_client *c, const char *name, const c
 	*mounted = false;
 	if ((err = nf_oci_digest_check(digest)))
 		return err;
-	url = nf_reg_url(c, "/v2/%s/blobs/uploads/?mount=sha256%%3A%s&from=%s", name, digest + 7, from);
-	scope = nf_reg_scope(name, "pull,push", from);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "POST", name, "pull,push", from,
+				   "blobs/uploads/?mount=sha256%%3A%s&from=%s", digest + 7, from)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "POST", url);
-	q.scope = scope;
-	q.retry = true;
 	q.max_resp = SMALL_BODY;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
@@ -448,14 +436,13 @@ done:
 
 int nf_reg_blob_upload_bytes(nf_reg_client *c, const char *name, const void *data, size_t len)
 {
-	char hex[NF_SHA256_HEX_LEN + 1], dg[NF_OCI_DIGEST_LEN + 1];
+	char dg[NF_OCI_DIGEST_LEN + 1];
 	nf_oci_desc d;
 	char *scope = NULL;
 	int err;
 
-	if ((err = nf_sha256_hex(hex, data, len)))
+	if ((err = nf_oci_digest_of(dg, data, len)))
 		return err;
-	snprintf(dg, sizeof(dg), "sha256:%s", hex);
 	if ((err = nf_oci_desc_set(&d, "application/octet-stream", dg, len)))
 		return err;
 	if (!(scope = nf_reg_scope(name, "pull,push", NULL)))
@@ -482,15 +469,9 @@ int nf_reg_blob_get(char **out, size_t *len, nf_reg_client *c, const char *name,
 	if (d->size > max)
 		return nf_error_set(NF_EINPUT, "blob %s is %llu bytes, more than the %zu we read", d->digest,
 				    (unsigned long long)d->size, max);
-	url = nf_reg_url(c, "/v2/%s/blobs/%s", name, d->digest);
-	scope = nf_reg_scope(name, "pull", NULL);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "GET", name, "pull", NULL, "blobs/%s",
+				   d->digest)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "GET", url);
-	q.scope = scope;
-	q.retry = true;
 	q.max_resp = (size_t)d->size;
 	q.foreign_redirect_ok = true;
 	if ((err = nf_reg_http(&r, c, &q)))
@@ -507,15 +488,8 @@ int nf_reg_blob_get(char **out, size_t *len, nf_reg_client *c, const char *name,
 		err = nf_error_set(NF_EINPUT, "registry %s: blob %s: its bytes hash to sha256:%.12s...: refused",
 				   c->host, d->digest, hex);
 	}
-	if (!err) {
-		if (!r.body && !(r.body = calloc(1, 1))) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-		} else {
-			*out = r.body;
-			*len = r.len;
-			r.body = NULL;
-		}
-	}
+	if (!err)
+		err = nf_reg_resp_take_body(out, len, &r);
 	nf_reg_resp_release(&r);
 done:
 	free(url);

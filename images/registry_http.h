@@ -94,5 +94,18 @@ void nf_reg_backoff(const nf_reg_client *c, int attempt, long retry_after);
 /* "repository:NAME:ACTIONS" scope strings. */
 char *nf_reg_scope(const char *name, const char *actions, const char *from);
 
+/*
+ * A retried request on repository `name`: *url = c->base + "/v2/NAME/" + the
+ * printf'd rest, *scope = nf_reg_scope(name, actions, from), and q initialised
+ * with method, *url, *scope and retry.  NF_ENOMEM when a string cannot be made.
+ * The caller frees *url and *scope, also on failure.
+ */
+int nf_reg_repo_req(nf_reg_req *q, char **url, char **scope, const nf_reg_client *c,
+		    const char *method, const char *name, const char *actions, const char *from,
+		    const char *fmt, ...) __attribute__((format(printf, 9, 10)));
+
+/* Move r's body (an empty NUL-terminated string when it had none) to *out, *len. */
+int nf_reg_resp_take_body(char **out, size_t *len, nf_reg_resp *r);
+
 
 #endif

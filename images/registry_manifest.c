@@ -46,7 +46,7 @@ int nf_reg_manifest_get(char **out, size_t *len, nf_oci_desc *desc, nf_reg_clien
 {
 	nf_reg_req q;
 	nf_reg_resp r;
-	char *url = NULL, *scope = NULL, hex[NF_SHA256_HEX_LEN + 1], dg[NF_OCI_DIGEST_LEN + 1];
+	char *url = NULL, *scope = NULL, dg[NF_OCI_DIGEST_LEN + 1];
 	char ct[NF_OCI_MEDIA_TYPE_MAX];
 	json_t *j = NULL;
 	json_error_t jerr;
@@ -58,16 +58,9 @@ int nf_reg_manifest_get(char **out, size_t *len, nf_oci_desc *desc, nf_reg_clien
 	memset(desc, 0, sizeof(*desc));
 	if (ref_is_digest(ref) && (err = nf_oci_digest_check(ref)))
 		return err;
-	url = nf_reg_url(c, "/v2/%s/manifests/%s", name, ref);
-	scope = nf_reg_scope(name, "pull", NULL);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "GET", name, "pull", NULL, "manifests/%s", ref)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "GET", url);
-	q.scope = scope;
 	q.accept = ACCEPT_MANIFESTS;
-	q.retry = true;
 	q.max_resp = NF_OCI_JSON_MAX;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
@@ -79,9 +72,8 @@ int nf_reg_manifest_get(char **out, size_t *len, nf_oci_desc *desc, nf_reg_clien
 		err = nf_reg_status_error(NF_ENET, &r, &q);
 		goto resp;
 	}
-	if ((err = nf_sha256_hex(hex, r.body ? r.body : "", r.len)))
+	if ((err = nf_oci_digest_of(dg, r.body ? r.body : "", r.len)))
 		goto resp;
-	snprintf(dg, sizeof(dg), "sha256:%s", hex);
 	if (ref_is_digest(ref) && strcmp(dg, ref)) {
 		err = nf_error_set(NF_EINPUT, "registry %s: manifest %s@%s: its bytes hash to %.19s...: refused",
 				   c->host, name, ref, dg);
@@ -128,13 +120,7 @@ int nf_reg_manifest_get(char **out, size_t *len, nf_oci_desc *desc, nf_reg_clien
 	}
 	if ((err = nf_oci_desc_set(desc, mt, dg, r.len)))
 		goto resp;
-	if (!r.body && !(r.body = calloc(1, 1))) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto resp;
-	}
-	*out = r.body;
-	*len = r.len;
-	r.body = NULL;
+	err = nf_reg_resp_take_body(out, len, &r);
 resp:
 	nf_reg_resp_release(&r);
 done:
@@ -154,16 +140,10 @@ int nf_reg_manifest_head(bool *exists, nf_oci_desc *desc, nf_reg_client *c, cons
 
 	*exists = false;
 	memset(desc, 0, sizeof(*desc));
-	url = nf_reg_url(c, "/v2/%s/manifests/%s", name, ref);
-	scope = nf_reg_scope(name, "pull,push", NULL);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "HEAD", name, "pull,push", NULL, "manifests/%s",
+				   ref)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "HEAD", url);
-	q.scope = scope;
 	q.accept = ACCEPT_MANIFESTS;
-	q.retry = true;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
 	if (r.status == 200) {
@@ -190,26 +170,19 @@ int nf_reg_manifest_put(bool *subject_ok, nf_reg_client *c, const char *name, co
 {
 	nf_reg_req q;
 	nf_reg_resp r;
-	char *url = NULL, *scope = NULL, hex[NF_SHA256_HEX_LEN + 1], dg[NF_OCI_DIGEST_LEN + 1];
+	char *url = NULL, *scope = NULL, dg[NF_OCI_DIGEST_LEN + 1];
 	int err;
 
 	if (subject_ok)
 		*subject_ok = false;
-	if ((err = nf_sha256_hex(hex, data, len)))
+	if ((err = nf_oci_digest_of(dg, data, len)))
 		return err;
-	snprintf(dg, sizeof(dg), "sha256:%s", hex);
-	url = nf_reg_url(c, "/v2/%s/manifests/%s", name, ref);
-	scope = nf_reg_scope(name, "pull,push", NULL);
-	if (!url || !scope) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "PUT", name, "pull,push", NULL, "manifests/%s",
+				   ref)))
 		goto done;
-	}
-	nf_reg_req_init(&q, "PUT", url);
-	q.scope = scope;
 	q.content_type = media_type;
 	q.body = data;
 	q.body_len = len;
-	q.retry = true;
 	q.max_resp = 64 * 1024;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
@@ -302,17 +275,14 @@ int nf_reg_referrers(json_t **out, bool *via_api, nf_reg_client *c, const char *
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
-	url = nf_reg_url(c, "/v2/%s/referrers/%s%s%s", name, subject, esc ? "?artifactType=" : "",
-			 esc ? esc : "");
-	scope = nf_reg_scope(name, "pull", NULL);
-	if (!list || !url || !scope) {
+	if ((err = nf_reg_repo_req(&q, &url, &scope, c, "GET", name, "pull", NULL, "referrers/%s%s%s",
+				   subject, esc ? "?artifactType=" : "", esc ? esc : "")))
+		goto done;
+	if (!list) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
-	nf_reg_req_init(&q, "GET", url);
-	q.scope = scope;
 	q.accept = NF_OCI_MT_INDEX;
-	q.retry = true;
 	q.max_resp = NF_OCI_JSON_MAX;
 	if ((err = nf_reg_http(&r, c, &q)))
 		goto done;
