@@ -4,8 +4,10 @@
  * nf_engine_prefill call, each followed by the first logits:
  *
  *   nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R]
+ *                    [--prefill-only]
  *       prints: stepwise_s=<x> prefill_s=<y> speedup=<x/y> prefill_tokens_per_s=<z>
  *               same_logits=<0|1> kernel=<name> precision=<p> threads=<t>
+ *   (--prefill-only: only the prefill is timed; stepwise_s is 0)
  *
  * Build a synthetic ~110M engine with nf_decode_bench --synthetic DIR.
  * Times are the best of R runs (default 3), each on a fresh sequence.
@@ -57,7 +59,7 @@ static int run(double *secs, nf_engine *e, const int *toks, int n, int prefill, 
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *kernel = NULL;
-	int prompt = 200, threads = 0, runs = 3, err = 0;
+	int prompt = 200, threads = 0, runs = 3, err = 0, only = 0;
 	nf_engine *e = NULL;
 	float *la = NULL, *lb = NULL;
 	int *toks = NULL;
@@ -69,12 +71,14 @@ int main(int argc, char **argv)
 			i++;
 		else if (strcmp(argv[i], "--runs") == 0 && parse_int(v, 1, 100, &runs) == 0)
 			i++;
+		else if (strcmp(argv[i], "--prefill-only") == 0)
+			only = 1;
 		else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
 			kernel = argv[++i];
 		else if (argv[i][0] != '-' && !dir)
 			dir = argv[i];
 		else {
-			fprintf(stderr, "usage: nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R]\n");
+			fprintf(stderr, "usage: nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R] [--prefill-only]\n");
 			return 2;
 		}
 	}
@@ -102,13 +106,17 @@ int main(int argc, char **argv)
 	if ((err = run(&warm, e, toks, wn, 0, la)) || (err = run(&warm, e, toks, wn, 1, la)))
 		goto done;
 	for (int r = 0; r < runs; r++) {
-		if ((err = run(&t, e, toks, prompt, 0, la)))
-			goto done;
-		best_step = t < best_step ? t : best_step;
+		if (!only) {
+			if ((err = run(&t, e, toks, prompt, 0, la)))
+				goto done;
+			best_step = t < best_step ? t : best_step;
+		}
 		if ((err = run(&t, e, toks, prompt, 1, lb)))
 			goto done;
 		best_pre = t < best_pre ? t : best_pre;
 	}
+	if (only) /* nothing to compare with */
+		best_step = 0, memcpy(la, lb, sizeof(float) * (size_t)c->vocab_size);
 	printf("prompt=%d stepwise_s=%.4f prefill_s=%.4f speedup=%.2f prefill_tokens_per_s=%.1f same_logits=%d kernel=%s precision=%s threads=%d\n",
 	       prompt, best_step, best_pre, best_step / best_pre, (double)prompt / best_pre,
 	       memcmp(la, lb, sizeof(float) * (size_t)c->vocab_size) == 0, nf_engine_kernel_name(e),

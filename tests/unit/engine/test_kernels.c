@@ -1,7 +1,8 @@
 /*
  * test_kernels.c - conformance: every op of every CPU kernel family this
  * machine runs, against the portable scalar float32 family (and the scalar
- * GEMMs against a double-precision sum).  Families the CPU lacks are skipped.
+ * GEMMs against a double-precision sum); a GEMM of many vectors equals one
+ * vector at a time bit for bit.  Families the CPU lacks are skipped.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -118,6 +119,62 @@ static void check_gemm(const nf_backend_ops *ops, const nf_backend_ops *ref)
 	}
 	ok(worst_f < 1e-5, "%s gemm_f32 matches scalar (rel err %.2e)", ops->name, worst_f);
 	ok(worst_q < 1e-6, "%s gemm_q8 matches scalar (rel err %.2e)", ops->name, worst_q);
+}
+
+/* A GEMM of n vectors gives each vector's result bit for bit as a GEMM of
+ * that vector alone (the multi-vector tiles of prefill change no sum), and
+ * matches scalar. */
+static void check_gemm_batch(const nf_backend_ops *ops, const nf_backend_ops *ref)
+{
+	enum { N = 11 };
+	int same_f = 1, same_q = 1;
+	double worst = 0;
+	for (size_t si = 0; si < NSHAPES; si++) {
+		int rows = shapes[si][0], cols = shapes[si][1];
+		size_t ldx = (size_t)cols + 5, ldy = (size_t)rows + 3;
+		size_t ldq = ((size_t)cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+		float *w = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
+		float *x = malloc(sizeof(float) * N * ldx);
+		float *yb = calloc(N * ldy, sizeof(float)), *y1 = calloc(N * ldy, sizeof(float));
+		float *yr = calloc(N * ldy, sizeof(float));
+		int8_t *wq = malloc((size_t)rows * (size_t)cols), *xq = calloc(N, ldq);
+		float *ws = malloc(sizeof(float) * (size_t)rows), xs[N];
+		int32_t *rs = malloc(sizeof(int32_t) * (size_t)rows);
+		fill(w, (size_t)rows * (size_t)cols, 0.1f);
+		fill(x, N * ldx, 1.0f);
+		nf_quant_int8_rows(wq, ws, w, (size_t)rows, (size_t)cols);
+		nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
+		for (size_t b = 0; b < N; b++)
+			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
+		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL};
+		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs};
+		for (size_t n = 1; n <= N; n++) {
+			int r0 = rows > 16 ? 16 : 0;
+			ops->gemm_f32(yb, ldy, &mf, x, ldx, n, 0, rows, 0);
+			ops->gemm_f32(yb, ldy, &mf, x, ldx, n, r0, rows, 1);
+			ref->gemm_f32(yr, ldy, &mf, x, ldx, n, 0, rows, 0);
+			ref->gemm_f32(yr, ldy, &mf, x, ldx, n, r0, rows, 1);
+			for (size_t b = 0; b < n; b++) {
+				ops->gemm_f32(y1 + b * ldy, ldy, &mf, x + b * ldx, ldx, 1, 0, rows, 0);
+				ops->gemm_f32(y1 + b * ldy, ldy, &mf, x + b * ldx, ldx, 1, r0, rows, 1);
+			}
+			same_f &= memcmp(yb, y1, sizeof(float) * n * ldy) == 0;
+			double e = rel_err(yb, yr, n * ldy);
+			worst = e > worst ? e : worst;
+			ops->gemm_q8(yb, ldy, &mq, xq, ldq, xs, n, 0, rows, 0);
+			ops->gemm_q8(yb, ldy, &mq, xq, ldq, xs, n, r0, rows, 1);
+			for (size_t b = 0; b < n; b++) {
+				ops->gemm_q8(y1 + b * ldy, ldy, &mq, xq + b * ldq, ldq, xs + b, 1, 0, rows, 0);
+				ops->gemm_q8(y1 + b * ldy, ldy, &mq, xq + b * ldq, ldq, xs + b, 1, r0, rows, 1);
+			}
+			same_q &= memcmp(yb, y1, sizeof(float) * n * ldy) == 0;
+		}
+		free(w), free(x), free(yb), free(y1), free(yr), free(wq), free(xq), free(ws), free(rs);
+	}
+	ok(same_f && worst < 1e-5,
+	   "%s gemm_f32 of 1..%d vectors equals one vector at a time bit for bit (and scalar, rel err %.1e)",
+	   ops->name, N, worst);
+	ok(same_q, "%s gemm_q8 of 1..%d vectors equals one vector at a time bit for bit", ops->name, N);
 }
 
 static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref)
@@ -248,6 +305,7 @@ int main(void)
 			continue;
 		}
 		check_gemm(fam[i], ref);
+		check_gemm_batch(fam[i], ref);
 		check_small_ops(fam[i], ref);
 		check_attention_sizes(fam[i], ref);
 		ok(nf_cpu_find(fam[i]->name) == fam[i], "%s found by name", fam[i]->name);
