@@ -44,16 +44,6 @@ static int errno_code(int e)
 	return e == ENOSPC || e == EACCES || e == EROFS || e == EDQUOT ? NF_EENV : NF_EIO;
 }
 
-/* fsync a folder so that a rename into it is durable. */
-static void fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-}
-
 int nf_cache_default_root(char **out)
 {
 	const char *v;
@@ -301,7 +291,7 @@ int nf_cache_writer_commit(char *out_hex, char **out_path, nf_cache_writer *w,
 	}
 	free(w->tmp_path);
 	w->tmp_path = NULL;
-	fsync_dir(w->c->blobs);
+	nf_fs_fsync_dir(w->c->blobs);
 	if (out_hex)
 		memcpy(out_hex, hex, sizeof(hex));
 	if (out_path) {
@@ -453,12 +443,19 @@ const char *nf_cache_stage_dir(const nf_cache_stage *s)
 	return s->tmp_dir;
 }
 
+static int fsync_tree(const char *path, int depth);
+
+/* ctx: the depth of the folder. */
+static int fsync_child(void *ctx, const char *path, const char *name)
+{
+	(void)name;
+	return fsync_tree(path, *(const int *)ctx + 1);
+}
+
 /* fsync every file and folder under path (depth first), then path itself. */
 static int fsync_tree(const char *path, int depth)
 {
 	struct stat st;
-	DIR *d = NULL;
-	struct dirent *de;
 	int err = 0, fd;
 
 	if (depth > 256)
@@ -468,23 +465,7 @@ static int fsync_tree(const char *path, int depth)
 	if (S_ISLNK(st.st_mode))
 		return 0;
 	if (S_ISDIR(st.st_mode)) {
-		d = opendir(path);
-		if (!d)
-			return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
-		while (!err && (de = readdir(d)) != NULL) {
-			char *child;
-			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-				continue;
-			child = nf_path_join(path, de->d_name);
-			if (!child) {
-				err = nf_error_set(NF_ENOMEM, "out of memory");
-				break;
-			}
-			err = fsync_tree(child, depth + 1);
-			free(child);
-		}
-		closedir(d);
-		if (err)
+		if ((err = nf_fs_each_child(path, fsync_child, &depth)))
 			return err;
 	} else if (!S_ISREG(st.st_mode)) {
 		return 0;
@@ -522,7 +503,7 @@ int nf_cache_stage_commit(char **out, nf_cache_stage *s)
 	} else {
 		free(s->tmp_dir);
 		s->tmp_dir = NULL;
-		fsync_dir(s->c->stages);
+		nf_fs_fsync_dir(s->c->stages);
 	}
 	if (out) {
 		*out = final;

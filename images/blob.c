@@ -82,16 +82,6 @@ bool nf_oci_blob_exists(const char *layout_dir, const char *digest)
 	return ok;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 0; /* best effort */
-	(void)fsync(fd);
-	close(fd);
-	return 0;
-}
-
 int nf_oci_blob_writer_open(nf_oci_blob_writer **out, const char *layout_dir, bool hash)
 {
 	nf_oci_blob_writer *w = NULL;
@@ -138,20 +128,10 @@ done:
 
 static int flush_buf(nf_oci_blob_writer *w)
 {
-	const unsigned char *p = w->buf;
-	size_t len = w->used;
-	while (len > 0) {
-		ssize_t n = write(w->fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", w->tmp_path,
-					    strerror(errno));
-		p += n;
-		len -= (size_t)n;
-	}
-	w->used = 0;
-	return 0;
+	int err = nf_fs_write_all(w->fd, w->buf, w->used, w->tmp_path);
+	if (!err)
+		w->used = 0;
+	return err;
 }
 
 int nf_oci_blob_writer_write(nf_oci_blob_writer *w, const void *data, size_t len)
@@ -238,7 +218,7 @@ int nf_oci_blob_writer_commit(nf_oci_desc *out, nf_oci_blob_writer *w, const cha
 	}
 	free(w->tmp_path);
 	w->tmp_path = NULL;
-	fsync_dir(w->dir);
+	nf_fs_fsync_dir(w->dir);
 done:
 	free(final);
 	return err;

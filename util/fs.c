@@ -118,20 +118,34 @@ int nf_atomic_open(nf_atomic_file *f, const char *path, int mode)
 	return 0;
 }
 
-int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len)
+int nf_fs_write_all(int fd, const void *data, size_t len, const char *name)
 {
 	const char *p = data;
 	while (len > 0) {
-		ssize_t n = write(f->fd, p, len);
+		ssize_t n = write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s",
-					    f->final_path, strerror(errno));
+			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", name,
+					    strerror(errno));
 		p += n;
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+void nf_fs_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len)
+{
+	return nf_fs_write_all(f->fd, data, len, f->final_path);
 }
 
 int nf_atomic_commit(nf_atomic_file *f)
@@ -204,30 +218,45 @@ int nf_fs_mkdir_p(const char *path, int mode)
 	return err;
 }
 
+int nf_fs_each_child(const char *dir, int (*fn)(void *ctx, const char *path, const char *name),
+		     void *ctx)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int err = 0;
+
+	if (!d)
+		return nf_error_set(NF_EIO, "%s: %s", dir, strerror(errno));
+	while (!err && (de = readdir(d)) != NULL) {
+		char *child;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		child = nf_path_join(dir, de->d_name);
+		if (!child) {
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+			break;
+		}
+		err = fn(ctx, child, de->d_name);
+		free(child);
+	}
+	closedir(d);
+	return err;
+}
+
+static int remove_child(void *ctx, const char *path, const char *name)
+{
+	(void)ctx;
+	(void)name;
+	return nf_fs_remove_tree(path);
+}
+
 int nf_fs_remove_tree(const char *path)
 {
 	struct stat st;
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
 	if (S_ISDIR(st.st_mode)) {
-		DIR *d = opendir(path);
-		struct dirent *de;
-		int err = 0;
-		if (!d)
-			return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
-		while (!err && (de = readdir(d)) != NULL) {
-			char *child;
-			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-				continue;
-			child = nf_path_join(path, de->d_name);
-			if (!child) {
-				err = nf_error_set(NF_ENOMEM, "out of memory");
-				break;
-			}
-			err = nf_fs_remove_tree(child);
-			free(child);
-		}
-		closedir(d);
+		int err = nf_fs_each_child(path, remove_child, NULL);
 		if (err)
 			return err;
 		if (rmdir(path) < 0)
@@ -300,12 +329,18 @@ done:
 	return err;
 }
 
+/* ctx: the destination folder. */
+static int copy_child(void *ctx, const char *path, const char *name)
+{
+	char *to = nf_path_join(ctx, name);
+	int err = to ? nf_fs_copy_tree(path, to) : nf_error_set(NF_ENOMEM, "out of memory");
+	free(to);
+	return err;
+}
+
 int nf_fs_copy_tree(const char *src, const char *dst)
 {
 	struct stat st;
-	DIR *d = NULL;
-	struct dirent *de;
-	int err = 0;
 
 	if (stat(src, &st) < 0)
 		return nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
@@ -313,19 +348,5 @@ int nf_fs_copy_tree(const char *src, const char *dst)
 		return nf_fs_copy_file(src, dst);
 	if (mkdir(dst, st.st_mode & 0777) < 0)
 		return nf_error_set(NF_EIO, "%s: mkdir: %s", dst, strerror(errno));
-	d = opendir(src);
-	if (!d)
-		return nf_error_set(NF_EIO, "%s: %s", src, strerror(errno));
-	while (!err && (de = readdir(d)) != NULL) {
-		char *from, *to;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		from = nf_path_join(src, de->d_name);
-		to = nf_path_join(dst, de->d_name);
-		err = from && to ? nf_fs_copy_tree(from, to) : nf_error_set(NF_ENOMEM, "out of memory");
-		free(from);
-		free(to);
-	}
-	closedir(d);
-	return err;
+	return nf_fs_each_child(src, copy_child, (void *)dst);
 }

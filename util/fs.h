@@ -35,6 +35,18 @@ int nf_atomic_commit(nf_atomic_file *f);
 /* close and unlink the temp file; frees f's strings.  Safe after a failed open. */
 void nf_atomic_abort(nf_atomic_file *f);
 
+/* write(2) all of data to fd (retries short writes and EINTR); errors name `name`
+ * (NF_EENV when the disk is full, else NF_EIO). */
+int nf_fs_write_all(int fd, const void *data, size_t len, const char *name);
+
+/* fsync a folder so that a rename into it is durable (best effort: errors ignored). */
+void nf_fs_fsync_dir(const char *path);
+
+/* Call fn(ctx, "DIR/NAME", NAME) for each entry of folder dir but "." and "..",
+ * in readdir order; stops at and returns the first error. */
+int nf_fs_each_child(const char *dir, int (*fn)(void *ctx, const char *path, const char *name),
+		     void *ctx);
+
 /* mkdir -p with mode for each created directory. */
 int nf_fs_mkdir_p(const char *path, int mode);
 
