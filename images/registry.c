@@ -413,6 +413,25 @@ int nf_reg_resp_take_body(char **out, size_t *len, nf_reg_resp *r)
 	return 0;
 }
 
+/* A header value of 1 to max_len characters that is a whole decimal number >= 0. */
+static bool header_number(long long *out, const char *v, size_t vl, size_t max_len)
+{
+	char tmp[32];
+	char *end = NULL;
+	long long s;
+
+	if (vl == 0 || vl > max_len || vl >= sizeof(tmp))
+		return false;
+	memcpy(tmp, v, vl);
+	tmp[vl] = '\0';
+	errno = 0;
+	s = strtoll(tmp, &end, 10);
+	if (errno || *end != '\0' || s < 0)
+		return false;
+	*out = s;
+	return true;
+}
+
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 {
 	nf_reg_resp *r = ud;
@@ -460,28 +479,13 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 	else if (HDR("Docker-Distribution-API-Version"))
 		slot = &r->api_version;
 	else if (HDR("Retry-After")) {
-		char tmp[16];
-		char *end = NULL;
-		long s;
-		if (vl > 0 && vl < sizeof(tmp)) {
-			memcpy(tmp, v, vl);
-			tmp[vl] = '\0';
-			errno = 0;
-			s = strtol(tmp, &end, 10);
-			if (!errno && *end == '\0' && s >= 0)
-				r->retry_after = s > 3600 ? 3600 : s;
-		}
+		long long s;
+		if (header_number(&s, v, vl, 15))
+			r->retry_after = s > 3600 ? 3600 : (long)s;
 	} else if (HDR("Content-Length")) {
-		char tmp[24];
-		char *end = NULL;
-		if (vl > 0 && vl < sizeof(tmp)) {
-			memcpy(tmp, v, vl);
-			tmp[vl] = '\0';
-			errno = 0;
-			long long s = strtoll(tmp, &end, 10);
-			if (!errno && *end == '\0' && s >= 0)
-				r->content_length = s;
-		}
+		long long s;
+		if (header_number(&s, v, vl, 23))
+			r->content_length = s;
 	}
 #undef HDR
 	if (slot) {
@@ -609,6 +613,13 @@ static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_r
 	body_src src = {q, 0};
 	bool has_body = q->fd >= 0 || q->body;
 	uint64_t blen = q->fd >= 0 ? q->fd_len : q->body_len;
+	const struct {
+		const char *name, *value;
+	} plain[] = {
+		{"Accept", q->accept},
+		{"Content-Type", q->content_type},
+		{"Content-Range", q->content_range},
+	};
 	int err = 0;
 
 	resp_reset(resp);
@@ -627,19 +638,11 @@ static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_r
 		}                                                      \
 		hl = t_;                                               \
 	} while (0)
-	if (q->accept) {
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		if (!plain[i].value)
+			continue;
 		free(hv);
-		hv = nf_strdup_printf("Accept: %s", q->accept);
-		ADDH(hv);
-	}
-	if (q->content_type) {
-		free(hv);
-		hv = nf_strdup_printf("Content-Type: %s", q->content_type);
-		ADDH(hv);
-	}
-	if (q->content_range) {
-		free(hv);
-		hv = nf_strdup_printf("Content-Range: %s", q->content_range);
+		hv = nf_strdup_printf("%s: %s", plain[i].name, plain[i].value);
 		ADDH(hv);
 	}
 	if (with_auth && c->auth_value) {
