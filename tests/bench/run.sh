@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then
 	NAMES=$*
 else
-	NAMES=$(printf '%s' "${BENCH:-decode serve package}" | tr ',' ' ')
+	NAMES=$(printf '%s' "${BENCH:-decode serve package push}" | tr ',' ' ')
 fi
 for name in $NAMES; do
 	if [ ! -f "tests/bench/bench_$name.sh" ]; then
