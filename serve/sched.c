@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/forward.h"
 #include "engine/generate.h"
 #include "serve/textstream.h"
 #include "util/checked.h"
@@ -59,8 +60,11 @@ struct nf_sched {
 	int stopping, draining;  /* under mu */
 	nf_job **active;         /* thread only */
 	float *logits;           /* (max_batch, vocab) */
+	/* one ragged step: b_seqs[k] consumes b_ntok[k] tokens from b_tokens
+	 * (flat, capacity max_batch + NF_FWD_PASS_TOKENS) at b_pos[k]..;
+	 * b_job[k] is its index in active */
 	nf_seq **b_seqs;
-	int *b_tokens, *b_pos;
+	int *b_tokens, *b_ntok, *b_pos, *b_job;
 };
 
 double nf_sched_now(void)
@@ -172,13 +176,53 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 	return 0;
 }
 
+/* Lay out one ragged step over active[0, n_active) (admission order): every
+ * decoding job feeds its one token, and the jobs still in their prompt share
+ * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens, at least one
+ * per step), first come first served, so a decode never waits for a
+ * prompt and a new prompt is prefilled in one or a few steps.  A prompt job
+ * left without budget sits this step out.  *nb: the sequences stepped. */
+static void build_step(nf_sched *s, size_t n_active, size_t *nb)
+{
+	int n_decode = 0, budget, nt = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < n_active; i++)
+		n_decode += s->active[i]->pos >= s->active[i]->n_prompt;
+	budget = NF_FWD_PASS_TOKENS - n_decode;
+	if (budget < 1)
+		budget = 1;
+	for (size_t i = 0; i < n_active; i++) {
+		nf_job *j = s->active[i];
+		int take;
+		if (j->pos >= j->n_prompt) {
+			s->b_tokens[nt] = j->next_token;
+			take = 1;
+		} else {
+			take = j->n_prompt - j->pos;
+			if (take > budget)
+				take = budget;
+			if (take == 0)
+				continue;
+			budget -= take;
+			memcpy(s->b_tokens + nt, j->tokens + j->pos, (size_t)take * sizeof *s->b_tokens);
+		}
+		s->b_seqs[k] = j->seq;
+		s->b_ntok[k] = take;
+		s->b_pos[k] = j->pos;
+		s->b_job[k] = (int)i;
+		nt += take;
+		k++;
+	}
+	*nb = k;
+}
+
 static void *sched_main(void *arg)
 {
 	nf_sched *s = arg;
 	int vocab = nf_engine_config(s->engine)->vocab_size;
 	size_t n_active = 0;
 	for (;;) {
-		size_t n = 0;
+		size_t n = 0, nb = 0;
 		int rc, stopping;
 		pthread_mutex_lock(&s->mu);
 		while (!s->stopping && !s->q_head && n_active == 0)
@@ -241,15 +285,11 @@ static void *sched_main(void *arg)
 			s->active[n++] = j;
 		}
 		n_active = n;
-		for (size_t i = 0; i < n_active; i++) {
-			nf_job *j = s->active[i];
-			s->b_seqs[i] = j->seq;
-			s->b_tokens[i] = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
-			s->b_pos[i] = j->pos;
-		}
-		if (n_active == 0)
+		build_step(s, n_active, &nb);
+		if (nb == 0)
 			goto gauges;
-		rc = nf_engine_step(s->engine, s->b_seqs, s->b_tokens, s->b_pos, n_active, s->logits);
+		rc = nf_engine_step_ragged(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos, nb,
+					   s->logits);
 		if (rc < 0) {
 			for (size_t i = 0; i < n_active; i++) {
 				job_finish(s, s->active[i], "error");
@@ -260,16 +300,18 @@ static void *sched_main(void *arg)
 		}
 		{
 			double now = nf_sched_now();
-			n = 0;
-			for (size_t i = 0; i < n_active; i++) {
-				nf_job *j = s->active[i];
+			for (size_t k = 0; k < nb; k++) {
+				nf_job *j = s->active[s->b_job[k]];
 				int over = 0;
-				if (j->pos < j->n_prompt - 1) {
-					j->pos++; /* still prefilling */
+				if (j->pos < j->n_prompt && j->pos + s->b_ntok[k] < j->n_prompt) {
+					j->pos += s->b_ntok[k]; /* a prompt chunk that is not the last */
 				} else {
-					float *lg = s->logits + i * (size_t)vocab;
-					int prev = s->b_tokens[i];
+					float *lg = s->logits + k * (size_t)vocab;
+					int prev;
 					int tok = nf_sampler_sample(&j->sampler, lg);
+					if (j->pos < j->n_prompt)
+						j->pos = j->n_prompt - 1; /* the prompt's last token was fed */
+					prev = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
 					if (tok < 0 || tok >= vocab) {
 						job_finish(s, j, "error");
 						over = 1;
@@ -277,11 +319,15 @@ static void *sched_main(void *arg)
 						over = job_token(s, j, tok, prev, now);
 					}
 				}
-				if (over)
+				if (over) {
 					job_unref(j);
-				else
-					s->active[n++] = j;
+					s->active[s->b_job[k]] = NULL;
+				}
 			}
+			n = 0;
+			for (size_t i = 0; i < n_active; i++)
+				if (s->active[i])
+					s->active[n++] = s->active[i];
 			n_active = n;
 		}
 	gauges:
@@ -322,9 +368,12 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->active = calloc(cap, sizeof *s->active);
 	s->logits = calloc(nl, sizeof *s->logits);
 	s->b_seqs = calloc((size_t)o->max_batch, sizeof *s->b_seqs);
-	s->b_tokens = calloc((size_t)o->max_batch, sizeof *s->b_tokens);
+	s->b_tokens = calloc((size_t)o->max_batch + NF_FWD_PASS_TOKENS, sizeof *s->b_tokens);
+	s->b_ntok = calloc((size_t)o->max_batch, sizeof *s->b_ntok);
 	s->b_pos = calloc((size_t)o->max_batch, sizeof *s->b_pos);
-	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_pos) {
+	s->b_job = calloc((size_t)o->max_batch, sizeof *s->b_job);
+	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_ntok || !s->b_pos ||
+	    !s->b_job) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -361,7 +410,9 @@ void nf_sched_free(nf_sched *s)
 	free(s->logits);
 	free(s->b_seqs);
 	free(s->b_tokens);
+	free(s->b_ntok);
 	free(s->b_pos);
+	free(s->b_job);
 	free(s);
 }
 

@@ -1,8 +1,11 @@
 /*
- * sched.h - the scheduler: one thread that advances every active sequence by
- * one token per nf_engine_step (iteration-level batching).  New requests wait
- * in a bounded queue and join the batch between steps; prompts are fed one
- * token per step, so a long prefill never stalls the others' decoding.
+ * sched.h - the scheduler: one thread that advances every active sequence
+ * per nf_engine_step_ragged (iteration-level batching).  New requests wait
+ * in a bounded queue and join the batch between steps.  Each step carries
+ * every decoding sequence's next token plus chunks of the prompts still to
+ * prefill, which share the rest of one 256-token forward pass first come
+ * first served: decoding never waits for a prefill, and a new prompt is
+ * prefilled in one or a few steps.
  *
  * A job is shared by the HTTP thread that submitted it and the scheduler; it
  * is reference-counted: submit gives the caller one reference, which the

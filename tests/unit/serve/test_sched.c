@@ -141,6 +141,55 @@ int main(void)
 		free(got);
 		nf_job_release(j);
 	}
+	{
+		/* long prompts (past one 256-token forward pass) join a running
+		 * batch: they are prefilled in chunks beside the decode tokens and
+		 * still equal nf_generate; the two share the per-step budget */
+		static acc want_run, want_long[2];
+		char *longp[2] = {NULL, NULL};
+		nf_gen_params gp_run = {120, 0.0f, 1.0f, 0, 1}, gp_long = {40, 0.0f, 1.0f, 0, 1};
+		nf_job *run, *lj[2] = {NULL, NULL};
+		nf_sbuf b;
+		int fin = 0;
+		for (int k = 0; k < 2; k++) {
+			nf_sbuf pb;
+			nf_sbuf_init(&pb, 1 << 16);
+			for (int r = 0; r < 40 - 12 * k; r++)
+				nf_sbuf_add(&pb, k ? "The dog ran to the big red ball. " : "Lily and Tom went to the park. ",
+					    k ? 33 : 31);
+			longp[k] = nf_sbuf_detach(&pb, NULL);
+		}
+		nf_generate(e, "Once upon", 9, &gp_run, collect, &want_run, NULL);
+		for (int k = 0; k < 2; k++)
+			nf_generate(e, longp[k], strlen(longp[k]), &gp_long, collect, &want_long[k], NULL);
+		run = submit(s, e, "Once upon", 120, NULL, 0, &rc);
+		nf_sbuf_init(&b, 1 << 20);
+		while (run && b.len == 0 && !fin) /* it is decoding */
+			if (nf_job_next(run, &b, &fin, 5000) < 0)
+				break;
+		for (int k = 0; k < 2; k++)
+			lj[k] = submit(s, e, longp[k], 40, NULL, 0, &rc);
+		for (int k = 0; k < 2; k++) {
+			nf_job_result r;
+			char *got = lj[k] ? finish(lj[k], &r) : NULL;
+			ok(lj[k] && r.prompt_tokens > 256, "long prompt %d has %d tokens (rc %d)", k,
+			   lj[k] ? r.prompt_tokens : 0, rc);
+			is_str(got, want_long[k].buf, "long prompt %d joining a running batch equals nf_generate", k);
+			free(got);
+			nf_job_release(lj[k]);
+			free(longp[k]);
+		}
+		{
+			nf_job_result r;
+			char *got = run ? finish(run, &r) : NULL;
+			if (got)
+				nf_sbuf_adds(&b, got);
+			is_str(b.len ? b.data : "", want_run.buf, "the running job, stepped beside the prefill, equals nf_generate");
+			free(got);
+			nf_sbuf_release(&b);
+			nf_job_release(run);
+		}
+	}
 	nf_sched_free(s);
 	s = NULL;
 
