@@ -1,31 +1,36 @@
 /*
  * pool.c - a small persistent thread pool: workers are created once (one
- * per CPU, optionally pinned), spin briefly on a generation counter for the next job (decode
- * issues a few hundred jobs per token) and then sleep on a condition
- * variable.  The caller runs as thread 0, so a one-thread pool has no workers.
- * NF_PIN_THREADS=1 pins worker i to CPU i.
+ * per CPU, optionally pinned) and wait for the next job on a generation
+ * counter: they spin for SPIN_NS (~50 us; a decode step issues a few hundred
+ * jobs back to back, so within and between steps they never sleep) and then
+ * sleep on a futex, so an idle engine (a server between requests) burns no
+ * core.  Posting a job costs one atomic load when nobody sleeps, and one
+ * FUTEX_WAKE when somebody does.  The caller runs as thread 0, so a
+ * one-thread pool has no workers.  NF_PIN_THREADS=1 pins worker i to CPU i.
  */
 #define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/cpu/cpu.h"
 #include "util/error.h"
 #include "util/banned.h"
 
-#define SPIN_ROUNDS 200000
+#define SPIN_NS 50000L /* how long an idle worker spins before it sleeps */
 
 struct nf_pool {
 	int n;                     /* threads including the caller */
 	pthread_t *th;             /* n - 1 workers */
 	int started;               /* workers actually created */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	/* job state: generation (24 bits) | chunk count (20) | next chunk (20).
 	 * A chunk is claimed by a CAS that also checks the generation, so a
 	 * worker that wakes late finds nothing to do and never touches a
@@ -34,7 +39,13 @@ struct nf_pool {
 	 * bumping `done` must not steal the line the others claim from. */
 	_Alignas(64) _Atomic uint64_t state;
 	_Alignas(64) _Atomic int done; /* chunks of the current job finished */
+	/* sleepers: workers in (or entering) futex_wait on wake_seq, which the
+	 * poster bumps before FUTEX_WAKE.  A worker reads wake_seq, counts
+	 * itself in sleepers, then re-checks the job state; the poster publishes
+	 * the state, then reads sleepers (all seq_cst): either the poster sees
+	 * the sleeper and wakes it, or the sleeper sees the new job. */
 	_Alignas(64) _Atomic int sleepers;
+	_Atomic uint32_t wake_seq;
 	_Atomic int stop;
 	nf_pool_chunk_fn fn;
 	void *ctx;
@@ -72,6 +83,40 @@ static void drain(nf_pool *p, uint32_t gen, int tid)
 	}
 }
 
+static long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val)
+{
+	/* returns at once if *addr != val; EINTR and spurious wake-ups are fine:
+	 * the caller loops */
+	(void)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr)
+{
+	(void)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Wake the sleeping workers, if any (after a new state or stop is stored). */
+static void wake_sleepers(nf_pool *p)
+{
+	if (atomic_load(&p->sleepers) > 0) {
+		atomic_fetch_add(&p->wake_seq, 1);
+		futex_wake_all(&p->wake_seq);
+	}
+}
+
+static int nothing_new(nf_pool *p, uint32_t seen, uint64_t *v)
+{
+	*v = atomic_load_explicit(&p->state, memory_order_acquire);
+	return ST_GEN(*v) == seen && !atomic_load_explicit(&p->stop, memory_order_acquire);
+}
+
 static void *worker_main(void *arg)
 {
 	worker_arg *wa = arg;
@@ -81,22 +126,24 @@ static void *worker_main(void *arg)
 	uint32_t seen = 0;
 	for (;;) {
 		uint64_t v;
+		long t0 = -1;
 		int spins = 0;
-		while (ST_GEN(v = atomic_load_explicit(&p->state, memory_order_acquire)) == seen &&
-		       !atomic_load_explicit(&p->stop, memory_order_acquire)) {
-			if (++spins < SPIN_ROUNDS) {
-				cpu_relax();
-				if ((spins & 1023) == 0)
-					sched_yield();
+		while (nothing_new(p, seen, &v)) {
+			cpu_relax();
+			if ((++spins & 63) != 0)
+				continue;
+			if (t0 < 0) {
+				t0 = now_ns();
 				continue;
 			}
-			pthread_mutex_lock(&p->mu);
+			if (now_ns() - t0 < SPIN_NS)
+				continue;
+			uint32_t w = atomic_load(&p->wake_seq);
 			atomic_fetch_add(&p->sleepers, 1);
-			while (ST_GEN(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
-				pthread_cond_wait(&p->cv, &p->mu);
+			if (ST_GEN(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
+				futex_wait(&p->wake_seq, w);
 			atomic_fetch_sub(&p->sleepers, 1);
-			pthread_mutex_unlock(&p->mu);
-			spins = 0;
+			t0 = -1; /* woken: spin again before the next sleep */
 		}
 		if (atomic_load_explicit(&p->stop, memory_order_acquire))
 			break;
@@ -137,8 +184,6 @@ int nf_pool_new(nf_pool **out, int threads)
 	const char *pv = getenv("NF_PIN_THREADS");
 	int pin_threads = pv && pv[0] == '1';
 	p->n = threads;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
 	if (threads > 1) {
 		p->th = calloc((size_t)threads - 1, sizeof *p->th);
 		if (!p->th) {
@@ -171,14 +216,10 @@ void nf_pool_free(nf_pool *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->mu);
 	atomic_store(&p->stop, 1);
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
+	wake_sleepers(p);
 	for (int i = 0; i < p->started; i++)
 		pthread_join(p->th[i], NULL);
-	pthread_cond_destroy(&p->cv);
-	pthread_mutex_destroy(&p->mu);
 	free(p->th);
 	free(p);
 }
@@ -203,13 +244,8 @@ void nf_pool_run_chunks(nf_pool *p, nf_pool_chunk_fn fn, void *ctx, int chunks)
 	p->fn = fn;
 	p->ctx = ctx;
 	atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->state, ((uint64_t)gen << 40) | ((uint64_t)chunks << 20),
-			      memory_order_release);
-	if (atomic_load(&p->sleepers) > 0) {
-		pthread_mutex_lock(&p->mu);
-		pthread_cond_broadcast(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-	}
+	atomic_store(&p->state, ((uint64_t)gen << 40) | ((uint64_t)chunks << 20)); /* seq_cst: see sleepers */
+	wake_sleepers(p);
 	drain(p, gen, 0);
 	int spins = 0;
 	while (atomic_load_explicit(&p->done, memory_order_acquire) < chunks) {
