@@ -178,8 +178,9 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 
 /* Lay out one ragged step over active[0, n_active) (admission order): every
  * decoding job feeds its one token, and the jobs still in their prompt share
- * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens, at least one
- * per step), first come first served, so a decode never waits for a
+ * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens; at most
+ * opts.prefill_chunk while anyone decodes; at least one per step), first
+ * come first served, so a decode never waits for a
  * prompt and a new prompt is prefilled in one or a few steps.  A prompt job
  * left without budget sits this step out.  *nb: the sequences stepped. */
 static void build_step(nf_sched *s, size_t n_active, size_t *nb)
@@ -189,6 +190,9 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 	for (size_t i = 0; i < n_active; i++)
 		n_decode += s->active[i]->pos >= s->active[i]->n_prompt;
 	budget = NF_FWD_PASS_TOKENS - n_decode;
+	/* While others decode, a big prompt chunk would stretch their step: cap it. */
+	if (n_decode > 0 && s->opts.prefill_chunk > 0 && budget > s->opts.prefill_chunk)
+		budget = s->opts.prefill_chunk;
 	if (budget < 1)
 		budget = 1;
 	for (size_t i = 0; i < n_active; i++) {

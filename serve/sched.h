@@ -25,6 +25,8 @@ typedef struct nf_sched_opts {
 	int max_batch;     /* sequences stepped together, >= 1 */
 	int max_queue;     /* requests waiting beyond the batch; past it submit fails */
 	int step_delay_us; /* extra sleep per step (tests and benches only), 0 = none */
+	int prefill_chunk; /* prompt tokens per step while others decode (bounds their
+			      inter-token latency); 0 = a whole forward pass */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

@@ -31,6 +31,7 @@
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
+	long prefill_chunk;
 	int list_profiles;
 	int health;
 } opts;
@@ -70,6 +71,7 @@ static void usage(FILE *f)
 		"  --request-timeout S    a connection must send a whole request within S s of opening or of\n"
 		"                         its previous response, else it is closed (NIM_REQUEST_TIMEOUT, 30; 0 = off)\n"
 		"  --drain-timeout S      on SIGTERM, wait this long for in-flight requests (NIM_DRAIN_TIMEOUT, 30)\n"
+		"  --prefill-chunk N      prompt tokens per step while others decode; 0 = 256 (NIM_PREFILL_CHUNK, 64)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -104,6 +106,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--drain-timeout", "NIM_DRAIN_TIMEOUT", "30", &o->drain_timeout, 0, 3600},
 		{"--request-timeout", "NIM_REQUEST_TIMEOUT", "30", &o->request_timeout, 0, 3600},
 		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
+		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "64", &o->prefill_chunk, 0, 4096},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
@@ -231,6 +234,7 @@ int main(int argc, char **argv)
 	so.max_batch = (int)o.max_batch;
 	so.max_queue = (int)o.max_queue;
 	so.step_delay_us = (int)o.step_delay_us;
+	so.prefill_chunk = (int)o.prefill_chunk;
 	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
 		goto done;
 	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)

@@ -165,7 +165,7 @@ grep -q "maximum context length is 512 tokens" "$W/err.json"
 okt $? "the message gives the context length"
 
 # a client that disconnects mid-stream is cancelled
-curl -sN --max-time 0.3 "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once","max_tokens":450,"stream":true}' >/dev/null 2>&1
+curl -sN --max-time 0.1 "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once","max_tokens":450,"stream":true}' >/dev/null 2>&1
 cancelled=0
 for _ in $(seq 1 50); do
 	curl -s "$U/v1/metrics" >"$W/m.txt"
