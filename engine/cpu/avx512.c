@@ -425,22 +425,9 @@ AVX512 static inline float dot_f32(const float *a, const float *b, size_t n)
 	return _mm512_reduce_add_ps(s);
 }
 
-/* y[0, n) += a * x[0, n) */
-AVX512 static inline void axpy_f32(float *y, float a, const float *x, size_t n)
-{
-	__m512 va = _mm512_set1_ps(a);
-	size_t i = 0;
-	for (; i + 16 <= n; i += 16)
-		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-	if (i < n) {
-		__mmask16 m = mask16((int)(n - i));
-		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
-								_mm512_maskz_loadu_ps(m, y + i)));
-	}
-}
-
-/* Position-major: each cached K and V row (kv_dim floats, contiguous) is read
- * once, in order, for all the heads [h0, h1); att holds (h1-h0, pos+1). */
+/* Scores position-major (each cached K row, kv_dim contiguous floats, read
+ * once, in order, for all the heads [h0, h1)), then the weighted sum of V
+ * head by head; att holds (h1-h0, pos+1). */
 AVX512 static void avx512_attention(float *out, const float *q, const float *kc, const float *vc,
 				    int pos, int h0, int h1, int n_heads, int n_kv_heads,
 				    int head_size, float *att)
@@ -455,16 +442,33 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 			att[(size_t)(h - h0) * np + t] =
 				dot_f32(q + (size_t)h * hs, k + (size_t)(h / group) * hs, hs) * scale;
 	}
+	/* out[h] = sum over t of att[h][t] * V[t][h]: each 64-float slice of
+	 * out stays in four registers over all t (the same FMAs in the same
+	 * order as an axpy per position, without the loads and stores of out) */
 	for (int h = h0; h < h1; h++) {
-		avx512_softmax(att + (size_t)(h - h0) * np, (int)np);
-		for (size_t i = 0; i < hs; i++)
-			out[(size_t)h * hs + i] = 0.0f;
-	}
-	for (size_t t = 0; t < np; t++) {
-		const float *v = vc + t * kv_dim;
-		for (int h = h0; h < h1; h++)
-			axpy_f32(out + (size_t)h * hs, att[(size_t)(h - h0) * np + t],
-				 v + (size_t)(h / group) * hs, hs);
+		float *a = att + (size_t)(h - h0) * np;
+		avx512_softmax(a, (int)np);
+		for (size_t i = 0; i < hs; i += 64) {
+			__mmask16 m[4];
+			__m512 acc[4];
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++) {
+				size_t o = i + (size_t)j * 16;
+				m[j] = o < hs ? mask16((int)(hs - o)) : 0;
+				acc[j] = _mm512_setzero_ps();
+			}
+			const float *v = vc + (size_t)(h / group) * hs + i;
+			for (size_t t = 0; t < np; t++, v += kv_dim) {
+				__m512 at = _mm512_set1_ps(a[t]);
+#pragma GCC unroll 4
+				for (int j = 0; j < 4; j++)
+					acc[j] = _mm512_fmadd_ps(at, _mm512_maskz_loadu_ps(m[j], v + j * 16),
+								 acc[j]);
+			}
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++)
+				_mm512_mask_storeu_ps(out + (size_t)h * hs + i + (size_t)j * 16, m[j], acc[j]);
+		}
 	}
 }
 
