@@ -15,7 +15,6 @@
 #include "factory/digest.h"
 #include "factory/fetch.h"
 #include "factory/gates.h"
-#include "factory/manifest.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
 #include "factory/report.h"
@@ -295,12 +294,10 @@ static int write_json_file(const char *dir, const char *name, json_t *j)
 	return err;
 }
 
-/* Engines, model manifest and plan into the output being assembled. */
-static int write_outputs(build_ctx *b, int gates_passed)
+/* Engines, measured tactics and the model manifest into the output being assembled. */
+static int write_outputs(build_ctx *b)
 {
 	char *engines = nf_path_join(b->out_tmp, "engines"), *path = NULL, *yaml = NULL;
-	const char *prefs[NF_PREC_COUNT];
-	json_t *plan = NULL;
 	size_t len;
 	int err = engines ? nf_fs_mkdir_p(engines, 0755) : nf_error_set(NF_ENOMEM, "out of memory");
 
@@ -321,34 +318,12 @@ static int write_outputs(build_ctx *b, int gates_passed)
 		free(report);
 	}
 	free(tactics);
-	for (size_t i = 0; i < b->recipe->serving.n_precision_preference; i++)
-		prefs[i] = nf_precision_name(b->recipe->serving.precision_preference[i]);
-	static const char *const templates[] = {"plain", "llama2", "chatml"};
-	nf_manifest_info info = {
-		.model_name = b->recipe->model.name,
-		.model_family = "llama",
-		.model_version = b->recipe->model.version,
-		.recipe_digest = b->plan->recipe_digest,
-		.chat_template = templates[b->recipe->serving.chat_template],
-		.precision_preference = prefs,
-		.n_precision_preference = b->recipe->serving.n_precision_preference,
-		.tp_preference = b->recipe->serving.tensor_parallel_preference,
-		.n_tp_preference = b->recipe->serving.n_tensor_parallel_preference,
-		.engine_prefix = "engines",
-	};
 	if (!err)
-		err = nf_manifest_render(&yaml, &len, &info, b->plan->profiles, b->plan->n_profiles);
+		err = nf_package_render_manifest(&yaml, &len, b->recipe, b->plan, NULL);
 	if (!err && !(path = nf_path_join(b->out_tmp, "model_manifest.yaml")))
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)
 		err = nf_fs_write_atomic(path, yaml, len, 0644);
-	if (!err)
-		err = nf_plan_to_json(&plan, b->plan);
-	if (!err) {
-		json_object_set_new(plan, "verdict", json_string(gates_passed ? "passed" : "failed"));
-		err = write_json_file(b->out_tmp, "plan.json", plan);
-	}
-	json_decref(plan);
 	free(engines);
 	free(path);
 	free(yaml);
@@ -476,15 +451,15 @@ int nf_build_run(const nf_build_opts *o)
 		nf_report_print_table(stderr, &b.results);
 	err = nf_report_write(b.out_tmp, &b.results, &meta);
 	if (!err)
-		err = write_outputs(&b, !gate_failed);
+		err = write_outputs(&b);
 	if (!err && !gate_failed)
 		err = stage_package(&b);
-	if (!err && !gate_failed) {
-		/* plan.json again, now with the package stage's key and time. */
+	if (!err) {
+		/* Last, so it holds every stage's key and time, package included. */
 		json_t *plan = NULL;
 		err = nf_plan_to_json(&plan, b.plan);
 		if (!err) {
-			json_object_set_new(plan, "verdict", json_string("passed"));
+			json_object_set_new(plan, "verdict", json_string(gate_failed ? "failed" : "passed"));
 			err = write_json_file(b.out_tmp, "plan.json", plan);
 		}
 		json_decref(plan);

@@ -242,29 +242,27 @@ static int add_manifest_layer(nf_oci_image *img, const char *oci, const nf_packa
 	return err;
 }
 
-/* The model manifest of a subset of the profiles (all when device is NULL). */
-static int render_manifest(char **yaml, size_t *len, const nf_package_opts *o, const char *device)
+int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, const nf_plan *plan,
+			       const char *device)
 {
-	const nf_recipe *r = o->recipe;
 	const char *prefs[NF_PREC_COUNT];
-	static const char *const templates[] = {"plain", "llama2", "chatml"};
-	nf_profile *subset = calloc(o->plan->n_profiles, sizeof(*subset));
+	nf_profile *subset = calloc(plan->n_profiles, sizeof(*subset));
 	size_t n = 0;
 	int err;
 
 	if (!subset)
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	for (size_t i = 0; i < o->plan->n_profiles; i++)
-		if (!device || !strcmp(o->plan->profiles[i].device, device))
-			subset[n++] = o->plan->profiles[i]; /* shallow: strings stay owned by the plan */
+	for (size_t i = 0; i < plan->n_profiles; i++)
+		if (!device || !strcmp(plan->profiles[i].device, device))
+			subset[n++] = plan->profiles[i]; /* shallow: strings stay owned by the plan */
 	for (size_t i = 0; i < r->serving.n_precision_preference; i++)
 		prefs[i] = nf_precision_name(r->serving.precision_preference[i]);
 	nf_manifest_info info = {
 		.model_name = r->model.name,
 		.model_family = "llama",
 		.model_version = r->model.version,
-		.recipe_digest = o->plan->recipe_digest,
-		.chat_template = templates[r->serving.chat_template],
+		.recipe_digest = plan->recipe_digest,
+		.chat_template = nf_chat_template_name(r->serving.chat_template),
 		.precision_preference = prefs,
 		.n_precision_preference = r->serving.n_precision_preference,
 		.tp_preference = r->serving.tensor_parallel_preference,
@@ -333,7 +331,7 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 		ids_len += NF_SHA256_HEX_LEN;
 	}
 	if (!err)
-		err = render_manifest(&yaml, &yaml_len, o, device);
+		err = nf_package_render_manifest(&yaml, &yaml_len, o->recipe, o->plan, device);
 	if (!err)
 		err = add_manifest_layer(img, oci, o, epoch, yaml, yaml_len);
 	if (err)

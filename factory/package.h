@@ -28,6 +28,11 @@ typedef struct nf_package_opts {
 	nf_log *log;
 } nf_package_opts;
 
+/* model_manifest.yaml for the profiles of `device` (all when NULL), as the
+ * image carries it and OUT keeps it.  Caller frees *yaml. */
+int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, const nf_plan *plan,
+			       const char *device);
+
 /* Write OUT/oci; key gets the hex digest of what the tag points at. */
 int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1]);
 
