@@ -232,7 +232,7 @@ wait $CPIDS
 n429=$(cat "$W"/q.[0-9] | grep -c 429)
 n200=$(cat "$W"/q.[0-9] | grep -c 200)
 okt $([ "$n429" -ge 1 ] && [ "$n200" -ge 2 ] && echo 0 || echo 1) "queue bound: $n200 served, $n429 refused with 429"
-grep -qi '^Retry-After: 1' $(grep -l 429 "$W"/q.h.[0-9] | head -1)
+grep -qi '^Retry-After: 1' $(grep -l '^HTTP/1\.[01] 429' "$W"/q.h.[0-9] | head -1)
 okt $? "429 carries Retry-After"
 stop_server "$SMALL"
 is "$?" 0 "second server: SIGTERM exit 0"
