@@ -4,7 +4,8 @@
  * backend supplies one table per kernel family (engine/cpu/), a CUDA backend
  * would supply another.  Optional slots may be NULL.
  *
- * Shapes: a matrix W is (rows, cols) row-major, y = W x.  Batched kernels
+ * Shapes: a matrix W is (rows, cols), y = W x; row-major or tiled
+ * (engine/layout.h).  Batched kernels
  * take n activation vectors at stride ldx and write outputs at stride ldy;
  * they compute only output rows [r0, r1) so a thread pool can split rows.
  */
@@ -19,7 +20,14 @@
 /* Padding of int8 activation rows (bytes): kernels may read this far. */
 #define NF_BK_QPAD 64
 
-/* A weight matrix as the kernels see it (borrowed pointers). */
+/* How a matrix's elements are laid out (engine/layout.h). */
+typedef enum nf_bk_layout {
+	NF_BK_ROWS,  /* row-major */
+	NF_BK_TILE8, /* blocks of 8 rows stored by 64-byte column chunks */
+} nf_bk_layout;
+
+/* A weight matrix as the kernels see it (borrowed pointers).  Every kernel
+ * reads both layouts. */
 typedef struct nf_bk_matrix {
 	nf_quant_kind kind;
 	int rows, cols;
@@ -27,6 +35,7 @@ typedef struct nf_bk_matrix {
 	const int8_t *q8;      /* (rows, cols) when kind == NF_QUANT_INT8_ROW */
 	const float *scale;    /* (rows) per-output-channel scales */
 	const int32_t *rowsum; /* (rows) sum of q8 over each row (for u8 x s8 dot products) */
+	nf_bk_layout layout;   /* NF_BK_ROWS unless tiled (nf_bk_tile_in_place) */
 } nf_bk_matrix;
 
 typedef struct nf_backend_ops {

@@ -509,11 +509,25 @@ static void copy_weights(nf_engine *e)
 		if (b > a)
 			(void)madvise((void *)a, b - a, MADV_DONTNEED);
 	}
-	(void)mprotect(m, maplen, PROT_READ);
-	e->wmap = m;
+	e->wmap = m; /* writable until nf_engine_open has tiled it */
 	e->wmap_len = maplen;
 	e->wlo = lo;
 	e->wcopy = base;
+}
+
+/* Tile the copied weights for the kernels (engine/layout.h) unless
+ * NF_WEIGHTS_TILE=0, then make the copy read-only.  The file mapping
+ * (NF_WEIGHTS_COPY=0) stays row-major. */
+static int tile_weights(nf_engine *e)
+{
+	const char *env = getenv("NF_WEIGHTS_TILE");
+	int err = 0;
+	if (!e->wmap)
+		return 0;
+	if (!(env && env[0] == '0'))
+		err = nf_fwd_weights_tile(&e->w, &e->cfg);
+	(void)mprotect(e->wmap, e->wmap_len, PROT_READ);
+	return err;
 }
 
 static int map_weights(nf_engine *e, const char *path)
@@ -588,7 +602,7 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 	copy_weights(e);
 	if ((err = map_weights(e, wpath)) ||
 	    (err = nf_tokenizer_load(&e->tok, tpath, e->cfg.vocab_size)) ||
-	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) ||
+	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) || (err = tile_weights(e)) ||
 	    (err = nf_fwd_new(&e->fwd, &e->cfg, &e->w, nf_cpu_best(), threads)) ||
 	    (err = nf_tactics_apply(e->fwd, tacpath)))
 		goto done;

@@ -61,7 +61,9 @@ typedef struct nf_engine nf_engine;
 
 /* Open an engine folder; threads 0 = all cores.  Validates everything it maps.
  * The weights are copied into anonymous memory on 2 MiB transparent huge
- * pages (faster decode; NF_WEIGHTS_COPY=0 keeps them in the file mapping). */
+ * pages (faster decode; NF_WEIGHTS_COPY=0 keeps them in the file mapping)
+ * and there laid out in 8-row tiles (engine/layout.h; NF_WEIGHTS_TILE=0
+ * keeps them row-major).  Every layout gives bit-identical results. */
 int nf_engine_open(nf_engine **out, const char *dir, int threads);
 void nf_engine_free(nf_engine *e); /* NULL is fine */
 

@@ -10,9 +10,11 @@
 #include "engine/forward.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/layout.h"
 #include "engine/quant.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -139,6 +141,29 @@ int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg)
 			w->cls.rowsum = w->emb.rowsum;
 	}
 done:
+	free(mats);
+	return err;
+}
+
+int nf_fwd_weights_tile(nf_fwd_weights *w, const nf_model_config *cfg)
+{
+	nf_bk_matrix **mats = NULL;
+	size_t n, max;
+	int err = 0;
+	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
+	    !(mats = calloc(max, sizeof *mats)))
+		return nf_error_set(NF_ENOMEM, "forward: out of memory");
+	n = all_matrices(mats, w, cfg);
+	for (size_t i = 0; i < n && !err; i++) {
+		nf_bk_matrix *m = mats[i];
+		/* the caller owns this memory writable (nf_fwd_weights_tile's contract) */
+		void *data = m->kind == NF_QUANT_INT8_ROW ? (void *)(uintptr_t)m->q8
+							   : (void *)(uintptr_t)m->f32;
+		err = nf_bk_tile_in_place(m, data);
+	}
+	/* a shared classifier is the embedding's memory, tiled once above */
+	if (w->cls.q8 == w->emb.q8 && w->cls.f32 == w->emb.f32)
+		w->cls.layout = w->emb.layout;
 	free(mats);
 	return err;
 }
@@ -492,11 +517,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 	/* embeddings and the RoPE angles of each sequence's position */
 	for (size_t b = 0; b < n; b++) {
 		size_t tok = (size_t)tokens[b];
-		if (w->emb.kind == NF_QUANT_INT8_ROW)
-			nf_quant_int8_dequant_row(f->x + b * dim, w->emb.q8 + tok * dim,
-						  w->emb.scale[tok], dim);
-		else
-			memcpy(f->x + b * dim, w->emb.f32 + tok * dim, dim * sizeof(float));
+		nf_bk_row_f32(f->x + b * dim, &w->emb, tok);
 		float *cs = f->cs + b * hs;
 		for (size_t i = 0; i < hs; i += 2) {
 			float freq = 1.0f / powf(c->rope_theta, (float)i / (float)hs);

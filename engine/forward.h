@@ -34,6 +34,10 @@ typedef struct nf_fwd_weights {
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m);
 /* Compute rowsums for every int8 matrix (allocates w->rowsums). */
 int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg);
+/* Re-lay every matrix that can be tiled as NF_BK_TILE8 (engine/layout.h),
+ * in place: the caller owns the weights' memory writable (engine.c's copy).
+ * Call after nf_fwd_weights_prepare. */
+int nf_fwd_weights_tile(nf_fwd_weights *w, const nf_model_config *cfg);
 void nf_fwd_weights_release(nf_fwd_weights *w);
 /* Bytes of weights one decode step reads. */
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);

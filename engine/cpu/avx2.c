@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/layout.h"
 #include "util/banned.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -38,10 +39,14 @@ static inline void store(float *out, float v, int accumulate)
 	*out = accumulate ? *out + v : v;
 }
 
-/* Dot products of 4 rows (stride cols) with x. */
-AVX2 static void dot4_f32(float out[4], const float *w, size_t cols, const float *x)
+/* Element c of a row whose chunks of 16 floats are cs apart (layout.h). */
+#define AT16(p, c) ((p) + (c) / 16 * cs + (c) % 16)
+
+/* Dot products of 4 rows (rs elements apart, chunks cs apart) with x. */
+AVX2 static void dot4_f32(float out[4], const float *w, size_t rs, size_t cs, size_t cols,
+			  const float *x)
 {
-	const float *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
+	const float *w0 = w, *w1 = w + rs, *w2 = w + 2 * rs, *w3 = w + 3 * rs;
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 	size_t c = 0;
@@ -50,75 +55,76 @@ AVX2 static void dot4_f32(float out[4], const float *w, size_t cols, const float
 	for (; c + 32 <= cols; c += 32) {
 		__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
 		__m256 x2 = _mm256_loadu_ps(x + c + 16), x3 = _mm256_loadu_ps(x + c + 24);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
-		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c + 8), x1, b0);
-		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c + 8), x1, b1);
-		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c + 8), x1, b2);
-		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c + 8), x1, b3);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c + 16), x2, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c + 16), x2, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c + 16), x2, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c + 16), x2, a3);
-		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c + 24), x3, b0);
-		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c + 24), x3, b1);
-		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c + 24), x3, b2);
-		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c + 24), x3, b3);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c)), x0, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c)), x0, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c)), x0, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c)), x0, a3);
+		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 8)), x1, b0);
+		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 8)), x1, b1);
+		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 8)), x1, b2);
+		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 8)), x1, b3);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 16)), x2, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 16)), x2, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 16)), x2, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 16)), x2, a3);
+		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 24)), x3, b0);
+		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 24)), x3, b1);
+		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 24)), x3, b2);
+		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 24)), x3, b3);
 	}
 	for (; c + 16 <= cols; c += 16) {
 		__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
-		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c + 8), x1, b0);
-		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c + 8), x1, b1);
-		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c + 8), x1, b2);
-		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c + 8), x1, b3);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c)), x0, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c)), x0, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c)), x0, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c)), x0, a3);
+		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 8)), x1, b0);
+		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 8)), x1, b1);
+		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 8)), x1, b2);
+		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 8)), x1, b3);
 	}
 	for (; c + 8 <= cols; c += 8) {
 		__m256 x0 = _mm256_loadu_ps(x + c);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c)), x0, a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c)), x0, a1);
+		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c)), x0, a2);
+		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c)), x0, a3);
 	}
 	out[0] = hsum8(_mm256_add_ps(a0, b0));
 	out[1] = hsum8(_mm256_add_ps(a1, b1));
 	out[2] = hsum8(_mm256_add_ps(a2, b2));
 	out[3] = hsum8(_mm256_add_ps(a3, b3));
 	for (; c < cols; c++) {
-		out[0] += w0[c] * x[c];
-		out[1] += w1[c] * x[c];
-		out[2] += w2[c] * x[c];
-		out[3] += w3[c] * x[c];
+		out[0] += *AT16(w0, c) * x[c];
+		out[1] += *AT16(w1, c) * x[c];
+		out[2] += *AT16(w2, c) * x[c];
+		out[3] += *AT16(w3, c) * x[c];
 	}
 }
 
-AVX2 static float dot1_f32(const float *w, size_t cols, const float *x)
+/* One row (chunks cs apart; cs = 16 is a plain contiguous row). */
+AVX2 static float dot1_f32(const float *w, size_t cs, size_t cols, const float *x)
 {
 	__m256 a = _mm256_setzero_ps();
 	size_t c = 0;
 	for (; c + 8 <= cols; c += 8)
-		a = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a);
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w, c)), _mm256_loadu_ps(x + c), a);
 	float s = hsum8(a);
 	for (; c < cols; c++)
-		s += w[c] * x[c];
+		s += *AT16(w, c) * x[c];
 	return s;
 }
 
 AVX2 static void avx2_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			       size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
 	int r = r0;
 	for (; r + 4 <= r1; r += 4) {
-		const float *wr = w->f32 + (size_t)r * cols;
+		const float *wr = w->f32 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
 			float d[4];
-			dot4_f32(d, wr, cols, x + b * ldx);
+			dot4_f32(d, wr, rs, cs, cols, x + b * ldx);
 			float *o = y + b * ldy + (size_t)r;
 			for (int i = 0; i < 4; i++)
 				store(o + i, d[i], accumulate);
@@ -127,7 +133,8 @@ AVX2 static void avx2_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, cons
 	for (; r < r1; r++)
 		for (size_t b = 0; b < n; b++)
 			store(y + b * ldy + (size_t)r,
-			      dot1_f32(w->f32 + (size_t)r * cols, cols, x + b * ldx), accumulate);
+			      dot1_f32(w->f32 + nf_bk_index(w, (size_t)r, 0), cs, cols, x + b * ldx),
+			      accumulate);
 }
 
 /* x.w for int8 vectors: maddubs(|x|, sign(w, x)) pairs, widened to int32. */
@@ -137,54 +144,58 @@ AVX2 static inline __m256i dp8(__m256i acc, __m256i ax, __m256i xv, __m256i wv, 
 	return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
 }
 
-AVX2 static void dot4_q8(int32_t out[4], const int8_t *w, size_t cols, const int8_t *x)
+/* Element c of a row whose chunks of 64 int8 are cs apart (layout.h). */
+#define AT64(p, c) ((p) + (c) / 64 * cs + (c) % 64)
+
+AVX2 static void dot4_q8(int32_t out[4], const int8_t *w, size_t rs, size_t cs, size_t cols,
+			 const int8_t *x)
 {
-	const int8_t *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
+	const int8_t *w0 = w, *w1 = w + rs, *w2 = w + 2 * rs, *w3 = w + 3 * rs;
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
 	size_t c = 0;
 	for (; c + 32 <= cols; c += 32) {
 		__m256i xv = _mm256_loadu_si256((const __m256i *)(x + c));
 		__m256i ax = _mm256_abs_epi8(xv);
-		a0 = dp8(a0, ax, xv, _mm256_loadu_si256((const __m256i *)(w0 + c)), ones);
-		a1 = dp8(a1, ax, xv, _mm256_loadu_si256((const __m256i *)(w1 + c)), ones);
-		a2 = dp8(a2, ax, xv, _mm256_loadu_si256((const __m256i *)(w2 + c)), ones);
-		a3 = dp8(a3, ax, xv, _mm256_loadu_si256((const __m256i *)(w3 + c)), ones);
+		a0 = dp8(a0, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w0, c)), ones);
+		a1 = dp8(a1, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w1, c)), ones);
+		a2 = dp8(a2, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w2, c)), ones);
+		a3 = dp8(a3, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w3, c)), ones);
 	}
 	out[0] = hsum8i(a0);
 	out[1] = hsum8i(a1);
 	out[2] = hsum8i(a2);
 	out[3] = hsum8i(a3);
 	for (; c < cols; c++) {
-		out[0] += (int32_t)w0[c] * x[c];
-		out[1] += (int32_t)w1[c] * x[c];
-		out[2] += (int32_t)w2[c] * x[c];
-		out[3] += (int32_t)w3[c] * x[c];
+		out[0] += (int32_t)*AT64(w0, c) * x[c];
+		out[1] += (int32_t)*AT64(w1, c) * x[c];
+		out[2] += (int32_t)*AT64(w2, c) * x[c];
+		out[3] += (int32_t)*AT64(w3, c) * x[c];
 	}
 }
 
 AVX2 static void avx2_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			      size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
 	int r = r0;
 	for (; r + 4 <= r1; r += 4) {
-		const int8_t *wr = w->q8 + (size_t)r * cols;
+		const int8_t *wr = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
 			int32_t d[4];
-			dot4_q8(d, wr, cols, xq + b * ldx);
+			dot4_q8(d, wr, rs, cs, cols, xq + b * ldx);
 			float *o = y + b * ldy + (size_t)r;
 			for (int i = 0; i < 4; i++)
 				store(o + i, (float)d[i] * w->scale[r + i] * xs[b], accumulate);
 		}
 	}
 	for (; r < r1; r++) {
-		const int8_t *wr = w->q8 + (size_t)r * cols;
+		const int8_t *wr = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
 			const int8_t *xb = xq + b * ldx;
 			int32_t acc = 0;
 			for (size_t c = 0; c < cols; c++)
-				acc += (int32_t)wr[c] * xb[c];
+				acc += (int32_t)*AT64(wr, c) * xb[c];
 			store(y + b * ldy + (size_t)r, (float)acc * w->scale[r] * xs[b], accumulate);
 		}
 	}
@@ -302,7 +313,7 @@ AVX2 static void avx2_attention(float *out, const float *q, const float *kc, con
 		const float *k = kc + t * kv_dim;
 		for (int h = h0; h < h1; h++)
 			att[(size_t)(h - h0) * np + t] =
-				dot1_f32(q + (size_t)h * hs, hs, k + (size_t)(h / group) * hs) * scale;
+				dot1_f32(q + (size_t)h * hs, 16 /* contiguous */, hs, k + (size_t)(h / group) * hs) * scale;
 	}
 	for (int h = h0; h < h1; h++) {
 		avx2_softmax(att + (size_t)(h - h0) * np, (int)np);

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/layout.h"
 #include "util/banned.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
@@ -30,6 +31,14 @@ static inline void store(float *out, float v, int accumulate)
 	*out = accumulate ? *out + v : v;
 }
 
+/* How far ahead (bytes) the GEMV kernels prefetch a tiled matrix, which
+ * they read as one sequential stream: 2 KiB ahead, non-temporal (the
+ * weights are read once per step and should not evict the KV cache), the
+ * int8 kernel measured ~30% faster than with the hardware prefetchers
+ * alone (docs/benchmarks.md); on row-major matrices software prefetch
+ * measured slower, so they get none. */
+#define TILE_PREFETCH 2048
+
 /* The 8 sums of a0..a7 as one vector (fold-and-hadd tree). */
 AVX512 static inline __m256 hsum8x16_ps(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
 					__m512 a5, __m512 a6, __m512 a7)
@@ -44,11 +53,12 @@ AVX512 static inline __m256 hsum8x16_ps(__m512 a0, __m512 a1, __m512 a2, __m512 
 			     _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
-/* Dot products of 8 rows (stride cols) with x: one 64-byte load per row per
- * step, as the int8 kernel (eight cache lines in flight), tail-free when
- * cols is a multiple of 16. */
-AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float *w, size_t cols,
-								    const float *x)
+/* Dot products of 8 rows (rs floats apart, 16-float chunks cs apart:
+ * layout.h) with x: one 64-byte load per row per step, as the int8 kernel,
+ * tail-free when cols is a multiple of 16. */
+AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float *w, size_t rs,
+								    size_t cs, size_t cols,
+								    const float *x, int tiled)
 {
 	__m512 a[8];
 #pragma GCC unroll 8
@@ -57,16 +67,21 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
 	size_t full = cols & ~(size_t)15;
 	for (size_t c = 0; c < full; c += 16) {
 		__m512 xv = _mm512_loadu_ps(x + c);
+		const float *wc = w + c / 16 * cs;
 #pragma GCC unroll 8
-		for (int i = 0; i < 8; i++)
-			a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(w + (size_t)i * cols + c), xv, a[i]);
+		for (int i = 0; i < 8; i++) {
+			if (tiled)
+				_mm_prefetch((const char *)(wc + (size_t)i * 16) + TILE_PREFETCH, _MM_HINT_NTA);
+			a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(wc + (size_t)i * rs), xv, a[i]);
+		}
 	}
 	if (full < cols) {
 		__mmask16 m = mask16((int)(cols - full));
 		__m512 xv = _mm512_maskz_loadu_ps(m, x + full);
+		const float *wc = w + full / 16 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++)
-			a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + (size_t)i * cols + full), xv, a[i]);
+			a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wc + (size_t)i * rs), xv, a[i]);
 	}
 	return hsum8x16_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
 }
@@ -78,8 +93,8 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
  * results are bit-identical to it (tests/unit/engine/test_kernels.c). */
 #define F32_NV 4 /* measured best of 1-6 on Zen 5 (32 accumulators) */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out, const float *w,
-								   size_t cols, const float *x,
-								   size_t ldx)
+								   size_t rs, size_t cs, size_t cols,
+								   const float *x, size_t ldx)
 {
 	__m512 a[F32_NV][8];
 #pragma GCC unroll 8
@@ -93,9 +108,10 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 #pragma GCC unroll 8
 		for (int v = 0; v < F32_NV; v++)
 			xv[v] = _mm512_loadu_ps(x + (size_t)v * ldx + c);
+		const float *wc = w + c / 16 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			__m512 wv = _mm512_loadu_ps(w + (size_t)i * cols + c);
+			__m512 wv = _mm512_loadu_ps(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < F32_NV; v++)
 				a[v][i] = _mm512_fmadd_ps(wv, xv[v], a[v][i]);
@@ -107,9 +123,10 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 #pragma GCC unroll 8
 		for (int v = 0; v < F32_NV; v++)
 			xv[v] = _mm512_maskz_loadu_ps(m, x + (size_t)v * ldx + full);
+		const float *wc = w + full / 16 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			__m512 wv = _mm512_maskz_loadu_ps(m, w + (size_t)i * cols + full);
+			__m512 wv = _mm512_maskz_loadu_ps(m, wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < F32_NV; v++)
 				a[v][i] = _mm512_fmadd_ps(wv, xv[v], a[v][i]);
@@ -121,13 +138,15 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 				     a[v][7]);
 }
 
-AVX512 static float dot1_f32(const float *w, size_t cols, const float *x)
+/* One row (16-float chunks cs apart). */
+AVX512 static float dot1_f32(const float *w, size_t cs, size_t cols, const float *x)
 {
 	__m512 a = _mm512_setzero_ps();
 	for (size_t c = 0; c < cols; c += 16) {
 		size_t left = cols - c;
 		__mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-		a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + c), _mm512_maskz_loadu_ps(m, x + c), a);
+		a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + c / 16 * cs),
+				    _mm512_maskz_loadu_ps(m, x + c), a);
 	}
 	return _mm512_reduce_add_ps(a);
 }
@@ -135,14 +154,15 @@ AVX512 static float dot1_f32(const float *w, size_t cols, const float *x)
 AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				   size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
+	int tiled = w->layout == NF_BK_TILE8;
 	int r = r0;
 	for (; r + 8 <= r1; r += 8) {
-		const float *wr = w->f32 + (size_t)r * cols;
+		const float *wr = w->f32 + nf_bk_index(w, (size_t)r, 0);
 		size_t b = 0;
 		for (; b + F32_NV <= n; b += F32_NV) {
 			__m256 v[F32_NV];
-			dot8xn_f32(v, wr, cols, x + b * ldx, ldx);
+			dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx);
 			for (int k = 0; k < F32_NV; k++) {
 				float *o = y + (b + (size_t)k) * ldy + (size_t)r;
 				if (accumulate)
@@ -151,7 +171,8 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 			}
 		}
 		for (; b < n; b++) {
-			__m256 v = dot8_f32(wr, cols, x + b * ldx);
+			__m256 v = tiled ? dot8_f32(wr, rs, cs, cols, x + b * ldx, 1)
+					 : dot8_f32(wr, rs, cs, cols, x + b * ldx, 0);
 			float *o = y + b * ldy + (size_t)r;
 			if (accumulate)
 				v = _mm256_add_ps(v, _mm256_loadu_ps(o));
@@ -161,7 +182,8 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 	for (; r < r1; r++)
 		for (size_t b = 0; b < n; b++)
 			store(y + b * ldy + (size_t)r,
-			      dot1_f32(w->f32 + (size_t)r * cols, cols, x + b * ldx), accumulate);
+			      dot1_f32(w->f32 + nf_bk_index(w, (size_t)r, 0), cs, cols, x + b * ldx),
+			      accumulate);
 }
 
 /* The 8 row sums of a0..a7 as one vector of 8 int32 (a fold-and-hadd
@@ -180,12 +202,14 @@ AVX512 static inline __m256i hsum8x16(__m512i a0, __m512i a1, __m512i a2, __m512
 	return _mm256_add_epi32(lo, hi);
 }
 
-/* sum over c of (x[c] + 128) * w[r][c] for 8 rows; x is padded to 64 bytes.
- * Eight rows of one 64-byte load each per step: eight cache lines in flight
- * keep the hardware prefetchers at full memory bandwidth (4 rows x 128
- * bytes, or software prefetch, measured 25-35% slower here; so were masked
- * loads in the main loop). */
-AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t *w, size_t cols, const int8_t *x)
+/* sum over c of (x[c] + 128) * w[r][c] for 8 rows (rs bytes apart, 64-byte
+ * chunks cs apart: layout.h); x is padded to 64 bytes.  Eight rows of one
+ * 64-byte load each per step (masked loads in the main loop measured
+ * slower).  `tiled` is a constant at each call, so each layout gets its own
+ * loop. */
+AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t *w, size_t rs,
+								   size_t cs, size_t cols,
+								   const int8_t *x, int tiled)
 {
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512i a[8];
@@ -197,17 +221,21 @@ AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t
 	size_t full = cols & ~(size_t)63;
 	for (size_t c = 0; c < full; c += 64) {
 		__m512i xv = _mm512_xor_si512(_mm512_loadu_si512(x + c), flip);
+		const int8_t *wc = w + c / 64 * cs;
 #pragma GCC unroll 8
-		for (int i = 0; i < 8; i++)
-			a[i] = _mm512_dpbusd_epi32(a[i], xv, _mm512_loadu_si512(w + (size_t)i * cols + c));
+		for (int i = 0; i < 8; i++) {
+			if (tiled)
+				_mm_prefetch((const char *)(wc + (size_t)i * 64 + TILE_PREFETCH), _MM_HINT_NTA);
+			a[i] = _mm512_dpbusd_epi32(a[i], xv, _mm512_loadu_si512(wc + (size_t)i * rs));
+		}
 	}
-	if (full < cols) {
+	if (full < cols) { /* row-major only: tiled rows are whole chunks */
 		__mmask64 m = ((__mmask64)1 << (cols - full)) - 1;
 		__m512i xv = _mm512_xor_si512(_mm512_loadu_si512(x + full), flip);
+		const int8_t *wc = w + full / 64 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++)
-			a[i] = _mm512_dpbusd_epi32(a[i], xv,
-						   _mm512_maskz_loadu_epi8(m, w + (size_t)i * cols + full));
+			a[i] = _mm512_dpbusd_epi32(a[i], xv, _mm512_maskz_loadu_epi8(m, wc + (size_t)i * rs));
 	}
 	return hsum8x16(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
 }
@@ -216,8 +244,8 @@ AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t
  * (as dot8xn_f32): bit-identical to dot8_q8 per vector. */
 #define Q8_NV 2 /* measured: 2 beats 1, 3 and 4 here */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out, const int8_t *w,
-								  size_t cols, const int8_t *x,
-								  size_t ldx)
+								  size_t rs, size_t cs, size_t cols,
+								  const int8_t *x, size_t ldx)
 {
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512i a[Q8_NV][8];
@@ -232,9 +260,10 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out,
 #pragma GCC unroll 8
 		for (int v = 0; v < Q8_NV; v++)
 			xv[v] = _mm512_xor_si512(_mm512_loadu_si512(x + (size_t)v * ldx + c), flip);
+		const int8_t *wc = w + c / 64 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			__m512i wv = _mm512_loadu_si512(w + (size_t)i * cols + c);
+			__m512i wv = _mm512_loadu_si512(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < Q8_NV; v++)
 				a[v][i] = _mm512_dpbusd_epi32(a[v][i], xv[v], wv);
@@ -246,9 +275,10 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out,
 #pragma GCC unroll 8
 		for (int v = 0; v < Q8_NV; v++)
 			xv[v] = _mm512_xor_si512(_mm512_loadu_si512(x + (size_t)v * ldx + full), flip);
+		const int8_t *wc = w + full / 64 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			__m512i wv = _mm512_maskz_loadu_epi8(m, w + (size_t)i * cols + full);
+			__m512i wv = _mm512_maskz_loadu_epi8(m, wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < Q8_NV; v++)
 				a[v][i] = _mm512_dpbusd_epi32(a[v][i], xv[v], wv);
@@ -259,7 +289,8 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out,
 		out[v] = hsum8x16(a[v][0], a[v][1], a[v][2], a[v][3], a[v][4], a[v][5], a[v][6], a[v][7]);
 }
 
-AVX512 static int32_t dot1_q8(const int8_t *w, size_t cols, const int8_t *x)
+/* One row (64-byte chunks cs apart). */
+AVX512 static int32_t dot1_q8(const int8_t *w, size_t cs, size_t cols, const int8_t *x)
 {
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512i a = _mm512_setzero_si512();
@@ -267,7 +298,7 @@ AVX512 static int32_t dot1_q8(const int8_t *w, size_t cols, const int8_t *x)
 		size_t left = cols - c;
 		__mmask64 m = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
 		__m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(x + c), flip);
-		a = _mm512_dpbusd_epi32(a, x0, _mm512_maskz_loadu_epi8(m, w + c));
+		a = _mm512_dpbusd_epi32(a, x0, _mm512_maskz_loadu_epi8(m, w + c / 64 * cs));
 	}
 	return _mm512_reduce_add_epi32(a);
 }
@@ -276,17 +307,18 @@ AVX512 static void avx512_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, c
 				  size_t ldx, const float *xs, size_t n, int r0, int r1,
 				  int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
+	int tiled = w->layout == NF_BK_TILE8;
 	int r = r0;
 	for (; r + 8 <= r1; r += 8) {
-		const int8_t *wr = w->q8 + (size_t)r * cols;
+		const int8_t *wr = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		/* 128 * rowsum undoes the +128 of the activations */
 		__m256i bias = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(w->rowsum + r)), 7);
 		__m256 sc = _mm256_loadu_ps(w->scale + r);
 		size_t b = 0;
 		for (; b + Q8_NV <= n; b += Q8_NV) {
 			__m256i d[Q8_NV];
-			dot8xn_q8(d, wr, cols, xq + b * ldx, ldx);
+			dot8xn_q8(d, wr, rs, cs, cols, xq + b * ldx, ldx);
 			for (int k = 0; k < Q8_NV; k++) {
 				__m256 v = _mm256_mul_ps(
 					_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(d[k], bias)), sc),
@@ -298,7 +330,9 @@ AVX512 static void avx512_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, c
 			}
 		}
 		for (; b < n; b++) {
-			__m256i d = _mm256_sub_epi32(dot8_q8(wr, cols, xq + b * ldx), bias);
+			__m256i d = tiled ? dot8_q8(wr, rs, cs, cols, xq + b * ldx, 1)
+					  : dot8_q8(wr, rs, cs, cols, xq + b * ldx, 0);
+			d = _mm256_sub_epi32(d, bias);
 			__m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(d), sc),
 						 _mm256_set1_ps(xs[b]));
 			float *o = y + b * ldy + (size_t)r;
@@ -308,9 +342,9 @@ AVX512 static void avx512_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, c
 		}
 	}
 	for (; r < r1; r++) {
-		const int8_t *wr = w->q8 + (size_t)r * cols;
+		const int8_t *wr = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
-			int32_t dot = dot1_q8(wr, cols, xq + b * ldx) - 128 * w->rowsum[r];
+			int32_t dot = dot1_q8(wr, cs, cols, xq + b * ldx) - 128 * w->rowsum[r];
 			store(y + b * ldy + (size_t)r, (float)dot * w->scale[r] * xs[b], accumulate);
 		}
 	}

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/layout.h"
 #include "util/banned.h"
 
 static int scalar_available(void) { return 1; }
@@ -13,21 +14,23 @@ static int scalar_available(void) { return 1; }
 static void scalar_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			    size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, ch = nf_bk_chunk(w), cs = nf_bk_chunk_stride(w);
 	for (int r = r0; r < r1; r++) {
-		const float *row = w->f32 + (size_t)r * cols;
+		const float *row = w->f32 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
 			const float *xb = x + b * ldx;
 			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 			size_t c = 0;
+			/* a chunk is 16 floats: groups of 4 never straddle two */
 			for (; c + 4 <= cols; c += 4) {
-				s0 += row[c] * xb[c];
-				s1 += row[c + 1] * xb[c + 1];
-				s2 += row[c + 2] * xb[c + 2];
-				s3 += row[c + 3] * xb[c + 3];
+				const float *wc = row + c / ch * cs + c % ch;
+				s0 += wc[0] * xb[c];
+				s1 += wc[1] * xb[c + 1];
+				s2 += wc[2] * xb[c + 2];
+				s3 += wc[3] * xb[c + 3];
 			}
 			for (; c < cols; c++)
-				s0 += row[c] * xb[c];
+				s0 += row[c / ch * cs + c % ch] * xb[c];
 			float s = (s0 + s1) + (s2 + s3);
 			float *out = y + b * ldy + (size_t)r;
 			*out = accumulate ? *out + s : s;
@@ -38,14 +41,14 @@ static void scalar_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, const f
 static void scalar_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	size_t cols = (size_t)w->cols, ch = nf_bk_chunk(w), cs = nf_bk_chunk_stride(w);
 	for (int r = r0; r < r1; r++) {
-		const int8_t *row = w->q8 + (size_t)r * cols;
+		const int8_t *row = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
 			const int8_t *xb = xq + b * ldx;
 			int32_t acc = 0;
 			for (size_t c = 0; c < cols; c++)
-				acc += (int32_t)row[c] * (int32_t)xb[c];
+				acc += (int32_t)row[c / ch * cs + c % ch] * (int32_t)xb[c];
 			float s = (float)acc * w->scale[r] * xs[b];
 			float *out = y + b * ldy + (size_t)r;
 			*out = accumulate ? *out + s : s;

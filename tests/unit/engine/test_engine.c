@@ -294,6 +294,43 @@ static void test_prefill(nf_engine *e, const char *what, int exact)
 	nf_seq_free(s2);
 }
 
+/* The logits of STEPS single steps of engine folder dir opened with the
+ * environment variable var set to val (NULL: unset), into lg. */
+static int logits_with(float *lg, const char *dir, const char *var, const char *val, int vocab)
+{
+	nf_engine *e = NULL;
+	nf_seq *s = NULL;
+	int err;
+	if (val)
+		setenv(var, val, 1);
+	err = nf_engine_open(&e, dir, 2);
+	unsetenv(var);
+	if (err || (err = nf_seq_new(&s, e)))
+		goto done;
+	for (int p = 0; p < STEPS && !err; p++)
+		err = singles(e, s, p, 1, 3, lg + (size_t)p * (size_t)vocab);
+done:
+	nf_seq_free(s);
+	nf_engine_free(e);
+	return err;
+}
+
+/* Tiled weights (the default), row-major copies and the file mapping give
+ * the same logits bit for bit. */
+static void test_layouts(const char *dir, const char *what, int vocab)
+{
+	size_t n = (size_t)STEPS * (size_t)vocab;
+	float *tiled = calloc(n, sizeof(float)), *rows = calloc(n, sizeof(float));
+	float *mapped = calloc(n, sizeof(float));
+	int err = logits_with(tiled, dir, "NF_WEIGHTS_TILE", NULL, vocab) ||
+		  logits_with(rows, dir, "NF_WEIGHTS_TILE", "0", vocab) ||
+		  logits_with(mapped, dir, "NF_WEIGHTS_COPY", "0", vocab);
+	ok(!err && memcmp(tiled, rows, n * sizeof(float)) == 0 &&
+		   memcmp(tiled, mapped, n * sizeof(float)) == 0,
+	   "%s: tiled, row-major and file-mapped weights give the same logits bit for bit", what);
+	free(tiled), free(rows), free(mapped);
+}
+
 static void write_text(const char *path, const char *text)
 {
 	nf_fs_write_atomic(path, text, strlen(text), 0644);
@@ -377,6 +414,9 @@ int main(void)
 		nf_engine_free(e);
 		e = NULL;
 	}
+
+	test_layouts(d1, "fp32", m->cfg.vocab_size);
+	test_layouts(d8, "int8", m->cfg.vocab_size);
 
 	/* int8 */
 	is_int(nf_engine_open(&e, d8, 2), 0, "open int8 engine: %s", nf_error_last());

@@ -2,7 +2,8 @@
  * test_kernels.c - conformance: every op of every CPU kernel family this
  * machine runs, against the portable scalar float32 family (and the scalar
  * GEMMs against a double-precision sum); a GEMM of many vectors equals one
- * vector at a time bit for bit.  Families the CPU lacks are skipped.
+ * vector at a time bit for bit; a tiled matrix (engine/layout.h) gives the
+ * row-major result bit for bit.  Families the CPU lacks are skipped.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/layout.h"
 #include "engine/quant.h"
 #include "tests/tap.h"
 
@@ -75,8 +77,8 @@ static void check_gemm(const nf_backend_ops *ops, const nf_backend_ops *ref)
 			nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
 			for (size_t b = 0; b < n; b++)
 				xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
-			nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL};
-			nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs};
+			nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
+			nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
 
 			/* float32: whole range, then accumulate over a sub-range */
 			ref->gemm_f32(y0, ldy, &mf, x, ldx, n, 0, rows, 0);
@@ -146,8 +148,8 @@ static void check_gemm_batch(const nf_backend_ops *ops, const nf_backend_ops *re
 		nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
 		for (size_t b = 0; b < N; b++)
 			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
-		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL};
-		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs};
+		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
+		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
 		for (size_t n = 1; n <= N; n++) {
 			int r0 = rows > 16 ? 16 : 0;
 			ops->gemm_f32(yb, ldy, &mf, x, ldx, n, 0, rows, 0);
@@ -175,6 +177,100 @@ static void check_gemm_batch(const nf_backend_ops *ops, const nf_backend_ops *re
 	   "%s gemm_f32 of 1..%d vectors equals one vector at a time bit for bit (and scalar, rel err %.1e)",
 	   ops->name, N, worst);
 	ok(same_q, "%s gemm_q8 of 1..%d vectors equals one vector at a time bit for bit", ops->name, N);
+}
+
+/* The same GEMMs over a tiled copy of each matrix give the row-major
+ * results bit for bit: 1..5 vectors, the whole matrix and the 16-row
+ * aligned sub-ranges the pool hands out.  Shapes: tileable as float32 only
+ * (cols % 16), as both, and the engine's own (768, 2048 columns). */
+static void check_gemm_tiled(const nf_backend_ops *ops)
+{
+	static const int tshapes[][2] = {{8, 16}, {16, 48}, {16, 64}, {40, 768}, {24, 192}, {48, 2048}};
+	int same_f = 1, same_q = 1, tiled_f = 0, tiled_q = 0;
+	for (size_t si = 0; si < sizeof tshapes / sizeof tshapes[0]; si++) {
+		int rows = tshapes[si][0], cols = tshapes[si][1];
+		size_t nw = (size_t)rows * (size_t)cols, ldx = (size_t)cols + 7, ldy = (size_t)rows + 1;
+		size_t ldq = ((size_t)cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+		float *w = malloc(sizeof(float) * nw), *wt = malloc(sizeof(float) * nw);
+		float *x = malloc(sizeof(float) * 5 * ldx), xs[5];
+		float *y0 = calloc(5 * ldy, sizeof(float)), *y1 = calloc(5 * ldy, sizeof(float));
+		int8_t *wq = malloc(nw), *wqt = malloc(nw), *xq = calloc(5, ldq);
+		float *ws = malloc(sizeof(float) * (size_t)rows);
+		int32_t *rs = malloc(sizeof(int32_t) * (size_t)rows);
+		fill(w, nw, 0.1f);
+		fill(x, 5 * ldx, 1.0f);
+		nf_quant_int8_rows(wq, ws, w, (size_t)rows, (size_t)cols);
+		nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
+		for (size_t b = 0; b < 5; b++)
+			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
+		memcpy(wt, w, sizeof(float) * nw);
+		memcpy(wqt, wq, nw);
+		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
+		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
+		nf_bk_matrix tf = mf, tq = mq;
+		tf.f32 = wt;
+		tq.q8 = wqt;
+		if (nf_bk_tile_in_place(&tf, wt) != 0 || nf_bk_tile_in_place(&tq, wqt) != 0)
+			same_f = same_q = 0;
+		tiled_f += tf.layout == NF_BK_TILE8;
+		tiled_q += tq.layout == NF_BK_TILE8;
+		for (size_t n = 1; n <= 5; n++) {
+			int r0 = rows > 16 ? 16 : 0, r1 = rows > 32 ? 32 : rows;
+			ops->gemm_f32(y0, ldy, &mf, x, ldx, n, 0, rows, 0);
+			ops->gemm_f32(y0, ldy, &mf, x, ldx, n, r0, r1, 1);
+			ops->gemm_f32(y1, ldy, &tf, x, ldx, n, 0, rows, 0);
+			ops->gemm_f32(y1, ldy, &tf, x, ldx, n, r0, r1, 1);
+			same_f &= memcmp(y0, y1, sizeof(float) * n * ldy) == 0;
+			ops->gemm_q8(y0, ldy, &mq, xq, ldq, xs, n, 0, rows, 0);
+			ops->gemm_q8(y0, ldy, &mq, xq, ldq, xs, n, r0, r1, 1);
+			ops->gemm_q8(y1, ldy, &tq, xq, ldq, xs, n, 0, rows, 0);
+			ops->gemm_q8(y1, ldy, &tq, xq, ldq, xs, n, r0, r1, 1);
+			same_q &= memcmp(y0, y1, sizeof(float) * n * ldy) == 0;
+		}
+		free(w), free(wt), free(x), free(y0), free(y1), free(wq), free(wqt), free(xq);
+		free(ws), free(rs);
+	}
+	ok(same_f && tiled_f == 6, "%s gemm_f32 over tiled matrices equals row-major bit for bit (%d tiled)",
+	   ops->name, tiled_f);
+	ok(same_q && tiled_q == 4, "%s gemm_q8 over tiled matrices equals row-major bit for bit (%d tiled)",
+	   ops->name, tiled_q);
+}
+
+/* What can be tiled, where an element lands, and a row read back. */
+static void check_layout(void)
+{
+	nf_bk_matrix m = {NF_QUANT_INT8_ROW, 16, 128, NULL, NULL, NULL, NULL, NF_BK_ROWS};
+	ok(nf_bk_can_tile(&m), "int8 16x128 can be tiled");
+	m.cols = 96;
+	ok(!nf_bk_can_tile(&m), "int8 rows of 96 bytes cannot (not whole 64-byte chunks)");
+	m.kind = NF_QUANT_NONE;
+	ok(nf_bk_can_tile(&m), "float32 16x96 can (384-byte rows)");
+	m.rows = 12;
+	ok(!nf_bk_can_tile(&m), "12 rows cannot (not whole 8-row tiles)");
+
+	enum { R = 16, C = 128 };
+	int8_t q[R * C], qt[R * C];
+	float sc[R], back[C];
+	int placed = 1, rows_ok = 1;
+	for (int i = 0; i < R * C; i++)
+		q[i] = (int8_t)(i * 31 % 251 - 125);
+	for (int r = 0; r < R; r++)
+		sc[r] = 0.5f + (float)r;
+	memcpy(qt, q, sizeof q);
+	nf_bk_matrix t = {NF_QUANT_INT8_ROW, R, C, NULL, qt, sc, NULL, NF_BK_ROWS};
+	ok(nf_bk_tile_in_place(&t, qt) == 0 && t.layout == NF_BK_TILE8, "int8 16x128 tiled in place");
+	/* (r, c) = (9, 70): tile 1 (byte 1024), chunk 1 (+512), row 1 in it (+64), byte 6 */
+	ok(nf_bk_index(&t, 9, 70) == 1024 + 512 + 64 + 6, "element (9, 70) of a tiled 16x128 int8 at byte 1606");
+	for (int r = 0; r < R; r++)
+		for (int c = 0; c < C; c++)
+			placed &= qt[nf_bk_index(&t, (size_t)r, (size_t)c)] == q[r * C + c];
+	ok(placed, "every element is where nf_bk_index says");
+	for (int r = 0; r < R; r++) {
+		nf_bk_row_f32(back, &t, (size_t)r);
+		for (int c = 0; c < C; c++)
+			rows_ok &= back[c] == sc[r] * (float)q[r * C + c];
+	}
+	ok(rows_ok, "nf_bk_row_f32 reads each tiled row back dequantized");
 }
 
 static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref)
@@ -306,11 +402,13 @@ int main(void)
 		}
 		check_gemm(fam[i], ref);
 		check_gemm_batch(fam[i], ref);
+		check_gemm_tiled(fam[i]);
 		check_small_ops(fam[i], ref);
 		check_attention_sizes(fam[i], ref);
 		ok(nf_cpu_find(fam[i]->name) == fam[i], "%s found by name", fam[i]->name);
 	}
 	ok(n >= 3, "three kernel families");
+	check_layout();
 	ok(nf_cpu_best()->available(), "best family (%s) runs here", nf_cpu_best()->name);
 	ok(nf_cpu_find("no-such") == NULL, "unknown family not found");
 
