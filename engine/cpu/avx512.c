@@ -459,6 +459,18 @@ AVX512 static inline float dot_f32(const float *a, const float *b, size_t n)
 	return _mm512_reduce_add_ps(s);
 }
 
+/* The KV cache is read row by row, rows kv_dim floats apart, a few hundred
+ * bytes of each: a stride the hardware prefetchers follow late, and the
+ * cache usually comes from memory (the weights stream evicted it).  So the
+ * kernel prefetches the slice it will read ATT_PREFETCH_ROWS rows ahead. */
+#define ATT_PREFETCH_ROWS 8
+
+AVX512 static inline void prefetch_span(const float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += 16)
+		_mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
 /* Scores position-major (each cached K row, kv_dim contiguous floats, read
  * once, in order, for all the heads [h0, h1)), then the weighted sum of V
  * head by head; att holds (h1-h0, pos+1). */
@@ -470,8 +482,11 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
+	/* the floats of each cached row these heads read */
+	size_t k_lo = (size_t)(h0 / group) * hs, k_hi = (size_t)((h1 - 1) / group + 1) * hs;
 	for (size_t t = 0; t < np; t++) {
 		const float *k = kc + t * kv_dim;
+		prefetch_span(k + ATT_PREFETCH_ROWS * kv_dim + k_lo, k_hi - k_lo);
 		for (int h = h0; h < h1; h++)
 			att[(size_t)(h - h0) * np + t] =
 				dot_f32(q + (size_t)h * hs, k + (size_t)(h / group) * hs, hs) * scale;
@@ -493,6 +508,7 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 			}
 			const float *v = vc + (size_t)(h / group) * hs + i;
 			for (size_t t = 0; t < np; t++, v += kv_dim) {
+				prefetch_span(v + ATT_PREFETCH_ROWS * kv_dim, hs - i < 64 ? hs - i : 64);
 				__m512 at = _mm512_set1_ps(a[t]);
 #pragma GCC unroll 4
 				for (int j = 0; j < 4; j++)
