@@ -59,11 +59,13 @@ typedef struct nf_backend_ops {
 	/* In place over n floats. */
 	void (*softmax)(float *x, int n);
 	/* Causal attention of heads [h0, h1) of one sequence at position pos:
-	 * q (n_heads*head_size); kc, vc (pos+1 rows of kv_dim floats, stride
-	 * kv_dim); out (n_heads*head_size); att scratch of (h1-h0)*(pos+1)
-	 * floats. */
+	 * q (n_heads*head_size); kc, vc the cache, head-major: the pos+1 rows
+	 * of KV head g at kc + g*head_stride, head_size floats each, one after
+	 * the other (so a head's rows are one sequential stream); out
+	 * (n_heads*head_size); att scratch of (h1-h0)*(pos+1) floats. */
 	void (*attention)(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att);
+			  int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+			  size_t head_stride, float *att);
 	/* h1[i] = silu(h1[i]) * h3[i]. */
 	void (*swiglu)(float *h1, const float *h3, int n);
 	/* y[i] += x[i] (optional; NULL uses a plain loop). */

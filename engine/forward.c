@@ -498,7 +498,8 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 	float *att = j->f->att + (size_t)tid * (size_t)c->n_heads * (size_t)c->max_seq_len;
 	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, j->kv[s]->k + j->layer * lstride,
 			     j->kv[s]->v + j->layer * lstride, j->pos[s], h0, h1, c->n_heads,
-			     c->n_kv_heads, nf_model_head_size(c), att);
+			     c->n_kv_heads, nf_model_head_size(c),
+			     (size_t)c->max_seq_len * (size_t)nf_model_head_size(c), att);
 }
 
 /* Run the n tokens of one pass through every layer: token b of sequence
@@ -542,9 +543,12 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		for (size_t b = 0; b < n; b++) {
 			ops->rope(f->q + b * dim, c->dim, (int)hs, f->cs + b * hs);
 			ops->rope(f->k + b * kvd, (int)kvd, (int)hs, f->cs + b * hs);
-			size_t at = l * seq * kvd + (size_t)pos[b] * kvd;
-			memcpy(kv[b]->k + at, f->k + b * kvd, kvd * sizeof(float));
-			memcpy(kv[b]->v + at, f->v + b * kvd, kvd * sizeof(float));
+			/* head-major cache (backend.h): head g's row at pos */
+			for (size_t g = 0; g < kvd / hs; g++) {
+				size_t at = l * seq * kvd + g * seq * hs + (size_t)pos[b] * hs;
+				memcpy(kv[b]->k + at, f->k + b * kvd + g * hs, hs * sizeof(float));
+				memcpy(kv[b]->v + at, f->v + b * kvd + g * hs, hs * sizeof(float));
+			}
 		}
 
 		attn_job aj = {f, kv, pos, n, l, 1, c->n_heads};

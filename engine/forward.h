@@ -42,7 +42,8 @@ void nf_fwd_weights_release(nf_fwd_weights *w);
 /* Bytes of weights one decode step reads. */
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);
 
-/* A sequence's KV cache: (layer, max_seq_len, kv_dim) each. */
+/* A sequence's KV cache: (layer, n_kv_heads, max_seq_len, head_size) each,
+ * head-major so that attention reads each head's rows as one stream. */
 typedef struct nf_fwd_kv {
 	float *k;
 	float *v;

@@ -299,21 +299,21 @@ AVX2 static void avx2_swiglu(float *h1, const float *h3, int n)
 	}
 }
 
-/* Position-major attention as in avx512.c: each cached K and V row read
- * once, in order, for all the heads [h0, h1); att holds (h1-h0, pos+1). */
+/* Head by head over the head-major cache (backend.h): scores, softmax,
+ * then the weighted sum of V; att holds (h1-h0, pos+1). */
 AVX2 static void avx2_attention(float *out, const float *q, const float *kc, const float *vc,
 				int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
-				float *att)
+				size_t head_stride, float *att)
 {
-	size_t kv_dim = (size_t)n_kv_heads * (size_t)head_size, hs = (size_t)head_size;
+	size_t hs = (size_t)head_size;
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
-	for (size_t t = 0; t < np; t++) {
-		const float *k = kc + t * kv_dim;
-		for (int h = h0; h < h1; h++)
+	for (int h = h0; h < h1; h++) {
+		const float *k = kc + (size_t)(h / group) * head_stride;
+		for (size_t t = 0; t < np; t++, k += hs)
 			att[(size_t)(h - h0) * np + t] =
-				dot1_f32(q + (size_t)h * hs, 16 /* contiguous */, hs, k + (size_t)(h / group) * hs) * scale;
+				dot1_f32(q + (size_t)h * hs, 16 /* contiguous */, hs, k) * scale;
 	}
 	for (int h = h0; h < h1; h++) {
 		avx2_softmax(att + (size_t)(h - h0) * np, (int)np);
@@ -321,10 +321,9 @@ AVX2 static void avx2_attention(float *out, const float *q, const float *kc, con
 			out[(size_t)h * hs + i] = 0.0f;
 	}
 	for (size_t t = 0; t < np; t++) {
-		const float *v = vc + t * kv_dim;
 		for (int h = h0; h < h1; h++) {
 			float a = att[(size_t)(h - h0) * np + t], *o = out + (size_t)h * hs;
-			const float *vh = v + (size_t)(h / group) * hs;
+			const float *vh = vc + (size_t)(h / group) * head_stride + t * hs;
 			__m256 va = _mm256_set1_ps(a);
 			size_t i = 0;
 			for (; i + 8 <= hs; i += 8)

@@ -459,37 +459,35 @@ AVX512 static inline float dot_f32(const float *a, const float *b, size_t n)
 	return _mm512_reduce_add_ps(s);
 }
 
-/* The KV cache is read row by row, rows kv_dim floats apart, a few hundred
- * bytes of each: a stride the hardware prefetchers follow late, and the
- * cache usually comes from memory (the weights stream evicted it).  So the
- * kernel prefetches the slice it will read ATT_PREFETCH_ROWS rows ahead. */
-#define ATT_PREFETCH_ROWS 8
+/* The cache usually comes from memory (the weights stream evicted it), and
+ * a head's rows are one sequential stream (head-major, backend.h): the
+ * kernel prefetches ATT_PREFETCH bytes ahead of where it reads. */
+#define ATT_PREFETCH 1024
 
-AVX512 static inline void prefetch_span(const float *p, size_t n)
+/* Prefetch the n floats at p, ATT_PREFETCH bytes ahead. */
+AVX512 static inline void prefetch_ahead(const float *p, size_t n)
 {
 	for (size_t i = 0; i < n; i += 16)
-		_mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+		_mm_prefetch((const char *)(p + i) + ATT_PREFETCH, _MM_HINT_T0);
 }
 
-/* Scores position-major (each cached K row, kv_dim contiguous floats, read
- * once, in order, for all the heads [h0, h1)), then the weighted sum of V
- * head by head; att holds (h1-h0, pos+1). */
+/* Head by head over the head-major cache: scores, softmax, then the
+ * weighted sum of V; att holds (h1-h0, pos+1). */
 AVX512 static void avx512_attention(float *out, const float *q, const float *kc, const float *vc,
 				    int pos, int h0, int h1, int n_heads, int n_kv_heads,
-				    int head_size, float *att)
+				    int head_size, size_t head_stride, float *att)
 {
-	size_t kv_dim = (size_t)n_kv_heads * (size_t)head_size, hs = (size_t)head_size;
+	size_t hs = (size_t)head_size;
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
-	/* the floats of each cached row these heads read */
-	size_t k_lo = (size_t)(h0 / group) * hs, k_hi = (size_t)((h1 - 1) / group + 1) * hs;
-	for (size_t t = 0; t < np; t++) {
-		const float *k = kc + t * kv_dim;
-		prefetch_span(k + ATT_PREFETCH_ROWS * kv_dim + k_lo, k_hi - k_lo);
-		for (int h = h0; h < h1; h++)
-			att[(size_t)(h - h0) * np + t] =
-				dot_f32(q + (size_t)h * hs, k + (size_t)(h / group) * hs, hs) * scale;
+	(void)n_kv_heads;
+	for (int h = h0; h < h1; h++) {
+		const float *k = kc + (size_t)(h / group) * head_stride;
+		for (size_t t = 0; t < np; t++, k += hs) {
+			prefetch_ahead(k, hs);
+			att[(size_t)(h - h0) * np + t] = dot_f32(q + (size_t)h * hs, k, hs) * scale;
+		}
 	}
 	/* out[h] = sum over t of att[h][t] * V[t][h]: each 64-float slice of
 	 * out stays in four registers over all t (the same FMAs in the same
@@ -506,9 +504,9 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 				m[j] = o < hs ? mask16((int)(hs - o)) : 0;
 				acc[j] = _mm512_setzero_ps();
 			}
-			const float *v = vc + (size_t)(h / group) * hs + i;
-			for (size_t t = 0; t < np; t++, v += kv_dim) {
-				prefetch_span(v + ATT_PREFETCH_ROWS * kv_dim, hs - i < 64 ? hs - i : 64);
+			const float *v = vc + (size_t)(h / group) * head_stride + i;
+			for (size_t t = 0; t < np; t++, v += hs) {
+				prefetch_ahead(v, hs - i < 64 ? hs - i : 64);
 				__m512 at = _mm512_set1_ps(a[t]);
 #pragma GCC unroll 4
 				for (int j = 0; j < 4; j++)

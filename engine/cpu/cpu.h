@@ -26,7 +26,8 @@ void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float
 void nf_cpu_rope_ref(float *v, int n, int head_size, const float *cs);
 void nf_cpu_softmax_ref(float *x, int n);
 void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att);
+			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
+			  float *att);
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */

@@ -94,16 +94,16 @@ void nf_cpu_softmax_ref(float *x, int n)
 }
 
 void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, float *att)
+			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
+			  float *att)
 {
-	int kv_dim = n_kv_heads * head_size;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
 	for (int h = h0; h < h1; h++) {
 		const float *qh = q + (size_t)h * (size_t)head_size;
-		size_t koff = (size_t)(h / group) * (size_t)head_size;
+		size_t koff = (size_t)(h / group) * head_stride;
 		for (int t = 0; t <= pos; t++) {
-			const float *k = kc + (size_t)t * (size_t)kv_dim + koff;
+			const float *k = kc + koff + (size_t)t * (size_t)head_size;
 			float s = 0.0f;
 			for (int i = 0; i < head_size; i++)
 				s += qh[i] * k[i];
@@ -114,7 +114,7 @@ void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const flo
 		for (int i = 0; i < head_size; i++)
 			oh[i] = 0.0f;
 		for (int t = 0; t <= pos; t++) {
-			const float *v = vc + (size_t)t * (size_t)kv_dim + koff;
+			const float *v = vc + koff + (size_t)t * (size_t)head_size;
 			float a = att[t];
 			for (int i = 0; i < head_size; i++)
 				oh[i] += a * v[i];

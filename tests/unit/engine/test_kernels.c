@@ -328,29 +328,31 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 		ok(same, "%s quantize_q8 is bit-identical to nf_quant_int8_vec", ops->name);
 	}
 
-	size_t kvd = NKV * HS;
-	float *kc = malloc(sizeof(float) * (POS + 1) * kvd), *vc = malloc(sizeof(float) * (POS + 1) * kvd);
+	/* head-major cache with room for 5 more rows per head (the stride is
+	 * honoured, not assumed to be (POS + 1) rows) */
+	size_t hstride = (POS + 6) * HS, kvn = NKV * hstride;
+	float *kc = malloc(sizeof(float) * kvn), *vc = malloc(sizeof(float) * kvn);
 	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[NH * (POS + 1)];
-	fill(kc, (POS + 1) * kvd, 1.0f);
-	fill(vc, (POS + 1) * kvd, 1.0f);
+	fill(kc, kvn, 1.0f);
+	fill(vc, kvn, 1.0f);
 	fill(q, NH * HS, 1.0f);
-	ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, HS, att);
-	ops->attention(o1, q, kc, vc, POS, 0, 3, NH, NKV, HS, att);
-	ops->attention(o1, q, kc, vc, POS, 3, NH, NH, NKV, HS, att);
+	ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, HS, hstride, att);
+	ops->attention(o1, q, kc, vc, POS, 0, 3, NH, NKV, HS, hstride, att);
+	ops->attention(o1, q, kc, vc, POS, 3, NH, NH, NKV, HS, hstride, att);
 	ok(rel_err(o1, o0, NH * HS) < 1e-5, "%s attention (GQA, split heads)", ops->name);
 	/* head 5 reads KV head 2: check it against a direct computation */
 	double sc[POS + 1], mx = -1e30, tot = 0, o = 0;
 	for (int t = 0; t <= POS; t++) {
 		double s = 0;
 		for (int i = 0; i < HS; i++)
-			s += (double)q[5 * HS + i] * kc[(size_t)t * kvd + 2 * HS + (size_t)i];
+			s += (double)q[5 * HS + i] * kc[2 * hstride + (size_t)t * HS + (size_t)i];
 		sc[t] = s / sqrt((double)HS);
 		mx = fmax(mx, sc[t]);
 	}
 	for (int t = 0; t <= POS; t++)
 		tot += (sc[t] = exp(sc[t] - mx));
 	for (int t = 0; t <= POS; t++)
-		o += sc[t] / tot * vc[(size_t)t * kvd + 2 * HS];
+		o += sc[t] / tot * vc[2 * hstride + (size_t)t * HS];
 	ok(fabs(o - o1[5 * HS]) < 1e-5, "%s attention head 5 uses kv head 2", ops->name);
 	free(kc);
 	free(vc);
@@ -365,19 +367,19 @@ static void check_attention_sizes(const nf_backend_ops *ops, const nf_backend_op
 	double worst = 0;
 	for (size_t k = 0; k < sizeof hss / sizeof hss[0]; k++) {
 		int hs = hss[k];
-		size_t kvd = (size_t)NKV * (size_t)hs, qd = (size_t)NH * (size_t)hs;
-		float *kc = malloc(sizeof(float) * (POS + 1) * kvd), *vc = malloc(sizeof(float) * (POS + 1) * kvd);
+		size_t hstride = (POS + 3) * (size_t)hs, kvn = NKV * hstride, qd = (size_t)NH * (size_t)hs;
+		float *kc = malloc(sizeof(float) * kvn), *vc = malloc(sizeof(float) * kvn);
 		float *q = malloc(sizeof(float) * qd), *o0 = malloc(sizeof(float) * qd);
 		float *o1 = malloc(sizeof(float) * qd), *att = malloc(sizeof(float) * NH * (POS + 1));
 		if (!kc || !vc || !q || !o0 || !o1 || !att) {
 			worst = INFINITY;
 		} else {
-			fill(kc, (POS + 1) * kvd, 1.0f);
-			fill(vc, (POS + 1) * kvd, 1.0f);
+			fill(kc, kvn, 1.0f);
+			fill(vc, kvn, 1.0f);
 			fill(q, qd, 1.0f);
-			ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, hs, att);
-			ops->attention(o1, q, kc, vc, POS, 0, 2, NH, NKV, hs, att);
-			ops->attention(o1, q, kc, vc, POS, 2, NH, NH, NKV, hs, att);
+			ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kc, vc, POS, 0, 2, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kc, vc, POS, 2, NH, NH, NKV, hs, hstride, att);
 			worst = fmax(worst, rel_err(o1, o0, qd));
 		}
 		free(kc);
