@@ -3,12 +3,16 @@
 # For each model (stories260K from the shared folder, a synthetic ~110M Llama
 # written by nf_synth_model) x precision (fp32, int8-wo):
 #   ours      nf_engine_build_tool + nf_decode_bench, THREADS threads,
-#             BENCH_TOKENS (128) decode tokens, best of BENCH_REPS (3)
+#             BENCH_TOKENS (256) decode tokens, best of BENCH_REPS (5)
 #   llama.cpp llama-bench -p 0 -n 128 -t THREADS on the same weights as GGUF
 #             F32 / Q8_0 (tests/bench/llama2c_to_gguf.py), best of its runs
 #   ceiling   measured read bandwidth (nf_membw, the better of a measurement
 #             before and one after the runs) / our engine's weight bytes
 #             read per token
+#   paired    this VM's bandwidth swings by 2x within a minute (its
+#             neighbours), so each of our runs is paired with an nf_membw
+#             measurement taken just before it, and the median of the
+#             per-pair ratios is reported beside the global one
 # The table goes to stdout, build/bench/results/decode.{tsv,md} and
 # docs/benchmarks.md (between the bench:decode markers).
 #
@@ -79,28 +83,38 @@ decode_llama_greedy() {
 		tr -d '\n' | sed 's/^ *//'
 }
 
-# Best tokens/s of our engine: prints "tok_s kernel weight_bytes".
+# Our engine, BENCH_REPS runs, each just after its own bandwidth reading.
+# Prints "best_tok_s kernel weight_bytes median_pct min_pct max_pct": the
+# percentages are tok/s x weight bytes / the paired bandwidth.
 decode_ours() {
 	best=0
 	line=""
+	pcts=""
 	i=0
-	while [ "$i" -lt "${BENCH_REPS:-3}" ]; do
-		out=$("$TOOLS/nf_decode_bench" "$1" --tokens "${BENCH_TOKENS:-128}" --threads "$THREADS") ||
+	while [ "$i" -lt "${BENCH_REPS:-5}" ]; do
+		bw=$("$TOOLS/nf_membw" --threads "$THREADS" --mb 512 --runs 5) || bench_die "nf_membw failed"
+		gbs=$(printf '%s\n' "$bw" | sed -n 's/.*read_gb_s=\([0-9.]*\).*/\1/p')
+		out=$("$TOOLS/nf_decode_bench" "$1" --tokens "${BENCH_TOKENS:-256}" --threads "$THREADS") ||
 			bench_die "nf_decode_bench $1 failed"
 		tps=$(bench_field tokens_per_s "$out")
+		wb=$(bench_field weight_bytes "$out")
+		pcts="$pcts $(awk -v t="$tps" -v w="$wb" -v g="$gbs" 'BEGIN { printf "%.1f", 100 * t * w / (g * 1e9) }')"
+		echo "$1 run $((i + 1)): $tps tok/s after $gbs GB/s" >>"$RESULTS/decode-pairs.txt"
 		if awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
 			best=$tps
 			line=$out
 		fi
 		i=$((i + 1))
 	done
-	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line")"
+	# shellcheck disable=SC2086
+	stats=$(printf '%s\n' $pcts | sort -n | awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }')
+	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line") $stats"
 }
 
 # Best tokens/s of llama-bench over its repetitions.
 decode_llama() {
-	"$LLAMA_BIN/llama-bench" -m "$1" -p 0 -n "${BENCH_TOKENS:-128}" -t "$THREADS" \
-		-r "${BENCH_REPS:-3}" -o json >"$2" 2>"$2.log" || bench_die "llama-bench $1 failed (log: $2.log)"
+	"$LLAMA_BIN/llama-bench" -m "$1" -p 0 -n "${BENCH_TOKENS:-256}" -t "$THREADS" \
+		-r "${BENCH_REPS:-5}" -o json >"$2" 2>"$2.log" || bench_die "llama-bench $1 failed (log: $2.log)"
 	"$VENV/bin/python" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -116,7 +130,8 @@ bench_decode() {
 	decode_verify_peer
 	gbs1=$(bench_membw)
 	tsv=$RESULTS/decode.tsv
-	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\n' >"$tsv.tmp"
+	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\n' >"$tsv.tmp"
+	: >"$RESULTS/decode-pairs.txt"
 	decode_models | while IFS='|' read -r name ckpt tok; do
 		for prec in fp32 int8-wo; do
 			gt=$(decode_gguf_type "$prec")
@@ -124,10 +139,11 @@ bench_decode() {
 			r=$(decode_ours "$BB/engines/$name-$prec")
 			# shellcheck disable=SC2086
 			set -- $r
-			ours=$1 kernel=$2 wbytes=$3
+			ours=$1 kernel=$2 wbytes=$3 pmed=$4 pmin=$5 pmax=$6
 			llama=$(decode_llama "$BB/gguf/$name-$gt.gguf" "$RESULTS/llama-bench-$name-$gt.json")
-			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$ours" "$llama" \
-				"$wbytes" "$kernel" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" >>"$tsv.tmp"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$ours" "$llama" \
+				"$wbytes" "$kernel" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" \
+				"$pmed" "$pmin" "$pmax" >>"$tsv.tmp"
 		done
 	done
 	mv "$tsv.tmp" "$tsv"

@@ -54,10 +54,13 @@ def decode_rows(path, membw_gbs):
                 r["model"], r["precision"], fnum(ours), "%s (%s)" % (fnum(peer), r["gguf"]),
                 "%.2f" % (ours / peer) if peer > 0 else "-",
                 fnum(ceil), "%.0f%%" % (100.0 * ours / ceil) if ceil > 0 else "-",
+                "%.0f%% (%.0f-%.0f%%)" % (float(r["paired_pct_median"]), float(r["paired_pct_min"]),
+                                         float(r["paired_pct_max"])),
                 "%.1f" % (wbytes / 1e6), r["kernel"],
             ])
     head = ["model", "precision", "ours tok/s", "llama.cpp tok/s", "ours/llama.cpp",
-            "ceiling tok/s", "% of ceiling", "weight MB/token", "our kernel"]
+            "ceiling tok/s", "% of ceiling", "% of paired ceiling, median (range)",
+            "weight MB/token", "our kernel"]
     return head, rows
 
 
@@ -171,12 +174,15 @@ def main():
           "per token" % (a.membw, a.threads))
     body = "\n".join([
         "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
-        "Command: `make bench BENCH=decode` (%d threads, 128 decode tokens, best of 3)."
+        "Command: `make bench BENCH=decode` (%d threads, 256 decode tokens, best of 5)."
         % a.threads,
         "Peer: %s." % a.peer,
         "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
         "measurement before and one after the runs); ceiling = bandwidth / our weight bytes "
-        "per token." % (a.membw, a.threads),
+        "per token.  The bandwidth of this VM swings by up to 2x within a minute, so each "
+        "of our 5 runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes): "
+        "the paired column is the median (and range) of run tok/s x weight bytes / that "
+        "reading." % (a.membw, a.threads),
         "",
         markdown(head, rows),
     ])
