@@ -12,6 +12,7 @@
 
 #include "engine/forward.h"
 #include "engine/generate.h"
+#include "serve/stepcost.h"
 #include "serve/textstream.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -65,6 +66,7 @@ struct nf_sched {
 	 * b_job[k] is its index in active */
 	nf_seq **b_seqs;
 	int *b_tokens, *b_ntok, *b_pos, *b_job;
+	nf_stepcost cost;        /* thread only: what steps take here */
 };
 
 double nf_sched_now(void)
@@ -178,11 +180,13 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 
 /* Lay out one ragged step over active[0, n_active) (admission order): every
  * decoding job feeds its one token, and the jobs still in their prompt share
- * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens; at most
- * opts.prefill_chunk while anyone decodes; at least one per step), first
- * come first served, so a decode never waits for a
- * prompt and a new prompt is prefilled in one or a few steps.  A prompt job
- * left without budget sits this step out.  *nb: the sequences stepped. */
+ * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens), first come
+ * first served, so a decode never waits for a prompt and a new prompt is
+ * prefilled in one or a few steps.  While anyone decodes, the prompt tokens
+ * are also bounded by opts.prefill_chunk and by what keeps the step within
+ * opts.prefill_slack_pct of a decode-only step (stepcost.h); at least one
+ * per step.  A prompt job left without budget sits this step out.  *nb: the
+ * sequences stepped. */
 static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 {
 	int n_decode = 0, budget, nt = 0;
@@ -193,6 +197,12 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 	/* While others decode, a big prompt chunk would stretch their step: cap it. */
 	if (n_decode > 0 && s->opts.prefill_chunk > 0 && budget > s->opts.prefill_chunk)
 		budget = s->opts.prefill_chunk;
+	if (n_decode > 0 && s->opts.prefill_slack_pct > 0) {
+		int fit = nf_stepcost_prompt_budget(&s->cost, n_decode,
+						    s->opts.prefill_slack_pct / 100.0);
+		if (fit >= 0 && budget > fit)
+			budget = fit;
+	}
 	if (budget < 1)
 		budget = 1;
 	for (size_t i = 0; i < n_active; i++) {
@@ -292,8 +302,15 @@ static void *sched_main(void *arg)
 		build_step(s, n_active, &nb);
 		if (nb == 0)
 			goto gauges;
+		double t_step = nf_sched_now();
 		rc = nf_engine_step_ragged(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos, nb,
 					   s->logits);
+		{
+			int tokens = 0;
+			for (size_t k = 0; k < nb; k++)
+				tokens += s->b_ntok[k];
+			nf_stepcost_add(&s->cost, tokens, nf_sched_now() - t_step);
+		}
 		if (rc < 0) {
 			for (size_t i = 0; i < n_active; i++) {
 				job_finish(s, s->active[i], "error");

@@ -27,6 +27,9 @@ typedef struct nf_sched_opts {
 	int step_delay_us; /* extra sleep per step (tests and benches only), 0 = none */
 	int prefill_chunk; /* prompt tokens per step while others decode (bounds their
 			      inter-token latency); 0 = a whole forward pass */
+	int prefill_slack_pct; /* and at most what keeps such a step within this many
+				  percent of a decode-only step (serve/stepcost.h); 0 = no
+				  such bound */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

@@ -31,7 +31,7 @@
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
-	long prefill_chunk;
+	long prefill_chunk, prefill_slack;
 	int list_profiles;
 	int health;
 } opts;
@@ -72,6 +72,8 @@ static void usage(FILE *f)
 		"                         its previous response, else it is closed (NIM_REQUEST_TIMEOUT, 30; 0 = off)\n"
 		"  --drain-timeout S      on SIGTERM, wait this long for in-flight requests (NIM_DRAIN_TIMEOUT, 30)\n"
 		"  --prefill-chunk N      prompt tokens per step while others decode; 0 = 256 (NIM_PREFILL_CHUNK, 64)\n"
+		"  --prefill-slack PCT    and no more than keeps such a step within PCT%% of a decode-only\n"
+		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 25)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -107,6 +109,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--request-timeout", "NIM_REQUEST_TIMEOUT", "30", &o->request_timeout, 0, 3600},
 		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
 		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "64", &o->prefill_chunk, 0, 4096},
+		{"--prefill-slack", "NIM_PREFILL_SLACK", "25", &o->prefill_slack, 0, 1000},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
@@ -235,6 +238,7 @@ int main(int argc, char **argv)
 	so.max_queue = (int)o.max_queue;
 	so.step_delay_us = (int)o.step_delay_us;
 	so.prefill_chunk = (int)o.prefill_chunk;
+	so.prefill_slack_pct = (int)o.prefill_slack;
 	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
 		goto done;
 	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
