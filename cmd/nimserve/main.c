@@ -71,9 +71,9 @@ static void usage(FILE *f)
 		"  --request-timeout S    a connection must send a whole request within S s of opening or of\n"
 		"                         its previous response, else it is closed (NIM_REQUEST_TIMEOUT, 30; 0 = off)\n"
 		"  --drain-timeout S      on SIGTERM, wait this long for in-flight requests (NIM_DRAIN_TIMEOUT, 30)\n"
-		"  --prefill-chunk N      prompt tokens per step while others decode; 0 = 256 (NIM_PREFILL_CHUNK, 64)\n"
+		"  --prefill-chunk N      prompt tokens per step while others decode; 0 = 256 (NIM_PREFILL_CHUNK, 256)\n"
 		"  --prefill-slack PCT    and no more than keeps such a step within PCT%% of a decode-only\n"
-		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 25)\n"
+		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 0)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -108,8 +108,8 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--drain-timeout", "NIM_DRAIN_TIMEOUT", "30", &o->drain_timeout, 0, 3600},
 		{"--request-timeout", "NIM_REQUEST_TIMEOUT", "30", &o->request_timeout, 0, 3600},
 		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
-		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "64", &o->prefill_chunk, 0, 4096},
-		{"--prefill-slack", "NIM_PREFILL_SLACK", "25", &o->prefill_slack, 0, 1000},
+		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "256", &o->prefill_chunk, 0, 4096},
+		{"--prefill-slack", "NIM_PREFILL_SLACK", "0", &o->prefill_slack, 0, 1000},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
