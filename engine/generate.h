@@ -19,6 +19,10 @@ typedef struct nf_sampler {
 	void *scratch;     /* owned: top-p workspace */
 } nf_sampler;
 
+/* The index of the first largest of x[0..n) (NaNs never win; 0 when x[0]
+ * is NaN and nothing is larger), n >= 1: greedy decoding. */
+int nf_argmax(const float *x, int n);
+
 int nf_sampler_init(nf_sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed);
 void nf_sampler_release(nf_sampler *s);
 /* Pick the next token; may modify logits in place. */

@@ -50,15 +50,6 @@ static char *prompt_label(size_t index, const char *prompt)
 	return nf_strdup_printf("prompt %zu: \"%s\"", index + 1, echo);
 }
 
-static int argmax(const float *x, int n)
-{
-	int best = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
-	return best;
-}
-
 /* ||a - r|| / ||r|| in double; +inf for non-finite values or a zero reference. */
 static double rel_error(const float *a, const float *r, int n)
 {
@@ -142,8 +133,8 @@ static int correctness_case(nf_gate_case *c, nf_engine *e, const nf_model *ref, 
 			continue;
 		}
 		/* This position predicts continuation token number `compared`. */
-		next = argmax(r, cfg->vocab_size);
-		if (argmax(logits, cfg->vocab_size) == next)
+		next = nf_argmax(r, cfg->vocab_size);
+		if (nf_argmax(logits, cfg->vocab_size) == next)
 			agree++;
 		else if (c->first_mismatch < 0)
 			c->first_mismatch = compared;

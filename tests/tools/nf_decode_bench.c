@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "engine/model.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -204,11 +205,7 @@ int main(int argc, char **argv)
 	for (int p = 0; p < tokens; p++) {
 		if ((err = nf_engine_step(e, &s, &tok, &p, 1, logits)))
 			goto done;
-		int best = 0;
-		for (int i = 1; i < c->vocab_size; i++)
-			if (logits[i] > logits[best])
-				best = i;
-		tok = best;
+		tok = nf_argmax(logits, c->vocab_size); /* greedy, as nimfactory run */
 	}
 	double dt = now_s() - t0, dc = cpu_s() - c0;
 	/* cpu_tokens_per_s: per second of CPU time of all threads; with one

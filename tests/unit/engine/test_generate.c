@@ -184,6 +184,42 @@ static void test_prefill_equivalence(nf_engine *e)
 	   "max_tokens 0 generates nothing");
 }
 
+/* The one-pass argmax nf_argmax replaces: the first largest, NaN never wins. */
+static int argmax_ref(const float *x, int n)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+static void argmax_tests(void)
+{
+	static float x[40000];
+	unsigned r = 12345;
+	int bad = 0, cases = 0;
+	/* every length 1..100 and a vocabulary-sized one, few distinct values
+	 * (ties everywhere), now and then a NaN or an infinity */
+	for (int round = 0; round < 20; round++)
+		for (int n = 1; n <= 101; n++, cases++) {
+			int len = n == 101 ? 32000 + round : n;
+			for (int i = 0; i < len; i++) {
+				r = r * 1103515245u + 12345u;
+				unsigned v = (r >> 16) % 11;
+				x[i] = v == 10 && round % 3 == 0 ? NAN : v == 9 && round % 5 == 0 ? -INFINITY
+											: (float)v;
+			}
+			bad += nf_argmax(x, len) != argmax_ref(x, len);
+		}
+	ok(bad == 0, "nf_argmax equals the one-pass loop on %d arrays with ties, NaN and -inf (%d differ)",
+	   cases, bad);
+	x[0] = NAN, x[1] = 3.0f, x[2] = 7.0f;
+	is_int(nf_argmax(x, 3), 0, "a NaN first stays the answer, as in the one-pass loop");
+	x[0] = 1.0f;
+	is_int(nf_argmax(x, 3), 2, "the largest of three");
+}
+
 int main(void)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared");
@@ -193,6 +229,7 @@ int main(void)
 	nf_engine *e = NULL;
 
 	sampler_tests();
+	argmax_tests();
 
 	snprintf(mpath, sizeof mpath, "%s/models/stories260K/stories260K.bin", shared);
 	snprintf(tpath, sizeof tpath, "%s/models/stories260K/tok512.bin", shared);
