@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/layout.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/banned.h"
@@ -50,18 +51,33 @@ static double model_us(const nf_bk_matrix *m, const nf_backend_ops *ops, int thr
 
 /* Best time of one single-threaded GEMV over the whole matrix for each of
  * the nf families (us[k] < 0 when not measured): rounds interleave the
- * families, so a noisy neighbour slows them alike. */
-static void measure_us(double *us, const nf_bk_matrix *m, const nf_backend_ops *const *fam,
+ * families, so a noisy neighbour slows them alike.  The matrix is timed in
+ * the layout a loaded engine gives it (tiled when it can be: layout.h), on
+ * a copy. */
+static void measure_us(double *us, const nf_bk_matrix *src, const nf_backend_ops *const *fam,
 		       size_t nf)
 {
-	size_t cols = (size_t)m->cols;
+	nf_bk_matrix tiled = *src;
+	const nf_bk_matrix *m = src;
+	size_t cols = (size_t)src->cols, nbytes = (size_t)src->rows * cols * nf_bk_elem_size(src);
 	size_t ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
-	float *x = calloc(cols, sizeof(float)), *y = calloc((size_t)m->rows, sizeof(float));
+	float *x = calloc(cols, sizeof(float)), *y = calloc((size_t)src->rows, sizeof(float));
 	int8_t *xq = calloc(ldq, 1);
+	void *copy = NULL;
 	for (size_t k = 0; k < nf; k++)
 		us[k] = -1.0;
 	if (!x || !y || !xq)
 		goto done;
+	if (nf_bk_can_tile(src) && (copy = malloc(nbytes))) {
+		memcpy(copy, src->kind == NF_QUANT_INT8_ROW ? (const void *)src->q8 : (const void *)src->f32,
+		       nbytes);
+		if (src->kind == NF_QUANT_INT8_ROW)
+			tiled.q8 = copy;
+		else
+			tiled.f32 = copy;
+		if (nf_bk_tile_in_place(&tiled, copy) == 0)
+			m = &tiled;
+	}
 	for (size_t i = 0; i < cols; i++)
 		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	float xs = nf_quant_int8_vec(xq, x, cols);
@@ -83,6 +99,7 @@ done:
 	free(x);
 	free(y);
 	free(xq);
+	free(copy);
 }
 
 int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_config *cfg,
