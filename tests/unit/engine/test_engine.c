@@ -15,6 +15,7 @@
 #include "engine/checkpoint.h"
 #include "engine/cpu/cpu.h"
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "engine/reference.h"
 #include "tests/tap.h"
 #include "util/error.h"
@@ -23,15 +24,6 @@
 #define STEPS 64
 
 static char tokpath[1024];
-
-static int argmax(const float *x, int n)
-{
-	int best = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
-	return best;
-}
 
 static double rel_err(const float *a, const float *b, int n)
 {
@@ -86,12 +78,12 @@ static int compare(nf_engine *e, const nf_model *m, double *worst, double *mean,
 		double er = rel_err(lg, ref, vocab);
 		*worst = fmax(*worst, er);
 		*mean += er / STEPS;
-		int want = argmax(ref, vocab);
-		agree += argmax(lg, vocab) == want;
+		int want = nf_argmax(ref, vocab);
+		agree += nf_argmax(lg, vocab) == want;
 		/* free-running engine decode */
 		if (nf_engine_step(e, &s2, &tok2, &pos, 1, lg2) != 0)
 			break;
-		int got2 = argmax(lg2, vocab);
+		int got2 = nf_argmax(lg2, vocab);
 		if (!diverged && got2 == want)
 			(*free_run)++;
 		else
@@ -191,7 +183,7 @@ static void prefill_case(nf_engine *e, const char *what, int exact, int p0, int 
 		worst = fmax(worst, er);
 		if (d == 3)
 			break;
-		int pos = p0 + P + d, t = argmax(la, (int)vocab);
+		int pos = p0 + P + d, t = nf_argmax(la, (int)vocab);
 		err = nf_engine_step(e, &a, &t, &pos, 1, la) || nf_engine_step(e, &b, &t, &pos, 1, lb);
 	}
 	ok(!err && same, "%s: prefill of %d tokens at position %d then 3 decode steps equals %d single steps (%s, rel err %.1e)",

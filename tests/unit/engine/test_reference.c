@@ -7,19 +7,11 @@
 #include <string.h>
 
 #include "engine/checkpoint.h"
+#include "engine/generate.h"
 #include "engine/reference.h"
 #include "engine/tokenizer.h"
 #include "tests/tap.h"
 #include "util/error.h"
-
-static int argmax(const float *x, int n)
-{
-	int best = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
-	return best;
-}
 
 int main(void)
 {
@@ -47,7 +39,7 @@ int main(void)
 		const float *logits = nf_ref_forward(s, token, pos);
 		if (!logits)
 			break;
-		int next = argmax(logits, m->cfg.vocab_size);
+		int next = nf_argmax(logits, m->cfg.vocab_size);
 		size_t n = 0;
 		const char *piece = nf_tokenizer_decode(tok, token, next, &n);
 		if (len + n < sizeof text) {
