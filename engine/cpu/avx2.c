@@ -50,28 +50,8 @@ AVX2 static void dot4_f32(float out[4], const float *w, size_t rs, size_t cs, si
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 	size_t c = 0;
-	/* 32 floats (two cache lines) of each row per step: eight lines in
-	 * flight, as in the AVX-512 kernels */
-	for (; c + 32 <= cols; c += 32) {
-		__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
-		__m256 x2 = _mm256_loadu_ps(x + c + 16), x3 = _mm256_loadu_ps(x + c + 24);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c)), x0, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c)), x0, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c)), x0, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c)), x0, a3);
-		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 8)), x1, b0);
-		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 8)), x1, b1);
-		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 8)), x1, b2);
-		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 8)), x1, b3);
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 16)), x2, a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 16)), x2, a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 16)), x2, a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 16)), x2, a3);
-		b0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c + 24)), x3, b0);
-		b1 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w1, c + 24)), x3, b1);
-		b2 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w2, c + 24)), x3, b2);
-		b3 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w3, c + 24)), x3, b3);
-	}
+	/* 16 floats (one cache line) of each row per step, two accumulators
+	 * a row: a takes floats [0, 8) of each chunk, b [8, 16) */
 	for (; c + 16 <= cols; c += 16) {
 		__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
 		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(AT16(w0, c)), x0, a0);
