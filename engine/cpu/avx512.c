@@ -94,7 +94,7 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
 #define F32_NV 4 /* measured best of 1-6 on Zen 5 (32 accumulators) */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out, const float *w,
 								   size_t rs, size_t cs, size_t cols,
-								   const float *x, size_t ldx)
+								   const float *x, size_t ldx, int tiled)
 {
 	__m512 a[F32_NV][8];
 #pragma GCC unroll 8
@@ -111,6 +111,8 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 		const float *wc = w + c / 16 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
+			if (tiled)
+				_mm_prefetch((const char *)(wc + (size_t)i * 16) + TILE_PREFETCH, _MM_HINT_NTA);
 			__m512 wv = _mm512_loadu_ps(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < F32_NV; v++)
@@ -162,7 +164,10 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 		size_t b = 0;
 		for (; b + F32_NV <= n; b += F32_NV) {
 			__m256 v[F32_NV];
-			dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx);
+			if (tiled)
+				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 1);
+			else
+				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 0);
 			for (int k = 0; k < F32_NV; k++) {
 				float *o = y + (b + (size_t)k) * ldy + (size_t)r;
 				if (accumulate)
@@ -245,7 +250,7 @@ AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t
 #define Q8_NV 2 /* measured: 2 beats 1, 3 and 4 here */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out, const int8_t *w,
 								  size_t rs, size_t cs, size_t cols,
-								  const int8_t *x, size_t ldx)
+								  const int8_t *x, size_t ldx, int tiled)
 {
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512i a[Q8_NV][8];
@@ -263,6 +268,8 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out,
 		const int8_t *wc = w + c / 64 * cs;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
+			if (tiled)
+				_mm_prefetch((const char *)(wc + (size_t)i * 64) + TILE_PREFETCH, _MM_HINT_NTA);
 			__m512i wv = _mm512_loadu_si512(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < Q8_NV; v++)
@@ -318,7 +325,10 @@ AVX512 static void avx512_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, c
 		size_t b = 0;
 		for (; b + Q8_NV <= n; b += Q8_NV) {
 			__m256i d[Q8_NV];
-			dot8xn_q8(d, wr, rs, cs, cols, xq + b * ldx, ldx);
+			if (tiled)
+				dot8xn_q8(d, wr, rs, cs, cols, xq + b * ldx, ldx, 1);
+			else
+				dot8xn_q8(d, wr, rs, cs, cols, xq + b * ldx, ldx, 0);
 			for (int k = 0; k < Q8_NV; k++) {
 				__m256 v = _mm256_mul_ps(
 					_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(d[k], bias)), sc),
