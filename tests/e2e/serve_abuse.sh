@@ -8,45 +8,9 @@
 # then SIGTERM with 32 streams in flight while new connections keep coming:
 # the streams end with [DONE], newcomers get refused or 503, exit 0.
 set -u
-B="${NF_BUILD:?}"
-NIMSERVE="$B/bin/nimserve"
-FIX="$B/tools/nf_serve_fixture"
-for f in "$NIMSERVE" "$FIX"; do
-	[ -x "$f" ] || { echo "Bail out! $f is not built"; exit 1; }
-done
-[ -f "${NF_SHARED:?}/models/stories260K/stories260K.bin" ] || { echo "1..0 # skip no stories260K model"; exit 0; }
-
-n=0
-fail=0
-W=$(mktemp -d /tmp/nf-e2e-abuse-XXXXXX)
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
-okt() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=$((fail + 1)); fi; }
-is() { if [ "$1" = "$2" ]; then okt 0 "$3"; else okt 1 "$3"; echo "#   got: '$1'"; echo "#  want: '$2'"; fi; }
+. "${NF_SRC:?}/tests/serve_lib.sh"
+serve_setup abuse
 metric() { curl -s "$U/v1/metrics" | awk -v k="$1" '$1 == k { print $2 }'; }
-
-start_server() { # start_server NAME ARGS... ; sets PORT and PID
-	local name=$1
-	shift
-	"$NIMSERVE" --manifest "$W/fx/model_manifest.yaml" --host 127.0.0.1 --port 0 \
-		--port-file "$W/$name.port" "$@" 2>"$W/$name.log" &
-	PID=$!
-	PIDS="$PIDS $PID"
-	for _ in $(seq 1 300); do
-		if [ -s "$W/$name.port" ]; then
-			PORT=$(cat "$W/$name.port")
-			curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/health/ready" | grep -q 200 && return 0
-		fi
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "# server $name did not become ready:"; sed 's/^/#   /' "$W/$name.log" | tail -5
-	return 1
-}
 
 "$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
 
@@ -377,10 +341,5 @@ is "$(grep -cv '^\(000\|503\)$' "$W/late")" 0 "late arrivals were refused or got
 wait "$KA"
 is "$(cat "$W/ka.out")" 503 "a keep-alive connection asking after SIGTERM gets 503"
 
-if grep -q "runtime error\|AddressSanitizer\|LeakSanitizer" "$W"/*.log; then
-	okt 1 "no sanitizer reports"; grep -h "runtime error\|Sanitizer" "$W"/*.log | head -5 | sed 's/^/# /'
-else
-	okt 0 "no sanitizer reports"
-fi
-echo "1..$n"
-[ "$fail" = 0 ]
+sanitizer_clean
+serve_done

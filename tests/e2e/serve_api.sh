@@ -6,27 +6,8 @@
 # bound gives 429 + Retry-After, /v1/metrics passes promtool, SIGTERM drains
 # an in-flight stream and exits 0.
 set -u
-B="${NF_BUILD:?}"
-NIMSERVE="$B/bin/nimserve"
-FIX="$B/tools/nf_serve_fixture"
-for f in "$NIMSERVE" "$FIX"; do
-	[ -x "$f" ] || { echo "Bail out! $f is not built"; exit 1; }
-done
-[ -f "${NF_SHARED:?}/models/stories260K/stories260K.bin" ] || { echo "1..0 # skip no stories260K model"; exit 0; }
-
-n=0
-fail=0
-W=$(mktemp -d /tmp/nf-e2e-serve-XXXXXX)
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
-okt() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=$((fail + 1)); fi; }
-is() { # is GOT WANT NAME
-	if [ "$1" = "$2" ]; then okt 0 "$3"; else okt 1 "$3"; echo "#   got: '$1'"; echo "#  want: '$2'"; fi
-}
+. "${NF_SRC:?}/tests/serve_lib.sh"
+serve_setup serve
 json() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]), end="")' "$1"; }
 # SSE text joined from every chunk (completions: text, chat: delta.content)
 sse_text() {
@@ -45,36 +26,6 @@ for line in sys.stdin.read().split("\n"):
     for c in o.get("choices", []):
         out.append(c.get("text") or c.get("delta", {}).get("content") or "")
 print("".join(out) + ("" if done else "<no [DONE]>"), end="")'
-}
-
-start_server() { # start_server NAME ARGS... ; sets PORT and PID
-	rm -f "$W/$1.port"
-	local name=$1
-	shift
-	"$NIMSERVE" --manifest "$W/fx/model_manifest.yaml" --host 127.0.0.1 --port 0 \
-		--port-file "$W/$name.port" "$@" 2>"$W/$name.log" &
-	PID=$!
-	PIDS="$PIDS $PID"
-	for _ in $(seq 1 300); do
-		if [ -s "$W/$name.port" ]; then
-			PORT=$(cat "$W/$name.port")
-			if curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/health/ready" | grep -q 200; then
-				return 0
-			fi
-		fi
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "# server $name did not become ready:"; sed 's/^/#   /' "$W/$name.log" | tail -5
-	return 1
-}
-stop_server() { # stop_server PID -> exit status
-	kill -TERM "$1"
-	local st=0
-	for _ in $(seq 1 200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-	if kill -0 "$1" 2>/dev/null; then kill -KILL "$1"; fi
-	wait "$1"; st=$?
-	return $st
 }
 
 "$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
@@ -236,10 +187,5 @@ grep -qi '^Retry-After: 1' $(grep -l '^HTTP/1\.[01] 429' "$W"/q.h.[0-9] | head -
 okt $? "429 carries Retry-After"
 stop_server "$SMALL"
 is "$?" 0 "second server: SIGTERM exit 0"
-if grep -q "runtime error\|AddressSanitizer\|LeakSanitizer" "$W"/*.log; then
-	okt 1 "no sanitizer reports"; grep -h "runtime error\|Sanitizer" "$W"/*.log | head -5 | sed 's/^/# /'
-else
-	okt 0 "no sanitizer reports"
-fi
-echo "1..$n"
-[ "$fail" = 0 ]
+sanitizer_clean
+serve_done

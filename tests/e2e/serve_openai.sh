@@ -4,13 +4,8 @@
 # chat completions, plain and streamed, greedy text equal to nf_generate, and
 # errors raised as the client's typed exceptions.  Skips when PyPI is unreachable.
 set -u
-B="${NF_BUILD:?}"
-NIMSERVE="$B/bin/nimserve"
-FIX="$B/tools/nf_serve_fixture"
-for f in "$NIMSERVE" "$FIX"; do
-	[ -x "$f" ] || { echo "Bail out! $f is not built"; exit 1; }
-done
-[ -f "${NF_SHARED:?}/models/stories260K/stories260K.bin" ] || { echo "1..0 # skip no stories260K model"; exit 0; }
+. "${NF_SRC:?}/tests/serve_lib.sh"
+serve_setup openai
 VENV="$B/venv-openai"
 if ! "$VENV/bin/python" -c 'import openai' 2>/dev/null; then
 	rm -rf "$VENV"
@@ -21,18 +16,9 @@ if ! "$VENV/bin/python" -c 'import openai' 2>/dev/null; then
 	fi
 fi
 
-W=$(mktemp -d /tmp/nf-e2e-openai-XXXXXX)
-PID=""
-trap '[ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$W"' EXIT INT TERM
 "$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
 ENGINE=$(ls -d "$W"/fx/engines/*)
-"$NIMSERVE" --manifest "$W/fx/model_manifest.yaml" --host 127.0.0.1 --port 0 --port-file "$W/port" 2>"$W/log" &
-PID=$!
-for _ in $(seq 1 300); do
-	[ -s "$W/port" ] && curl -sf -o /dev/null "http://127.0.0.1:$(cat "$W/port")/v1/health/ready" && break
-	sleep 0.1
-done
-PORT=$(cat "$W/port" 2>/dev/null) || { echo "Bail out! server did not start"; exit 1; }
+start_server main || { echo "Bail out! server did not start"; exit 1; }
 "$FIX" generate "$ENGINE" 40 "Once upon" >"$W/want1"
 "$FIX" generate "$ENGINE" 40 "Lily went" >"$W/want2"
 
@@ -87,9 +73,7 @@ print(f"1..{n}")
 sys.exit(1 if fails else 0)
 PY
 st=$?
-kill -TERM "$PID"
-wait "$PID"
+stop_server "$PID"
 rc=$?
-PID=""
 if [ "$rc" != 0 ]; then echo "# nimserve exited $rc"; exit 1; fi
 exit $st
