@@ -26,33 +26,11 @@ decode_models() {
 	echo "synth110M|$BB/models/synth110M.bin|$BB/models/synth110M.tok"
 }
 
-decode_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
-
 decode_prepare() {
-	mkdir -p "$BB/models" "$BB/gguf" "$BB/engines"
-	if bench_stale "$BB/models/synth110M.tok" tests/tools/nf_synth_model.c; then
-		bench_log "writing the synthetic 110M model"
-		"$TOOLS/nf_synth_model" "$BB/models/synth110M.bin" "$BB/models/synth110M.tok" >&2 ||
-			bench_die "nf_synth_model failed"
-	fi
+	bench_synth_model
 	decode_models | while IFS='|' read -r name ckpt tok; do
-		if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
-			bench_die "missing $ckpt or $tok"
-		fi
 		for prec in fp32 int8-wo; do
-			gt=$(decode_gguf_type "$prec")
-			gg=$BB/gguf/$name-$gt.gguf
-			if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
-				"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
-					--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
-			fi
-			eng=$BB/engines/$name-$prec
-			if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
-				bench_log "building our $prec engine of $name"
-				rm -rf "$eng"
-				"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
-					--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
-			fi
+			bench_prepare "$name" "$ckpt" "$tok" "$prec"
 		done
 	done
 }
@@ -134,7 +112,7 @@ bench_decode() {
 	: >"$RESULTS/decode-pairs.txt"
 	decode_models | while IFS='|' read -r name ckpt tok; do
 		for prec in fp32 int8-wo; do
-			gt=$(decode_gguf_type "$prec")
+			gt=$(bench_gguf_type "$prec")
 			bench_log "decode: $name $prec"
 			r=$(decode_ours "$BB/engines/$name-$prec")
 			# shellcheck disable=SC2086

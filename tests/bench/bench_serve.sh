@@ -43,7 +43,6 @@ Mom said it was time to go to bed
 EOF
 }
 
-serve_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
 
 serve_models() {
 	# name|checkpoint|tokenizer|context
@@ -62,30 +61,13 @@ serve_prepare() {
 	make -s -j"$THREADS" BUILD="$NFB" "$NFB/bin/nimserve" >>"$BB/nf-build.log" 2>&1 ||
 		bench_die "building nimserve failed (log: $BB/nf-build.log)"
 	serve_prompts >"$RESULTS/serve-prompts.txt"
-	if serve_models | grep -q '^synth110M|' &&
-		bench_stale "$BB/models/synth110M.tok" tests/tools/nf_synth_model.c; then
-		bench_log "writing the synthetic 110M model"
-		"$TOOLS/nf_synth_model" "$BB/models/synth110M.bin" "$BB/models/synth110M.tok" >&2 ||
-			bench_die "nf_synth_model failed"
+	if serve_models | grep -q '^synth110M|'; then
+		bench_synth_model
 	fi
-	serve_models | while IFS='|' read -r name ckpt tok ctx; do
-		if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
-			bench_die "missing $ckpt or $tok"
-		fi
+	serve_models | while IFS='|' read -r name ckpt tok _; do
 		for prec in fp32 int8-wo; do
-			gt=$(serve_gguf_type "$prec")
-			gg=$BB/gguf/$name-$gt.gguf
-			if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
-				"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
-					--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
-			fi
+			bench_prepare "$name" "$ckpt" "$tok" "$prec"
 			eng=$BB/engines/$name-$prec
-			if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
-				bench_log "building our $prec engine of $name"
-				rm -rf "$eng"
-				"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
-					--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
-			fi
 			serve_manifest "$name" "$prec" "$eng" >"$BB/serve/manifest-$name-$prec.yaml.tmp"
 			mv "$BB/serve/manifest-$name-$prec.yaml.tmp" "$BB/serve/manifest-$name-$prec.yaml"
 		done
@@ -256,7 +238,7 @@ bench_serve() {
 		fi
 		workload="$workload${workload:+; }$SERVE_NAME: $SERVE_REQUESTS completion(s) per client, max_tokens $SERVE_TOKENS, best of $SERVE_REPS, context $SERVE_CTX per llama.cpp slot"
 		for prec in fp32 int8-wo; do
-			gt=$(serve_gguf_type "$prec")
+			gt=$(bench_gguf_type "$prec")
 			gg=$BB/gguf/$SERVE_NAME-$gt.gguf
 			manifest=$BB/serve/manifest-$SERVE_NAME-$prec.yaml
 

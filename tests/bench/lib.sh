@@ -107,3 +107,40 @@ bench_stale() {
 
 # One "key=value" field from a line of tool output.
 bench_field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+
+# The GGUF type llama.cpp runs for our precision $1.
+bench_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
+
+# Write the synthetic ~110M Llama (nf_synth_model) unless it is up to date.
+bench_synth_model() {
+	mkdir -p "$BB/models"
+	if bench_stale "$BB/models/synth110M.tok" tests/tools/nf_synth_model.c; then
+		bench_log "writing the synthetic 110M model"
+		"$TOOLS/nf_synth_model" "$BB/models/synth110M.bin" "$BB/models/synth110M.tok" >&2 ||
+			bench_die "nf_synth_model failed"
+	fi
+}
+
+# The same weights for both engines, rebuilt when stale: model $1 from
+# checkpoint $2 and tokenizer $3 at precision $4 as llama.cpp's GGUF
+# ($BB/gguf/NAME-TYPE.gguf) and as our engine ($BB/engines/NAME-PREC).
+bench_prepare() {
+	name=$1 ckpt=$2 tok=$3 prec=$4
+	if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
+		bench_die "missing $ckpt or $tok"
+	fi
+	mkdir -p "$BB/gguf" "$BB/engines"
+	gt=$(bench_gguf_type "$prec")
+	gg=$BB/gguf/$name-$gt.gguf
+	if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
+		"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
+			--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
+	fi
+	eng=$BB/engines/$name-$prec
+	if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
+		bench_log "building our $prec engine of $name"
+		rm -rf "$eng"
+		"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
+			--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
+	fi
+}
