@@ -12,8 +12,8 @@
  * same sums in the same order whatever the layout.
  *
  * Kernels address a block of rows through two strides, in elements, valid
- * within one tile (rows r..r+7, r a multiple of 8) and trivially for
- * row-major matrices:
+ * while rows r..r+i stay within one 8-row tile (and always for row-major
+ * matrices):
  *   element (r + i, c) = m + nf_bk_index(m, r, 0)
  *                        + i * nf_bk_row_stride(m)
  *                        + (c / nf_bk_chunk(m)) * nf_bk_chunk_stride(m)
