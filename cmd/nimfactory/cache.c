@@ -30,12 +30,6 @@ static void usage(FILE *to)
 		    "so that builds with NIMFACTORY_OFFLINE=1 find them.\n");
 }
 
-static int fail(int err)
-{
-	fprintf(stderr, "nimfactory cache: %s\n", nf_error_last());
-	return nf_error_exit_status(err);
-}
-
 static int print_entry(void *user, const nf_cache_entry *e)
 {
 	(void)user;
@@ -78,7 +72,7 @@ int nf_cmd_cache(int argc, char **argv)
 		return NF_EXIT_INPUT;
 	}
 	if ((err = nf_cache_open(&c, NULL)) < 0)
-		return fail(err);
+		return nf_cmd_fail("cache", err);
 	if (!strcmp(argv[1], "path")) {
 		printf("%s\n", nf_cache_root(c));
 	} else if (!strcmp(argv[1], "fetch")) {
@@ -88,18 +82,18 @@ int nf_cmd_cache(int argc, char **argv)
 		spec.url = argv[2];
 		spec.sha256 = argv[3];
 		if ((err = nf_fetch_source(&path, c, &spec, NULL)) < 0)
-			status = fail(err);
+			status = nf_cmd_fail("cache", err);
 		else
 			printf("sha256:%s  %s\n", argv[3], path);
 		free(path);
 	} else if (!strcmp(argv[1], "ls")) {
 		if ((err = nf_cache_foreach(c, print_entry, NULL)) < 0)
-			status = fail(err);
+			status = nf_cmd_fail("cache", err);
 	} else {
 		for (int i = 2; i < argc; i++) {
 			char hex[NF_SHA256_HEX_LEN + 1];
 			if ((err = nf_cache_add_file(hex, NULL, c, argv[i], NULL)) < 0) {
-				status = fail(err);
+				status = nf_cmd_fail("cache", err);
 				break;
 			}
 			printf("sha256:%s  %s\n", hex, argv[i]);

@@ -8,6 +8,10 @@ struct nf_command {
 	const char *summary;
 };
 
+/* Print "nimfactory CMD: <the last error>" on stderr; returns the exit
+ * status of err (util/error.h). */
+int nf_cmd_fail(const char *cmd, int err);
+
 int nf_cmd_version(int argc, char **argv);
 int nf_cmd_cache(int argc, char **argv);
 int nf_cmd_validate(int argc, char **argv);

@@ -77,9 +77,5 @@ int nf_cmd_convert(int argc, char **argv)
 			to == NF_CKPT_HF ? "Hugging Face layout" : "llama2.c");
 done:
 	nf_model_free(model);
-	if (err) {
-		fprintf(stderr, "nimfactory convert: %s\n", nf_error_last());
-		return nf_error_exit_status(err);
-	}
-	return NF_EXIT_OK;
+	return err ? nf_cmd_fail("convert", err) : NF_EXIT_OK;
 }

@@ -169,9 +169,5 @@ int nf_cmd_inspect(int argc, char **argv)
 				   "%s: not an engine (config.json), an OCI layout (oci-layout) or a build output (plan.json)",
 				   path);
 	free(probe);
-	if (err) {
-		fprintf(stderr, "nimfactory inspect: %s\n", nf_error_last());
-		return nf_error_exit_status(err);
-	}
-	return NF_EXIT_OK;
+	return err ? nf_cmd_fail("inspect", err) : NF_EXIT_OK;
 }

@@ -22,6 +22,12 @@ static const struct nf_command commands[] = {
 	{"version", nf_cmd_version, "print the version"},
 };
 
+int nf_cmd_fail(const char *cmd, int err)
+{
+	fprintf(stderr, "nimfactory %s: %s\n", cmd, nf_error_last());
+	return nf_error_exit_status(err);
+}
+
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: nimfactory <command> [options]\n\ncommands:\n");

@@ -24,12 +24,6 @@ static const char promote_usage[] =
 	"                    (recorded as " NF_OCI_ANN_PROMOTE_FORCED "=true on the copied report)\n"
 	"Exit 3 when the gate report is missing or did not pass.\n";
 
-static int fail(int err)
-{
-	fprintf(stderr, "nimfactory promote: %s\n", nf_error_last());
-	return nf_error_exit_status(err);
-}
-
 int nf_cmd_promote(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -62,7 +56,7 @@ int nf_cmd_promote(int argc, char **argv)
 		return NF_EXIT_INPUT;
 	}
 	if ((err = nf_reg_ref_parse(&src, argv[optind])) || (err = nf_reg_ref_parse(&dst, argv[optind + 1])))
-		return fail(err);
+		return nf_cmd_fail("promote", err);
 	nf_cli_reg_init(&o, &st, "promote", insecure, verbose);
 	if ((err = nf_reg_client_new(&c, src.host, &o)))
 		goto done;
@@ -87,5 +81,5 @@ int nf_cmd_promote(int argc, char **argv)
 	}
 done:
 	nf_reg_client_free(c);
-	return err ? fail(err) : NF_EXIT_OK;
+	return err ? nf_cmd_fail("promote", err) : NF_EXIT_OK;
 }

@@ -26,12 +26,6 @@ static const char push_usage[] =
 	"  --verbose       one line per request on stderr (never a secret)\n"
 	"Credentials: NIMFACTORY_REGISTRY_USER/NIMFACTORY_REGISTRY_PASSWORD, else docker's config.json.\n";
 
-static int fail(int err)
-{
-	fprintf(stderr, "nimfactory push: %s\n", nf_error_last());
-	return nf_error_exit_status(err);
-}
-
 int nf_cmd_push(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -62,7 +56,7 @@ int nf_cmd_push(int argc, char **argv)
 		case 'm': mount_from = optarg; break;
 		case 'c':
 			if ((err = nf_cli_parse_size(&chunk, optarg, "--chunk-size")))
-				return fail(err);
+				return nf_cmd_fail("push", err);
 			break;
 		case 'h': fputs(push_usage, stdout); return NF_EXIT_OK;
 		default: fputs(push_usage, stderr); return NF_EXIT_INPUT;
@@ -75,7 +69,7 @@ int nf_cmd_push(int argc, char **argv)
 	/* OCI_DIR or OCI_DIR:TAG */
 	dir = strdup(argv[optind]);
 	if (!dir)
-		return fail(nf_error_set(NF_ENOMEM, "out of memory"));
+		return nf_cmd_fail("push", nf_error_set(NF_ENOMEM, "out of memory"));
 	if (!nf_fs_is_dir(dir)) {
 		char *colon = strrchr(dir, ':');
 		if (colon) {
@@ -142,5 +136,5 @@ int nf_cmd_push(int argc, char **argv)
 done:
 	nf_reg_client_free(c);
 	free(dir);
-	return err ? fail(err) : NF_EXIT_OK;
+	return err ? nf_cmd_fail("push", err) : NF_EXIT_OK;
 }

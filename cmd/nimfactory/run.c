@@ -99,9 +99,5 @@ int nf_cmd_run(int argc, char **argv)
 done:
 	nf_engine_free(engine);
 	free(engine_dir);
-	if (err) {
-		fprintf(stderr, "nimfactory run: %s\n", nf_error_last());
-		return nf_error_exit_status(err);
-	}
-	return NF_EXIT_OK;
+	return err ? nf_cmd_fail("run", err) : NF_EXIT_OK;
 }
