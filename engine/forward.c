@@ -89,35 +89,41 @@ int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
 	return 0;
 }
 
-/* Every matrix of w, in a fixed order; returns the count. */
-static size_t all_matrices(nf_bk_matrix **out, nf_fwd_weights *w, const nf_model_config *cfg)
+/* Every matrix of w, in a fixed order, into a new array of *n (caller
+ * frees *out); 0 or NF_ENOMEM. */
+static int all_matrices(nf_bk_matrix ***out, size_t *n, nf_fwd_weights *w,
+			const nf_model_config *cfg)
 {
-	size_t n = 0;
-	out[n++] = &w->emb;
+	size_t max, k = 0;
+	nf_bk_matrix **m;
+	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
+	    !(m = calloc(max, sizeof *m)))
+		return nf_error_set(NF_ENOMEM, "forward: out of memory");
+	m[k++] = &w->emb;
 	if (w->cls.q8 != w->emb.q8 || w->cls.f32 != w->emb.f32)
-		out[n++] = &w->cls;
+		m[k++] = &w->cls;
 	for (int l = 0; l < cfg->n_layers; l++) {
 		nf_fwd_layer *L = &w->layers[l];
-		out[n++] = &L->wq;
-		out[n++] = &L->wk;
-		out[n++] = &L->wv;
-		out[n++] = &L->wo;
-		out[n++] = &L->w1;
-		out[n++] = &L->w2;
-		out[n++] = &L->w3;
+		m[k++] = &L->wq;
+		m[k++] = &L->wk;
+		m[k++] = &L->wv;
+		m[k++] = &L->wo;
+		m[k++] = &L->w1;
+		m[k++] = &L->w2;
+		m[k++] = &L->w3;
 	}
-	return n;
+	*out = m;
+	*n = k;
+	return 0;
 }
 
 int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg)
 {
 	nf_bk_matrix **mats = NULL;
-	size_t total = 0, n, max;
-	int err = 0;
-	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
-	    !(mats = calloc(max, sizeof *mats)))
-		return nf_error_set(NF_ENOMEM, "forward: out of memory");
-	n = all_matrices(mats, w, cfg);
+	size_t total = 0, n;
+	int err = all_matrices(&mats, &n, w, cfg);
+	if (err)
+		return err;
 	for (size_t i = 0; i < n; i++)
 		if (mats[i]->kind == NF_QUANT_INT8_ROW)
 			total += (size_t)mats[i]->rows;
@@ -148,18 +154,13 @@ done:
 int nf_fwd_weights_tile(nf_fwd_weights *w, const nf_model_config *cfg)
 {
 	nf_bk_matrix **mats = NULL;
-	size_t n, max;
-	int err = 0;
-	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
-	    !(mats = calloc(max, sizeof *mats)))
-		return nf_error_set(NF_ENOMEM, "forward: out of memory");
-	n = all_matrices(mats, w, cfg);
+	size_t n;
+	int err = all_matrices(&mats, &n, w, cfg);
+	if (err)
+		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		nf_bk_matrix *m = mats[i];
 		/* the caller owns this memory writable (nf_fwd_weights_tile's contract) */
-		void *data = m->kind == NF_QUANT_INT8_ROW ? (void *)(uintptr_t)m->q8
-							   : (void *)(uintptr_t)m->f32;
-		err = nf_bk_tile_in_place(m, data);
+		err = nf_bk_tile_in_place(mats[i], (void *)(uintptr_t)nf_bk_elems(mats[i]));
 	}
 	/* a shared classifier is the embedding's memory, tiled once above */
 	if (w->cls.q8 == w->emb.q8 && w->cls.f32 == w->emb.f32)

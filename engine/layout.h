@@ -35,6 +35,12 @@ static inline size_t nf_bk_elem_size(const nf_bk_matrix *m)
 	return m->kind == NF_QUANT_INT8_ROW ? 1 : sizeof(float);
 }
 
+/* m's elements, whichever kind they are. */
+static inline const void *nf_bk_elems(const nf_bk_matrix *m)
+{
+	return m->kind == NF_QUANT_INT8_ROW ? (const void *)m->q8 : (const void *)m->f32;
+}
+
 /* Elements in one 64-byte chunk of a row (16 floats or 64 int8). */
 static inline size_t nf_bk_chunk(const nf_bk_matrix *m)
 {

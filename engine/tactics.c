@@ -69,8 +69,7 @@ static void measure_us(double *us, const nf_bk_matrix *src, const nf_backend_ops
 	if (!x || !y || !xq)
 		goto done;
 	if (nf_bk_can_tile(src) && (copy = malloc(nbytes))) {
-		memcpy(copy, src->kind == NF_QUANT_INT8_ROW ? (const void *)src->q8 : (const void *)src->f32,
-		       nbytes);
+		memcpy(copy, nf_bk_elems(src), nbytes);
 		if (src->kind == NF_QUANT_INT8_ROW)
 			tiled.q8 = copy;
 		else

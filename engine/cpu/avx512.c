@@ -491,7 +491,6 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
-	(void)n_kv_heads;
 	for (int h = h0; h < h1; h++) {
 		const float *k = kc + (size_t)(h / group) * head_stride;
 		for (size_t t = 0; t < np; t++, k += hs) {
