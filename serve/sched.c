@@ -305,7 +305,7 @@ static void *sched_main(void *arg)
 		double t_step = nf_sched_now();
 		rc = nf_engine_step_ragged(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos, nb,
 					   s->logits);
-		{
+		if (s->opts.prefill_slack_pct > 0) { /* the step-time model is only kept when used */
 			int tokens = 0;
 			for (size_t k = 0; k < nb; k++)
 				tokens += s->b_ntok[k];
