@@ -180,7 +180,7 @@ def main():
         "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
         "measurement before and one after the runs); ceiling = bandwidth / our weight bytes "
         "per token.  The bandwidth of this VM swings by up to 2x within a minute, so each "
-        "of our 5 runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes): "
+        "of our 5 runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes of each kind): "
         "the paired column is the median (and range) of run tok/s x weight bytes / that "
         "reading." % (a.membw, a.threads),
         "",

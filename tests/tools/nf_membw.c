@@ -6,7 +6,7 @@
  *
  * Allocates N MiB (default 1024, far larger than any cache), writes every
  * page (so the reads hit real memory, not the shared zero page), then runs
- * `runs` (default 5) passes in which `threads` (default: online CPUs)
+ * 2 x `runs` (default 5) passes in which `threads` (default: online CPUs)
  * threads each stream-read their slice with 64-byte vector loads into
  * independent accumulators; every other pass also prefetches 2 KiB ahead,
  * non-temporal, as the engine's GEMV kernels do (on some minutes of these
