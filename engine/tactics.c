@@ -1,18 +1,25 @@
 /*
- * tactics.c - the CPU autotuner (see tactics.h).  Measuring times one
- * single-threaded GEMV over the whole matrix per available family (best of
- * a few rounds that interleave the families; a family listed later must be
- * 10% faster than an earlier one to be chosen); the cost model charges weight bytes at a nominal memory
- * bandwidth plus multiply-adds at a nominal per-family rate.
+ * tactics.c - the CPU autotuner (see tactics.h).  Measuring times one GEMV
+ * over the whole matrix per available family as decode runs it: on the
+ * engine's threads, with the matrix coming from memory (best of a few
+ * rounds that interleave the families; a family listed later must be 10%
+ * faster than an earlier one to be chosen).  The cost model charges weight
+ * bytes at a nominal memory bandwidth plus multiply-adds at a nominal
+ * per-family rate.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MADV_HUGEPAGE, _SC_LEVEL3_CACHE_SIZE */
 #include "engine/tactics.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "engine/cpu/cpu.h"
 #include "engine/layout.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -49,13 +56,122 @@ static double model_us(const nf_bk_matrix *m, const nf_backend_ops *ops, int thr
 	return compute > memory ? compute : memory;
 }
 
-/* Best time of one single-threaded GEMV over the whole matrix for each of
- * the nf families (us[k] < 0 when not measured): rounds interleave the
- * families, so a noisy neighbour slows them alike.  The matrix is timed in
- * the layout a loaded engine gives it (tiled when it can be: layout.h), on
- * a copy. */
-static void measure_us(double *us, const nf_bk_matrix *src, const nf_backend_ops *const *fam,
-		       size_t nf)
+/* Bytes read between timed runs so that the matrix comes from memory, as
+ * it does in a decode step (where the other weights have evicted it): twice
+ * the last-level cache, at least 64 MiB.  Timing a matrix that stays in
+ * cache (the classifier of a 110M model fits in a 32 MiB L3) ranks the
+ * families by cache bandwidth, which decode never sees: it once picked avx2
+ * for a classifier that avx512 streams 13% faster from memory. */
+#define EVICT_CHUNK ((size_t)1 << 20)
+
+static size_t evict_bytes(void)
+{
+	size_t want = (size_t)64 << 20;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+	long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+	if (llc > 0 && (size_t)llc <= ((size_t)1 << 30) && 2 * (size_t)llc > want)
+		want = 2 * (size_t)llc;
+#endif
+	return (want + EVICT_CHUNK - 1) / EVICT_CHUNK * EVICT_CHUNK;
+}
+
+/* Eviction as a pool job, so that the workers are spinning, not asleep,
+ * when the timed job is posted (as between the jobs of a decode step):
+ * each chunk touches one word of every cache line of its 1 MiB. */
+typedef struct evict_job {
+	const uint64_t *buf;
+	_Atomic uint64_t sink;
+} evict_job;
+
+static void evict_chunk(void *ctx, int chunk, int tid)
+{
+	evict_job *j = ctx;
+	const uint64_t *p = j->buf + (size_t)chunk * (EVICT_CHUNK / sizeof *p);
+	uint64_t sum = 0;
+	(void)tid;
+	for (size_t i = 0; i < EVICT_CHUNK / sizeof *p; i += 64 / sizeof *p)
+		sum += p[i];
+	atomic_fetch_add_explicit(&j->sink, sum, memory_order_relaxed);
+}
+
+/* Memory for the timed copy of a matrix: 2 MiB-aligned and advised to be
+ * backed by huge pages, as the loaded engine's weights are (engine.c); the
+ * TLB misses of 4 KiB pages would be timed otherwise.  Freed with free(). */
+static void *huge_alloc(size_t n)
+{
+	const size_t huge = (size_t)2 << 20;
+	size_t len = (n + huge - 1) / huge * huge;
+	void *p = len >= n ? aligned_alloc(huge, len) : NULL;
+#ifdef MADV_HUGEPAGE
+	if (p)
+		(void)madvise(p, len, MADV_HUGEPAGE); /* best effort */
+#endif
+	return p;
+}
+
+/* One GEMV of a tactics timing, split across a pool as the forward pass
+ * splits it (about 4 chunks of 16-row multiples per thread). */
+typedef struct gemv_job {
+	const nf_backend_ops *ops;
+	const nf_bk_matrix *m;
+	const float *x;
+	const int8_t *xq;
+	size_t ldq;
+	const float *xs;
+	float *y;
+	int chunk_rows;
+} gemv_job;
+
+static void gemv_chunk(void *ctx, int chunk, int tid)
+{
+	const gemv_job *j = ctx;
+	int r0 = chunk * j->chunk_rows, r1 = r0 + j->chunk_rows;
+	(void)tid;
+	if (r1 > j->m->rows)
+		r1 = j->m->rows;
+	if (j->m->kind == NF_QUANT_INT8_ROW)
+		j->ops->gemm_q8(j->y, 0, j->m, j->xq, j->ldq, j->xs, 1, r0, r1, 0);
+	else
+		j->ops->gemm_f32(j->y, 0, j->m, j->x, (size_t)j->m->cols, 1, r0, r1, 0);
+}
+
+/* What timing needs once per table: the engine's thread count as a pool,
+ * and the buffer read between runs. */
+typedef struct timer {
+	nf_pool *pool;
+	uint64_t *ebuf;
+	size_t ebytes;
+} timer;
+
+static void timer_free(timer *t)
+{
+	nf_pool_free(t->pool);
+	free(t->ebuf);
+	memset(t, 0, sizeof *t);
+}
+
+/* 0 or NF_ENOMEM. */
+static int timer_init(timer *t, int threads)
+{
+	memset(t, 0, sizeof *t);
+	t->ebytes = evict_bytes();
+	if (!(t->ebuf = malloc(t->ebytes)) ||
+	    nf_pool_new(&t->pool, threads > 0 ? threads : 1) != 0) {
+		timer_free(t);
+		return nf_error_set(NF_ENOMEM, "tactics: out of memory for the timer");
+	}
+	memset(t->ebuf, 1, t->ebytes);
+	return 0;
+}
+
+/* Best time of one GEMV (one vector, as in decode) over the whole matrix
+ * for each of the nf families (us[k] < 0 when not measured), on the
+ * timer's threads, each run starting with the matrix evicted from the
+ * caches.  Rounds interleave the families, so a noisy neighbour slows them
+ * alike.  The matrix is timed in the layout a loaded engine gives it (tiled
+ * when it can be: layout.h), on a copy. */
+static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
+		       const nf_backend_ops *const *fam, size_t nf)
 {
 	nf_bk_matrix tiled = *src;
 	const nf_bk_matrix *m = src;
@@ -64,11 +180,12 @@ static void measure_us(double *us, const nf_bk_matrix *src, const nf_backend_ops
 	float *x = calloc(cols, sizeof(float)), *y = calloc((size_t)src->rows, sizeof(float));
 	int8_t *xq = calloc(ldq, 1);
 	void *copy = NULL;
+	evict_job ej = {tm->ebuf, 0};
 	for (size_t k = 0; k < nf; k++)
 		us[k] = -1.0;
 	if (!x || !y || !xq)
 		goto done;
-	if (nf_bk_can_tile(src) && (copy = malloc(nbytes))) {
+	if (nf_bk_can_tile(src) && (copy = huge_alloc(nbytes))) {
 		memcpy(copy, nf_bk_elems(src), nbytes);
 		if (src->kind == NF_QUANT_INT8_ROW)
 			tiled.q8 = copy;
@@ -80,16 +197,20 @@ static void measure_us(double *us, const nf_bk_matrix *src, const nf_backend_ops
 	for (size_t i = 0; i < cols; i++)
 		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	float xs = nf_quant_int8_vec(xq, x, cols);
-	double budget = now_s() + 0.1;
+	int nt = nf_pool_threads(tm->pool);
+	size_t cr = nt > 1 ? (size_t)m->rows / (size_t)(4 * nt) : (size_t)m->rows;
+	cr = cr < 16 ? 16 : (cr + 15) / 16 * 16;
+	gemv_job job = {NULL, m, x, xq, ldq, &xs, y, (int)cr};
+	int chunks = (int)(((size_t)m->rows + cr - 1) / cr);
+	double budget = now_s() + 0.2;
 	for (int rep = 0; rep < 20 && (rep < 3 || now_s() < budget); rep++)
 		for (size_t k = 0; k < nf; k++) {
 			if (!fam[k]->available())
 				continue;
+			job.ops = fam[k];
+			nf_pool_run_chunks(tm->pool, evict_chunk, &ej, (int)(tm->ebytes / EVICT_CHUNK));
 			double t0 = now_s();
-			if (m->kind == NF_QUANT_INT8_ROW)
-				fam[k]->gemm_q8(y, 0, m, xq, ldq, &xs, 1, 0, m->rows, 0);
-			else
-				fam[k]->gemm_f32(y, 0, m, x, cols, 1, 0, m->rows, 0);
+			nf_pool_run_chunks(tm->pool, gemv_chunk, &job, chunks);
 			double t = (now_s() - t0) * 1e6;
 			if (us[k] < 0 || t < us[k])
 				us[k] = t;
@@ -108,6 +229,7 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 	int n = 0, err = 0;
 	json_t *root = NULL, *list = NULL;
 	char *text = NULL;
+	timer tm = {0};
 
 	/* distinct (rows, cols, kind) in model order */
 	for (int l = -1; l < cfg->n_layers; l++) {
@@ -131,6 +253,8 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 		}
 	}
 
+	if (autotune && (err = timer_init(&tm, threads)))
+		return err;
 	root = json_object();
 	list = json_array();
 	if (!root || !list) {
@@ -154,7 +278,7 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 		while (fam[nfam] && nfam < MAX_FAMILIES)
 			nfam++;
 		if (autotune)
-			measure_us(us, m, fam, nfam);
+			measure_us(us, &tm, m, fam, nfam);
 		for (size_t k = 0; k < nfam; k++) {
 			if (!autotune)
 				us[k] = model_us(m, fam[k], threads);
@@ -186,6 +310,7 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 	if ((err = nf_fs_write_atomic(path, text, strlen(text), 0644)))
 		goto done;
 done:
+	timer_free(&tm);
 	free(text);
 	json_decref(list);
 	json_decref(root);
