@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,6 +50,15 @@ struct nf_engine {
 	nf_fwd *fwd;
 	nf_fwd_kv **kv; /* (kv_cap) scratch for a step's sequence caches */
 	size_t kv_cap;
+	/* Freed sequences kept for reuse (nf_engine_keep_sequences): a server
+	 * would otherwise map a fresh KV cache for every request, fault its
+	 * pages in during decode steps (a few hundred per sequence every 16
+	 * positions, head-major) and unmap it at the end, each a stall of the
+	 * whole batch.  A reused cache needs no clearing: a step writes the
+	 * rows of its positions before any token attends to them. */
+	pthread_mutex_t spare_mu;
+	nf_seq **spare;
+	size_t n_spare, spare_cap;
 };
 
 struct nf_seq {
@@ -588,7 +598,9 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 	size_t len;
 	int err = 0;
 	*out = NULL;
-	if (!(e = calloc(1, sizeof *e)) || !(e->dir = nf_path_join(dir, "")) ||
+	if ((e = calloc(1, sizeof *e)))
+		pthread_mutex_init(&e->spare_mu, NULL);
+	if (!e || !(e->dir = nf_path_join(dir, "")) ||
 	    !(cpath = nf_path_join(dir, "config.json")) ||
 	    !(wpath = nf_path_join(dir, "weights.safetensors")) ||
 	    !(tpath = nf_path_join(dir, "tokenizer.bin")) ||
@@ -623,6 +635,8 @@ void nf_engine_free(nf_engine *e)
 {
 	if (!e)
 		return;
+	nf_engine_keep_sequences(e, 0);
+	pthread_mutex_destroy(&e->spare_mu);
 	nf_fwd_free(e->fwd);
 	nf_fwd_weights_release(&e->w);
 	nf_tokenizer_free(e->tok);
@@ -690,12 +704,56 @@ int nf_engine_set_kernel(nf_engine *e, const char *name)
 
 /* ---- sequences and steps ---- */
 
+int nf_engine_keep_sequences(nf_engine *e, size_t n)
+{
+	nf_seq **keep = NULL, **drop = NULL;
+	size_t n_drop = 0;
+	int err = 0;
+	pthread_mutex_lock(&e->spare_mu);
+	if (n > e->spare_cap) {
+		if (!(keep = realloc(e->spare, n * sizeof *keep))) {
+			err = nf_error_set(NF_ENOMEM, "engine: out of memory");
+		} else {
+			e->spare = keep;
+			e->spare_cap = n;
+		}
+	} else {
+		/* the surplus is freed outside the lock */
+		if (e->n_spare > n) {
+			n_drop = e->n_spare - n;
+			drop = e->spare + n;
+			e->n_spare = n;
+		}
+		e->spare_cap = n;
+	}
+	pthread_mutex_unlock(&e->spare_mu);
+	for (size_t i = 0; i < n_drop; i++) {
+		nf_fwd_kv_release(&drop[i]->kv);
+		free(drop[i]);
+	}
+	if (n == 0) {
+		pthread_mutex_lock(&e->spare_mu);
+		free(e->spare);
+		e->spare = NULL;
+		pthread_mutex_unlock(&e->spare_mu);
+	}
+	return err;
+}
+
 int nf_seq_new(nf_seq **out, nf_engine *e)
 {
-	nf_seq *s = calloc(1, sizeof *s);
+	nf_seq *s = NULL;
 	int err;
 	*out = NULL;
-	if (!s)
+	pthread_mutex_lock(&e->spare_mu);
+	if (e->n_spare > 0)
+		s = e->spare[--e->n_spare];
+	pthread_mutex_unlock(&e->spare_mu);
+	if (s) {
+		*out = s;
+		return 0;
+	}
+	if (!(s = calloc(1, sizeof *s)))
 		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
 	s->e = e;
 	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg))) {
@@ -708,7 +766,16 @@ int nf_seq_new(nf_seq **out, nf_engine *e)
 
 void nf_seq_free(nf_seq *s)
 {
+	int kept = 0;
 	if (!s)
+		return;
+	pthread_mutex_lock(&s->e->spare_mu);
+	if (s->e->n_spare < s->e->spare_cap) {
+		s->e->spare[s->e->n_spare++] = s;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&s->e->spare_mu);
+	if (kept)
 		return;
 	nf_fwd_kv_release(&s->kv);
 	free(s);

@@ -87,8 +87,15 @@ int nf_engine_set_kernel(nf_engine *e, const char *name);
 int nf_engine_threads(const nf_engine *e);
 
 typedef struct nf_seq nf_seq;
+/* A sequence at position 0 with its KV cache (a kept one when there is). */
 int nf_seq_new(nf_seq **out, nf_engine *e);
 void nf_seq_free(nf_seq *s); /* NULL is fine */
+/* Keep up to n freed sequences for reuse by nf_seq_new (0, the default:
+ * none), so that a server does not map, fault in and unmap a KV cache per
+ * request; surplus kept ones are freed.  The memory bound is n caches, what
+ * n sequences alive at once take anyway.  0 or NF_ENOMEM.  nf_seq_new and
+ * nf_seq_free may be called from any thread. */
+int nf_engine_keep_sequences(nf_engine *e, size_t n);
 
 /* Advance n sequences by one token each: seqs[i] consumes tokens[i] at
  * position pos[i] (0 <= pos < max_seq_len, positions before it already

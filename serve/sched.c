@@ -398,6 +398,9 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
+	/* a finished request's KV cache goes to the next one (engine.h) */
+	if ((rc = nf_engine_keep_sequences(e, (size_t)o->max_batch)))
+		goto done;
 	if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
 		rc = nf_error_set(NF_EENV, "cannot start the scheduler thread");
 		goto done;

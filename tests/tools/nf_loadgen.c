@@ -7,7 +7,7 @@
  *   nf_loadgen (--port P [--host 127.0.0.1] | --url http://IPV4:PORT[/PATH])
  *              [--path /v1/completions] [--clients N] [--requests R]
  *              [--max-tokens T] [--prompt TEXT | --prompts FILE] [--model NAME]
- *              [--ignore-eos] [--timeout S] [--json]
+ *              [--ignore-eos] [--timeout S] [--json] [--gaps FILE]
  *
  * --prompts FILE: one prompt per line (at most 256 lines of 4000 bytes); request
  * k of client i sends prompt (i + k * N) mod lines, so every run of the same
@@ -20,7 +20,8 @@
  * (when a server sends none, the content chunks are counted and the output
  * says how many requests lacked usage).  TTFT runs from connect to the first
  * content chunk; inter-token gaps between content chunks, as the client sees
- * them.  Exit 0; 1 when any request failed (the first failure is on stderr);
+ * them.  --gaps FILE writes every gap as a line "CLIENT END_MS GAP_MS" (END_MS
+ * from the start of the run), to see which steps make the tail.  Exit 0; 1 when any request failed (the first failure is on stderr);
  * 2 on bad arguments.
  */
 #define _GNU_SOURCE
@@ -56,6 +57,7 @@ typedef struct client {
 	int errors;
 	int no_usage;
 	samples ttft, itl;
+	samples itl_at; /* when each gap ended, seconds from the start (--gaps) */
 	char first_error[200];
 } client;
 
@@ -71,6 +73,7 @@ static int g_timeout_s = 120;
 static char *g_req[MAX_PROMPTS]; /* the whole HTTP request for each prompt */
 static size_t g_req_len[MAX_PROMPTS];
 static int g_nprompts;
+static double g_t0; /* when the clients started */
 
 static double now(void)
 {
@@ -155,6 +158,7 @@ static void on_line(stream *s, char *line, double t)
 			s->got_first = 1;
 		} else {
 			add(&s->c->itl, t - s->last);
+			add(&s->c->itl_at, t - g_t0);
 		}
 		s->last = t;
 		s->chunks++;
@@ -493,12 +497,13 @@ static void usage(void)
 	fprintf(stderr, "usage: nf_loadgen (--port P [--host IPV4] | --url http://IPV4:PORT[/PATH]) "
 			"[--path PATH] [--clients N] [--requests R] [--max-tokens T]\n"
 			"                  [--prompt TEXT | --prompts FILE] [--model NAME] "
-			"[--ignore-eos] [--timeout S] [--json]\n");
+			"[--ignore-eos] [--timeout S] [--json] [--gaps FILE]\n");
 }
 
 int main(int argc, char **argv)
 {
-	const char *prompt = "Once upon a time", *prompts_file = NULL;
+	const char *prompt = "Once upon a time", *prompts_file = NULL, *gaps_file = NULL;
+	FILE *gaps = NULL;
 	int json = 0, rc = 1, bad = 0;
 	client *cs = NULL;
 	samples ttft = {0}, itl = {0};
@@ -545,6 +550,8 @@ int main(int argc, char **argv)
 			prompts_file = v;
 		else if (!strcmp(a, "--model"))
 			g_model = v;
+		else if (!strcmp(a, "--gaps"))
+			gaps_file = v;
 		else {
 			fprintf(stderr, "nf_loadgen: unknown option %s\n", a);
 			usage();
@@ -565,7 +572,12 @@ int main(int argc, char **argv)
 	}
 	if (!(cs = calloc((size_t)g_clients, sizeof *cs)))
 		goto done;
-	t0 = now();
+	if (gaps_file && !(gaps = fopen(gaps_file, "w"))) {
+		fprintf(stderr, "nf_loadgen: cannot write %s\n", gaps_file);
+		rc = 2;
+		goto done;
+	}
+	t0 = g_t0 = now();
 	for (int i = 0; i < g_clients; i++) {
 		cs[i].index = i;
 		if (pthread_create(&cs[i].th, NULL, client_main, &cs[i]) != 0) {
@@ -583,10 +595,15 @@ int main(int argc, char **argv)
 			first_error = cs[i].first_error;
 		for (size_t k = 0; k < cs[i].ttft.n; k++)
 			add(&ttft, cs[i].ttft.v[k]);
-		for (size_t k = 0; k < cs[i].itl.n; k++)
+		for (size_t k = 0; k < cs[i].itl.n; k++) {
 			add(&itl, cs[i].itl.v[k]);
+			if (gaps)
+				fprintf(gaps, "%d %.3f %.3f\n", i, cs[i].itl_at.v[k] * 1e3,
+					cs[i].itl.v[k] * 1e3);
+		}
 		free(cs[i].ttft.v);
 		free(cs[i].itl.v);
+		free(cs[i].itl_at.v);
 	}
 	wall = now() - t0;
 	if (first_error)
@@ -607,6 +624,10 @@ int main(int argc, char **argv)
 		       pct(&ttft, 0.99) * 1e3, pct(&itl, 0.5) * 1e3, pct(&itl, 0.99) * 1e3);
 	rc = errors ? 1 : 0;
 done:
+	if (gaps && fclose(gaps) != 0) {
+		fprintf(stderr, "nf_loadgen: cannot write %s\n", gaps_file);
+		rc = 1;
+	}
 	free(ttft.v);
 	free(itl.v);
 	free(cs);
