@@ -91,7 +91,7 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
  * one vector per weight load the FMA units wait on loads).  Each (row,
  * vector) sum is accumulated and reduced exactly as in dot8_f32, so the
  * results are bit-identical to it (tests/unit/engine/test_kernels.c). */
-#define F32_NV 4 /* measured best of 1-6 on Zen 5 (32 accumulators) */
+#define F32_NV 4 /* measured best of 1-6 on Zen 5, of 2-4 on Zen 4 (32 accumulators) */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out, const float *w,
 								   size_t rs, size_t cs, size_t cols,
 								   const float *x, size_t ldx, int tiled)
