@@ -420,6 +420,16 @@ static void gemm_chunk(void *ctx, int chunk, int tid)
 	}
 }
 
+/* About 4 chunks per thread, at least 16 rows each: claimed dynamically,
+ * so a thread the OS preempts does not hold the job up, and few enough
+ * that claiming costs little.  One chunk below PAR_MIN_MACS. */
+size_t nf_fwd_chunk_rows(size_t rows, size_t macs, int threads)
+{
+	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(4 * threads);
+	cr = (cr + 15) / 16 * 16;
+	return cr < 16 ? 16 : cr;
+}
+
 /* Run the job's GEMMs (all sharing input x of `cols` floats per vector). */
 static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
@@ -445,15 +455,9 @@ static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 		j->ldq = f->ldq;
 		j->xs = f->xs;
 	}
-	/* About 4 chunks per thread, at least 16 rows each: claimed dynamically,
-	 * so a thread the OS preempts does not hold the job up, and few enough
-	 * that claiming costs little. */
 	if (j->swiglu)
 		rows = (size_t)j->t[0].w->rows;
-	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(4 * threads);
-	cr = (cr + 15) / 16 * 16;
-	if (cr < 16)
-		cr = 16;
+	size_t cr = nf_fwd_chunk_rows(rows, macs, threads);
 	j->chunk_rows = (int)cr;
 	int total = 0;
 	for (int i = 0; i < (j->swiglu ? 1 : j->nt); i++) {

@@ -62,6 +62,10 @@ const nf_backend_ops *nf_fwd_ops(const nf_fwd *f);
 /* Use ops for the GEMMs of shape (rows, cols) (tactics); cleared by set_ops. */
 int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops);
 int nf_fwd_threads(const nf_fwd *f);
+/* Rows per pool chunk of a GEMM job of `rows` output rows and `macs`
+ * multiply-adds on `threads` threads (a multiple of 16); the autotuner
+ * splits its timed GEMVs the same way. */
+size_t nf_fwd_chunk_rows(size_t rows, size_t macs, int threads);
 
 /* One token for each of n sequences (tokens and positions already checked
  * in range); vocab logits per sequence at logits + i*vocab.  Allocates only

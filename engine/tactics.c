@@ -61,7 +61,7 @@ static double model_us(const nf_bk_matrix *m, const nf_backend_ops *ops, int thr
  * the last-level cache, at least 64 MiB.  Timing a matrix that stays in
  * cache (the classifier of a 110M model fits in a 32 MiB L3) ranks the
  * families by cache bandwidth, which decode never sees: it once picked avx2
- * for a classifier that avx512 streams 13% faster from memory. */
+ * for that classifier, and decode with avx512 everywhere was ~8-13% faster. */
 #define EVICT_CHUNK ((size_t)1 << 20)
 
 static size_t evict_bytes(void)
@@ -110,7 +110,7 @@ static void *huge_alloc(size_t n)
 }
 
 /* One GEMV of a tactics timing, split across a pool as the forward pass
- * splits it (about 4 chunks of 16-row multiples per thread). */
+ * splits it (nf_fwd_chunk_rows). */
 typedef struct gemv_job {
 	const nf_backend_ops *ops;
 	const nf_bk_matrix *m;
@@ -150,15 +150,17 @@ static void timer_free(timer *t)
 	memset(t, 0, sizeof *t);
 }
 
-/* 0 or NF_ENOMEM. */
+/* 0, or the error of the buffer or the pool. */
 static int timer_init(timer *t, int threads)
 {
+	int err;
 	memset(t, 0, sizeof *t);
 	t->ebytes = evict_bytes();
-	if (!(t->ebuf = malloc(t->ebytes)) ||
-	    nf_pool_new(&t->pool, threads > 0 ? threads : 1) != 0) {
-		timer_free(t);
+	if (!(t->ebuf = malloc(t->ebytes)))
 		return nf_error_set(NF_ENOMEM, "tactics: out of memory for the timer");
+	if ((err = nf_pool_new(&t->pool, threads > 0 ? threads : 1))) {
+		timer_free(t);
+		return err;
 	}
 	memset(t->ebuf, 1, t->ebytes);
 	return 0;
@@ -197,9 +199,8 @@ static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
 	for (size_t i = 0; i < cols; i++)
 		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	float xs = nf_quant_int8_vec(xq, x, cols);
-	int nt = nf_pool_threads(tm->pool);
-	size_t cr = nt > 1 ? (size_t)m->rows / (size_t)(4 * nt) : (size_t)m->rows;
-	cr = cr < 16 ? 16 : (cr + 15) / 16 * 16;
+	size_t cr = nf_fwd_chunk_rows((size_t)m->rows, (size_t)m->rows * cols,
+				      nf_pool_threads(tm->pool));
 	gemv_job job = {NULL, m, x, xq, ldq, &xs, y, (int)cr};
 	int chunks = (int)(((size_t)m->rows + cr - 1) / cr);
 	double budget = now_s() + 0.2;
