@@ -636,6 +636,7 @@ void nf_engine_free(nf_engine *e)
 	if (!e)
 		return;
 	nf_engine_keep_sequences(e, 0);
+	free(e->spare);
 	pthread_mutex_destroy(&e->spare_mu);
 	nf_fwd_free(e->fwd);
 	nf_fwd_weights_release(&e->w);
@@ -730,12 +731,6 @@ int nf_engine_keep_sequences(nf_engine *e, size_t n)
 	for (size_t i = 0; i < n_drop; i++) {
 		nf_fwd_kv_release(&drop[i]->kv);
 		free(drop[i]);
-	}
-	if (n == 0) {
-		pthread_mutex_lock(&e->spare_mu);
-		free(e->spare);
-		e->spare = NULL;
-		pthread_mutex_unlock(&e->spare_mu);
 	}
 	return err;
 }

@@ -21,8 +21,9 @@
  * says how many requests lacked usage).  TTFT runs from connect to the first
  * content chunk; inter-token gaps between content chunks, as the client sees
  * them.  --gaps FILE writes every gap as a line "CLIENT END_MS GAP_MS" (END_MS
- * from the start of the run), to see which steps make the tail.  Exit 0; 1 when any request failed (the first failure is on stderr);
- * 2 on bad arguments.
+ * from the start of the run), to see which steps make the tail.  Exit 0; 1
+ * when any request failed (the first failure is on stderr); 2 on bad
+ * arguments.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
