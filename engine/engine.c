@@ -64,6 +64,10 @@ struct nf_engine {
 struct nf_seq {
 	nf_engine *e;
 	nf_fwd_kv kv;
+	/* the tokens consumed at positions [0, n_hist): the cache rows that
+	 * are valid, so a later prompt with the same prefix can start after it */
+	int *hist;
+	size_t n_hist;
 };
 
 /* ---- the tensors of an engine ---- */
@@ -705,6 +709,13 @@ int nf_engine_set_kernel(nf_engine *e, const char *name)
 
 /* ---- sequences and steps ---- */
 
+static void seq_release(nf_seq *s)
+{
+	nf_fwd_kv_release(&s->kv);
+	free(s->hist);
+	free(s);
+}
+
 int nf_engine_keep_sequences(nf_engine *e, size_t n)
 {
 	nf_seq **keep = NULL, **drop = NULL;
@@ -728,30 +739,64 @@ int nf_engine_keep_sequences(nf_engine *e, size_t n)
 		e->spare_cap = n;
 	}
 	pthread_mutex_unlock(&e->spare_mu);
-	for (size_t i = 0; i < n_drop; i++) {
-		nf_fwd_kv_release(&drop[i]->kv);
-		free(drop[i]);
-	}
+	for (size_t i = 0; i < n_drop; i++)
+		seq_release(drop[i]);
 	return err;
 }
 
-int nf_seq_new(nf_seq **out, nf_engine *e)
+size_t nf_seq_common_prefix(const nf_seq *s, const int *tokens, size_t n)
+{
+	size_t k = 0, max = n < s->n_hist ? n : s->n_hist;
+	while (k < max && s->hist[k] == tokens[k])
+		k++;
+	return k;
+}
+
+size_t nf_seq_tokens(const nf_seq *s, const int **tokens)
+{
+	if (tokens)
+		*tokens = s->hist;
+	return s->n_hist;
+}
+
+int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n, size_t *reused)
 {
 	nf_seq *s = NULL;
+	size_t best = 0, at = 0;
 	int err;
 	*out = NULL;
+	*reused = 0;
 	pthread_mutex_lock(&e->spare_mu);
-	if (e->n_spare > 0)
-		s = e->spare[--e->n_spare];
+	if (e->n_spare > 0) {
+		/* the longest shared prefix, short of the last token (its logits
+		 * are wanted); without one the least recently kept (spare[0]),
+		 * so the recent ones stay for the prompts that may follow */
+		for (size_t i = 0; i < e->n_spare && n > 1; i++) {
+			size_t c = nf_seq_common_prefix(e->spare[i], tokens, n - 1);
+			if (c > best) {
+				best = c;
+				at = i;
+			}
+		}
+		s = e->spare[at];
+		memmove(e->spare + at, e->spare + at + 1, (e->n_spare - at - 1) * sizeof *e->spare);
+		e->n_spare--;
+	}
 	pthread_mutex_unlock(&e->spare_mu);
 	if (s) {
+		s->n_hist = best;
+		*reused = best;
 		*out = s;
 		return 0;
 	}
-	if (!(s = calloc(1, sizeof *s)))
+	if (!(s = calloc(1, sizeof *s)) ||
+	    !(s->hist = malloc((size_t)e->cfg.max_seq_len * sizeof *s->hist))) {
+		free(s);
 		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
+	}
 	s->e = e;
 	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg))) {
+		free(s->hist);
 		free(s);
 		return err;
 	}
@@ -759,21 +804,68 @@ int nf_seq_new(nf_seq **out, nf_engine *e)
 	return 0;
 }
 
+int nf_seq_new(nf_seq **out, nf_engine *e)
+{
+	size_t reused;
+	return nf_seq_new_prefixed(out, e, NULL, 0, &reused);
+}
+
+int nf_seq_copy_prefix(nf_seq *dst, const nf_seq *src, size_t n)
+{
+	if (dst->e != src->e)
+		return nf_error_set(NF_EINPUT, "sequence copy: the sequences belong to different engines");
+	if (n > src->n_hist)
+		return nf_error_set(NF_EINPUT, "sequence copy: %zu positions asked, %zu consumed", n,
+				    src->n_hist);
+	if (dst == src)
+		return 0;
+	nf_fwd_kv_copy_prefix(&dst->kv, &src->kv, &dst->e->cfg, n);
+	memcpy(dst->hist, src->hist, n * sizeof *dst->hist);
+	dst->n_hist = n;
+	return 0;
+}
+
 void nf_seq_free(nf_seq *s)
 {
-	int kept = 0;
+	nf_seq *drop = s;
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->e->spare_mu);
-	if (s->e->n_spare < s->e->spare_cap) {
-		s->e->spare[s->e->n_spare++] = s;
-		kept = 1;
+	nf_engine *e = s->e;
+	pthread_mutex_lock(&e->spare_mu);
+	if (e->spare_cap > 0) {
+		/* full: the least recently kept one makes room */
+		if (e->n_spare == e->spare_cap) {
+			drop = e->spare[0];
+			memmove(e->spare, e->spare + 1, (e->n_spare - 1) * sizeof *e->spare);
+			e->n_spare--;
+		} else {
+			drop = NULL;
+		}
+		e->spare[e->n_spare++] = s;
 	}
-	pthread_mutex_unlock(&s->e->spare_mu);
-	if (kept)
-		return;
-	nf_fwd_kv_release(&s->kv);
-	free(s);
+	pthread_mutex_unlock(&e->spare_mu);
+	if (drop)
+		seq_release(drop);
+}
+
+/* Before a step feeds seqs[i] positions pos0 .. pos0 + n - 1: rows from
+ * pos0 on are about to change (and a position past the consumed ones
+ * leaves the history unknown). */
+static void hist_truncate(nf_seq *s, int pos0)
+{
+	if ((size_t)pos0 > s->n_hist)
+		s->n_hist = 0;
+	else
+		s->n_hist = (size_t)pos0;
+}
+
+/* After the step: those positions hold these tokens. */
+static void hist_extend(nf_seq *s, const int *tokens, int pos0, int n)
+{
+	if ((size_t)pos0 != s->n_hist)
+		return; /* a gap: unknown stays unknown */
+	memcpy(s->hist + pos0, tokens, (size_t)n * sizeof *tokens);
+	s->n_hist = (size_t)pos0 + (size_t)n;
 }
 
 /* Room for n sequence caches in e->kv. */
@@ -820,7 +912,13 @@ int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const i
 					    pos[i], (int)e->cfg.max_seq_len);
 		e->kv[i] = &seqs[i]->kv;
 	}
-	return nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits);
+	for (size_t i = 0; i < n; i++)
+		hist_truncate(seqs[i], pos[i]);
+	if ((err = nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		hist_extend(seqs[i], tokens + i, pos[i], 1);
+	return 0;
 }
 
 int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
@@ -852,7 +950,16 @@ int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 						    what, i, tokens[at], (int)e->cfg.vocab_size);
 		e->kv[i] = &seqs[i]->kv;
 	}
-	return nf_fwd_step_ragged(e->fwd, e->kv, tokens, n_tokens, pos0, n_seqs, logits);
+	for (size_t i = 0; i < n_seqs; i++)
+		hist_truncate(seqs[i], pos0[i]);
+	if ((err = nf_fwd_step_ragged(e->fwd, e->kv, tokens, n_tokens, pos0, n_seqs, logits)))
+		return err;
+	at = 0;
+	for (size_t i = 0; i < n_seqs; i++) {
+		hist_extend(seqs[i], tokens + at, pos0[i], n_tokens[i]);
+		at += (size_t)n_tokens[i];
+	}
+	return 0;
 }
 
 int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,

@@ -92,10 +92,33 @@ int nf_seq_new(nf_seq **out, nf_engine *e);
 void nf_seq_free(nf_seq *s); /* NULL is fine */
 /* Keep up to n freed sequences for reuse by nf_seq_new (0, the default:
  * none), so that a server does not map, fault in and unmap a KV cache per
- * request; surplus kept ones are freed.  The memory bound is n caches, what
- * n sequences alive at once take anyway.  0 or NF_ENOMEM.  nf_seq_new and
- * nf_seq_free may be called from any thread. */
+ * request; past n the least recently kept is freed.  The memory bound is n
+ * caches, what n sequences alive at once take anyway.  0 or NF_ENOMEM.
+ * nf_seq_new, nf_seq_new_prefixed and nf_seq_free may be called from any
+ * thread. */
 int nf_engine_keep_sequences(nf_engine *e, size_t n);
+
+/* Prefix caching.  A sequence remembers the tokens it has consumed (the
+ * positions whose cache rows are valid); since every token's result is the
+ * same whatever else shares its step, those rows are exactly what a new
+ * prompt with the same first tokens would compute.
+ *
+ * nf_seq_new_prefixed: a sequence for a prompt tokens[0, n): the kept one
+ * whose consumed tokens share the longest prefix with it, at most n - 1 of
+ * them (the last prompt token must still run, for its logits); *reused is
+ * that length, the position the caller continues at.  Without a shared
+ * prefix: the least recently kept one, or a new one, and *reused 0. */
+int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n, size_t *reused);
+/* The positions consumed so far (valid cache rows), their tokens in *tokens
+ * (may be NULL); valid until s is stepped or freed. */
+size_t nf_seq_tokens(const nf_seq *s, const int **tokens);
+/* How many of tokens[0, n) s has consumed as its first tokens. */
+size_t nf_seq_common_prefix(const nf_seq *s, const int *tokens, size_t n);
+/* dst takes src's first n consumed positions (cache rows and tokens) and
+ * continues at position n: the prefix of a running request, copied for a
+ * new one with the same first tokens.  NF_EINPUT if src has consumed fewer
+ * or belongs to another engine. */
+int nf_seq_copy_prefix(nf_seq *dst, const nf_seq *src, size_t n);
 
 /* Advance n sequences by one token each: seqs[i] consumes tokens[i] at
  * position pos[i] (0 <= pos < max_seq_len, positions before it already

@@ -227,6 +227,18 @@ void nf_fwd_kv_release(nf_fwd_kv *kv)
 	kv->k = kv->v = NULL;
 }
 
+void nf_fwd_kv_copy_prefix(nf_fwd_kv *dst, const nf_fwd_kv *src, const nf_model_config *cfg,
+			   size_t n)
+{
+	size_t hs = (size_t)nf_model_head_size(cfg), seq = (size_t)cfg->max_seq_len;
+	size_t heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
+	/* head-major: each (layer, head) holds its positions as one run */
+	for (size_t h = 0; h < heads; h++) {
+		memcpy(dst->k + h * seq * hs, src->k + h * seq * hs, n * hs * sizeof(float));
+		memcpy(dst->v + h * seq * hs, src->v + h * seq * hs, n * hs * sizeof(float));
+	}
+}
+
 /* ---- run state ---- */
 
 static void free_buffers(nf_fwd *f)

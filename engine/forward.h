@@ -50,6 +50,10 @@ typedef struct nf_fwd_kv {
 } nf_fwd_kv;
 int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg);
 void nf_fwd_kv_release(nf_fwd_kv *kv);
+/* Copy the K and V rows of positions [0, n) of every layer and head from
+ * src to dst (n <= max_seq_len, checked by the caller). */
+void nf_fwd_kv_copy_prefix(nf_fwd_kv *dst, const nf_fwd_kv *src, const nf_model_config *cfg,
+			   size_t n);
 
 typedef struct nf_fwd nf_fwd;
 

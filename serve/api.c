@@ -285,8 +285,10 @@ static enum MHD_Result fail(struct MHD_Connection *c, nf_server *srv, const char
 
 static json_t *usage_json(const nf_job_result *r)
 {
-	return json_pack("{s:i,s:i,s:i}", "prompt_tokens", r->prompt_tokens, "completion_tokens",
-			 r->completion_tokens, "total_tokens", r->prompt_tokens + r->completion_tokens);
+	/* prompt_tokens_details.cached_tokens: as OpenAI reports its prompt caching */
+	return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", r->prompt_tokens, "completion_tokens",
+			 r->completion_tokens, "total_tokens", r->prompt_tokens + r->completion_tokens,
+			 "prompt_tokens_details", "cached_tokens", r->cached_tokens);
 }
 
 /* One SSE event carrying a chunk. */

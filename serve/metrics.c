@@ -42,7 +42,7 @@ typedef struct hist {
 struct nf_metrics {
 	pthread_mutex_t mu;
 	uint64_t requests[N_ENDPOINTS][N_STATUSES + 1]; /* last: any other status */
-	uint64_t prompt_tokens, generated_tokens, cancelled;
+	uint64_t prompt_tokens, cached_tokens, generated_tokens, cancelled;
 	hist h[NF_HIST_COUNT];
 	size_t queued, active;
 	int ready;
@@ -80,10 +80,11 @@ void nf_metrics_request(nf_metrics *m, const char *endpoint, int status)
 	pthread_mutex_unlock(&m->mu);
 }
 
-void nf_metrics_tokens(nf_metrics *m, size_t prompt, size_t generated)
+void nf_metrics_tokens(nf_metrics *m, size_t prompt, size_t cached, size_t generated)
 {
 	pthread_mutex_lock(&m->mu);
 	m->prompt_tokens += prompt;
+	m->cached_tokens += cached;
 	m->generated_tokens += generated;
 	pthread_mutex_unlock(&m->mu);
 }
@@ -143,6 +144,7 @@ int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 	memcpy(snap.requests, m->requests, sizeof snap.requests);
 	memcpy(snap.h, m->h, sizeof snap.h);
 	snap.prompt_tokens = m->prompt_tokens;
+	snap.cached_tokens = m->cached_tokens;
 	snap.generated_tokens = m->generated_tokens;
 	snap.cancelled = m->cancelled;
 	snap.queued = m->queued;
@@ -167,6 +169,9 @@ int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 		}
 	if ((rc = head(o, "nimserve_prompt_tokens_total", "counter", "Prompt tokens processed (BOS included).")) < 0 ||
 	    (rc = nf_sbuf_printf(o, "nimserve_prompt_tokens_total %llu\n", (unsigned long long)snap.prompt_tokens)) < 0 ||
+	    (rc = head(o, "nimserve_prompt_tokens_cached_total", "counter",
+		       "Prompt tokens whose KV cache rows were reused from an earlier request, not computed.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_prompt_tokens_cached_total %llu\n", (unsigned long long)snap.cached_tokens)) < 0 ||
 	    (rc = head(o, "nimserve_generation_tokens_total", "counter", "Tokens generated.")) < 0 ||
 	    (rc = nf_sbuf_printf(o, "nimserve_generation_tokens_total %llu\n", (unsigned long long)snap.generated_tokens)) < 0 ||
 	    (rc = head(o, "nimserve_requests_cancelled_total", "counter", "Sequences cancelled because the client went away.")) < 0 ||

@@ -1,7 +1,7 @@
 /*
  * metrics.h - nimserve's Prometheus metrics: request counts by endpoint and
  * status, token counters, time-to-first-token, inter-token-latency and
- * request-duration histograms, queue depth and active sequences.  Thread-safe.
+ * request-duration histograms, prompt tokens served from the prefix cache, queue depth and active sequences.  Thread-safe.
  */
 #ifndef NF_SERVE_METRICS_H
 #define NF_SERVE_METRICS_H
@@ -24,7 +24,9 @@ void nf_metrics_free(nf_metrics *m); /* NULL is fine */
 
 /* A finished HTTP request: endpoint path (unknown ones count as "other") and status. */
 void nf_metrics_request(nf_metrics *m, const char *endpoint, int status);
-void nf_metrics_tokens(nf_metrics *m, size_t prompt, size_t generated);
+/* A finished sequence: prompt tokens (of which `cached` came from the
+ * prefix cache, not computed) and generated tokens. */
+void nf_metrics_tokens(nf_metrics *m, size_t prompt, size_t cached, size_t generated);
 void nf_metrics_cancelled(nf_metrics *m);
 void nf_metrics_observe(nf_metrics *m, nf_metric_hist h, double seconds);
 void nf_metrics_set_ready(nf_metrics *m, int ready);

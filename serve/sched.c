@@ -37,6 +37,8 @@ struct nf_job {
 	int *tokens;
 	int n_prompt;
 	int pos;           /* position the next fed token takes */
+	int cached;        /* prompt positions taken from the prefix cache */
+	int fed;           /* 1 once a step has run any of its tokens */
 	int next_token;    /* the token fed at pos */
 	int generated;
 	int max_tokens;
@@ -124,12 +126,13 @@ static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 		j->res.finish_reason = reason;
 		j->res.prompt_tokens = j->n_prompt;
 		j->res.completion_tokens = j->generated;
+		j->res.cached_tokens = j->cached;
 	}
 	job_signal(j, 0);
 	pthread_mutex_unlock(&j->mu);
 	if (s->metrics) {
 		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
-				  (size_t)j->generated);
+				  (size_t)j->cached, (size_t)j->generated);
 		if (!strcmp(reason, "cancelled"))
 			nf_metrics_cancelled(s->metrics);
 	}
@@ -178,6 +181,58 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 	return 0;
 }
 
+/* A new job's sequence: with the prefix cache, the kept one sharing the
+ * longest prefix with its prompt (engine.h), which it then skips. */
+static int job_start(nf_sched *s, nf_job *j)
+{
+	size_t reused = 0;
+	int rc = s->opts.prefix_cache
+			 ? nf_seq_new_prefixed(&j->seq, s->engine, j->tokens, (size_t)j->n_prompt, &reused)
+			 : nf_seq_new(&j->seq, s->engine);
+	j->pos = j->cached = (int)reused;
+	return rc;
+}
+
+/* Prompt tokens of a and b in common, at most b's prompt less its last token. */
+static int prompt_common(const nf_job *a, const nf_job *b)
+{
+	int k = 0, max = a->n_prompt < b->n_prompt - 1 ? a->n_prompt : b->n_prompt - 1;
+	while (k < max && a->tokens[k] == b->tokens[k])
+		k++;
+	return k;
+}
+
+/* Before job i (in its prompt, not fed yet) joins a step: copy the longest
+ * prefix of its prompt that a running sequence has already computed.
+ * Returns 1 if it should rather sit this step out: a job admitted before it
+ * is still prefilling a longer shared prefix (identical prompts arriving
+ * together), which it can copy once computed instead of computing it too.
+ * Worth a step of waiting only when that saves at least half of what is
+ * left of its prompt. */
+static int job_share_prefix(nf_sched *s, size_t n_active, size_t i)
+{
+	nf_job *j = s->active[i];
+	int left;
+	for (size_t k = 0; k < n_active; k++) {
+		nf_job *d = s->active[k];
+		if (k == i || !d->seq)
+			continue;
+		int c = (int)nf_seq_common_prefix(d->seq, j->tokens, (size_t)j->n_prompt - 1);
+		if (c > j->pos && nf_seq_copy_prefix(j->seq, d->seq, (size_t)c) == 0)
+			j->pos = j->cached = c;
+	}
+	left = j->n_prompt - j->pos;
+	for (size_t k = 0; k < i; k++) {
+		nf_job *d = s->active[k];
+		if (d->seq && d->pos < d->n_prompt) {
+			int gain = prompt_common(d, j) - j->pos;
+			if (gain >= 2 && 2 * gain >= left)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 /* Lay out one ragged step over active[0, n_active) (admission order): every
  * decoding job feeds its one token, and the jobs still in their prompt share
  * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens), first come
@@ -185,8 +240,9 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
  * prefilled in one or a few steps.  While anyone decodes, the prompt tokens
  * are also bounded by opts.prefill_chunk and by what keeps the step within
  * opts.prefill_slack_pct of a decode-only step (stepcost.h); at least one
- * per step.  A prompt job left without budget sits this step out.  *nb: the
- * sequences stepped. */
+ * per step.  A prompt job left without budget sits this step out, as does
+ * one waiting for a shared prefix (job_share_prefix).  *nb: the sequences
+ * stepped. */
 static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 {
 	int n_decode = 0, budget, nt = 0;
@@ -212,6 +268,8 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 			s->b_tokens[nt] = j->next_token;
 			take = 1;
 		} else {
+			if (!j->fed && s->opts.prefix_cache && job_share_prefix(s, n_active, i))
+				continue;
 			take = j->n_prompt - j->pos;
 			if (take > budget)
 				take = budget;
@@ -220,6 +278,7 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 			budget -= take;
 			memcpy(s->b_tokens + nt, j->tokens + j->pos, (size_t)take * sizeof *s->b_tokens);
 		}
+		j->fed = 1;
 		s->b_seqs[k] = j->seq;
 		s->b_ntok[k] = take;
 		s->b_pos[k] = j->pos;
@@ -285,7 +344,7 @@ static void *sched_main(void *arg)
 			pthread_mutex_lock(&j->mu);
 			cancelled = j->cancelled;
 			pthread_mutex_unlock(&j->mu);
-			if (!cancelled && !j->seq && nf_seq_new(&j->seq, s->engine) < 0) {
+			if (!cancelled && !j->seq && job_start(s, j) < 0) {
 				job_finish(s, j, "error");
 				cancelled = 2;
 			}

@@ -30,6 +30,8 @@ typedef struct nf_sched_opts {
 	int prefill_slack_pct; /* and at most what keeps such a step within this many
 				  percent of a decode-only step (serve/stepcost.h); 0 = no
 				  such bound */
+	int prefix_cache;  /* 1: a prompt starts after the longest prefix it shares with
+			      a kept or running sequence (engine.h), 0: always from 0 */
 } nf_sched_opts;
 
 typedef struct nf_job_params {
@@ -46,6 +48,7 @@ typedef struct nf_job_result {
 	const char *finish_reason; /* "stop", "length", "cancelled", "error" (static) */
 	int prompt_tokens;
 	int completion_tokens;
+	int cached_tokens; /* of prompt_tokens, reused from the prefix cache */
 	double ttft; /* seconds from arrival to first token, -1 if none */
 } nf_job_result;
 

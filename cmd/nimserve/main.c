@@ -31,7 +31,7 @@
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
-	long prefill_chunk, prefill_slack;
+	long prefill_chunk, prefill_slack, prefix_cache;
 	int list_profiles;
 	int health;
 } opts;
@@ -74,6 +74,8 @@ static void usage(FILE *f)
 		"  --prefill-chunk N      prompt tokens per step while others decode; 0 = 256 (NIM_PREFILL_CHUNK, 256)\n"
 		"  --prefill-slack PCT    and no more than keeps such a step within PCT%% of a decode-only\n"
 		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 0)\n"
+		"  --prefix-cache 0|1     1: a prompt skips the longest prefix it shares with a running or\n"
+		"                         recent request, reusing its KV cache rows (NIM_PREFIX_CACHE, 1)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -110,6 +112,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--step-delay-us", "NIM_STEP_DELAY_US", "0", &o->step_delay_us, 0, 10000000},
 		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "256", &o->prefill_chunk, 0, 4096},
 		{"--prefill-slack", "NIM_PREFILL_SLACK", "0", &o->prefill_slack, 0, 1000},
+		{"--prefix-cache", "NIM_PREFIX_CACHE", "1", &o->prefix_cache, 0, 1},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
@@ -239,13 +242,15 @@ int main(int argc, char **argv)
 	so.step_delay_us = (int)o.step_delay_us;
 	so.prefill_chunk = (int)o.prefill_chunk;
 	so.prefill_slack_pct = (int)o.prefill_slack;
+	so.prefix_cache = (int)o.prefix_cache;
 	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
 		goto done;
 	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
 		goto done;
-	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld",
+	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s",
 	      m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
-	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue);
+	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue,
+	      o.prefix_cache ? "on" : "off");
 
 	while (sigwait(&sigs, &sig) != 0)
 		;

@@ -162,6 +162,71 @@ static int agree(const float *a, const float *b, size_t n, int exact, double *er
 	return exact ? memcmp(a, b, n * sizeof(float)) == 0 : *er < 1e-5;
 }
 
+/* Prefix caching (exact engines): a kept sequence is handed out for a
+ * prompt that starts with what it consumed, and continuing it, or a copy of
+ * a running one's prefix, gives the logits of a fresh run bit for bit. */
+static void test_prefix(nf_engine *e, const char *what)
+{
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size, reused = 99;
+	float *lf = malloc(vocab * sizeof(float)), *lr = malloc(vocab * sizeof(float));
+	int toks[30], other[30];
+	const int *hist = NULL;
+	nf_seq *fresh = NULL, *a = NULL, *b = NULL, *c = NULL, *x = NULL;
+	for (int p = 0; p < 30; p++) {
+		toks[p] = tok_at(p, 1, (int)vocab);
+		other[p] = tok_at(p, 2, (int)vocab);
+	}
+	int err = !lf || !lr || nf_engine_keep_sequences(e, 2) || nf_seq_new(&fresh, e) ||
+		  singles(e, fresh, 0, 30, 1, lf);
+	err = err || nf_seq_new(&a, e) || singles(e, a, 0, 20, 1, lr);
+	ok(!err && nf_seq_tokens(a, &hist) == 20 && hist[19] == toks[19] &&
+	   nf_seq_common_prefix(a, toks, 30) == 20,
+	   "%s: a sequence remembers the 20 tokens it consumed", what);
+	nf_seq *was = a;
+	nf_seq_free(a);
+	err = err || nf_seq_new_prefixed(&b, e, other, 30, &reused);
+	ok(!err && b == was && reused == 0, "%s: no shared prefix: nothing reused (%zu)", what, reused);
+	err = err || singles(e, b, 0, 20, 1, lr); /* consume toks[0, 20) again */
+	nf_seq_free(b);
+	err = err || nf_seq_new_prefixed(&b, e, toks, 30, &reused);
+	ok(!err && b == was && reused == 20, "%s: a longer prompt reuses the 20 shared (%zu)", what,
+	   reused);
+	err = err || singles(e, b, (int)reused, 30 - (int)reused, 1, lr);
+	ok(!err && memcmp(lf, lr, vocab * sizeof(float)) == 0,
+	   "%s: continuing after a reused prefix gives a fresh run's logits", what);
+
+	err = err || nf_seq_new(&c, e);
+	ok(nf_seq_copy_prefix(c, b, 31) == NF_EINPUT, "%s: copying past the consumed refused", what);
+	err = err || nf_seq_copy_prefix(c, b, 25) || singles(e, c, 25, 5, 1, lr);
+	ok(!err && nf_seq_tokens(c, NULL) == 30 && memcmp(lf, lr, vocab * sizeof(float)) == 0,
+	   "%s: a copied prefix continues to a fresh run's logits", what);
+	err = err || singles(e, c, 5, 1, 3, lr);
+	ok(!err && nf_seq_tokens(c, NULL) == 6 && nf_seq_common_prefix(c, toks, 30) == 5,
+	   "%s: stepping an earlier position forgets what followed it", what);
+	int far = 12, t = 7;
+	err = err || nf_engine_step(e, &c, &t, &far, 1, lr);
+	ok(!err && nf_seq_tokens(c, NULL) == 0, "%s: a position past the consumed ones forgets all", what);
+
+	/* kept: b and c; freeing fresh too drops the least recently kept, b
+	 * (which had consumed all of toks, as fresh did) */
+	nf_seq_free(b);
+	nf_seq_free(c);
+	nf_seq_free(fresh);
+	size_t reused2 = 99;
+	nf_seq *y = NULL;
+	err = err || nf_seq_new_prefixed(&x, e, toks, 30, &reused) ||
+	      nf_seq_new_prefixed(&y, e, toks, 30, &reused2);
+	ok(!err && reused == 29, "%s: the same prompt reuses all but its last token (%zu)", what,
+	   reused);
+	ok(!err && reused2 == 0, "%s: past the bound the least recently kept went (%zu)", what,
+	   reused2);
+	nf_seq_free(x);
+	nf_seq_free(y);
+	ok(nf_engine_keep_sequences(e, 0) == 0, "%s: kept sequences released", what);
+	free(lf);
+	free(lr);
+}
+
 /* A kept sequence (nf_engine_keep_sequences) is handed out again, and its
  * stale KV rows change nothing: after 20 positions of other tokens, 10
  * steps give bit for bit the logits of a fresh sequence. */
@@ -458,6 +523,7 @@ int main(void)
 		}
 		test_batch(e, "int8");
 		test_reuse(e, "int8");
+		test_prefix(e, "int8");
 		nf_engine_free(e);
 		e = NULL;
 	}

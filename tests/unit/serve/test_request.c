@@ -176,13 +176,14 @@ int main(void)
 		nf_metrics_request(m, "/v1/completions", 200);
 		nf_metrics_request(m, "/v1/completions", 429);
 		nf_metrics_request(m, "/nope", 404);
-		nf_metrics_tokens(m, 5, 7);
+		nf_metrics_tokens(m, 5, 3, 7);
 		nf_metrics_observe(m, NF_HIST_TTFT, 0.003);
 		nf_metrics_observe(m, NF_HIST_TTFT, 100);
 		nf_metrics_set_gauges(m, 3, 2, 1);
 		nf_sbuf_init(&b, 1 << 20);
 		is_int(nf_metrics_format(m, &b), 0, "format");
 		ok(strstr(b.data, "nimserve_requests_total{endpoint=\"/v1/completions\",status=\"429\"} 1\n") != NULL, "429 counted");
+		ok(strstr(b.data, "\nnimserve_prompt_tokens_cached_total 3\n") != NULL, "cached prompt tokens counted");
 		ok(strstr(b.data, "nimserve_requests_total{endpoint=\"other\",status=\"404\"} 1\n") != NULL, "unknown path as other");
 		ok(strstr(b.data, "nimserve_generation_tokens_total 7\n") != NULL, "tokens");
 		ok(strstr(b.data, "nimserve_time_to_first_token_seconds_bucket{le=\"0.0025\"} 0\n") &&

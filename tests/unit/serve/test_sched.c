@@ -97,6 +97,8 @@ int main(void)
 	is_int(nf_engine_build(edir, m, &bo), 0, "build engine: %s", nf_error_last());
 	is_int(nf_engine_open(&e, edir, 1), 0, "open engine");
 	nf_metrics_new(&met);
+	memset(&so, 0, sizeof so);
+	so.prefix_cache = 1;
 	so.max_batch = 3; /* fewer slots than jobs: one waits and joins between steps */
 	so.max_queue = 8;
 	so.step_delay_us = 0;
@@ -190,9 +192,34 @@ int main(void)
 			nf_job_release(run);
 		}
 	}
+	{
+		/* prefix cache: of four identical prompts submitted together (three
+		 * slots), the first computes the prompt and the others copy all of
+		 * it but the last token, from the running one or from a kept
+		 * sequence; every text still equals nf_generate */
+		const char *p = "Lily and Tom went to the park and";
+		static acc want_p;
+		nf_gen_params gp = {30, 0.0f, 1.0f, 0, 1};
+		nf_job *pj[4];
+		nf_generate(e, p, strlen(p), &gp, collect, &want_p, NULL);
+		for (int k = 0; k < 4; k++)
+			pj[k] = submit(s, e, p, 30, NULL, 0, &rc);
+		for (int k = 0; k < 4; k++) {
+			nf_job_result r;
+			char *got = pj[k] ? finish(pj[k], &r) : NULL;
+			is_str(got, want_p.buf, "shared-prefix job %d equals nf_generate", k);
+			if (k > 0)
+				ok(pj[k] && r.cached_tokens == r.prompt_tokens - 1,
+				   "shared-prefix job %d: %d of its %d prompt tokens from the cache", k,
+				   r.cached_tokens, r.prompt_tokens);
+			free(got);
+			nf_job_release(pj[k]);
+		}
+	}
 	nf_sched_free(s);
 	s = NULL;
 
+	so.prefix_cache = 0;
 	so.max_batch = 1;
 	so.max_queue = 1;
 	so.step_delay_us = 20000;
@@ -216,6 +243,7 @@ int main(void)
 			nf_job_result r;
 			char *got = finish(a, &r);
 			ok(r.finish_reason != NULL, "job finished after scheduler stop: %s", r.finish_reason);
+			is_int(r.cached_tokens, 0, "prefix cache off: nothing reused");
 			free(got);
 		}
 		nf_job_release(a);
