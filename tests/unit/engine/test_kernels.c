@@ -180,11 +180,12 @@ static void check_gemm_batch(const nf_backend_ops *ops, const nf_backend_ops *re
 }
 
 /* The same GEMMs over a tiled copy of each matrix give the row-major
- * results bit for bit: 1..5 vectors, the whole matrix and the 16-row
+ * results bit for bit: 1..19 vectors, the whole matrix and the 16-row
  * aligned sub-ranges the pool hands out.  Shapes: tileable as float32 only
  * (cols % 16), as both, and the engine's own (768, 2048 columns). */
 static void check_gemm_tiled(const nf_backend_ops *ops)
 {
+	enum { NV = 19 }; /* past two groups of 8 vectors, with every remainder */
 	static const int tshapes[][2] = {{8, 16}, {16, 48}, {16, 64}, {40, 768}, {24, 192}, {48, 2048}};
 	int same_f = 1, same_q = 1, tiled_f = 0, tiled_q = 0;
 	for (size_t si = 0; si < sizeof tshapes / sizeof tshapes[0]; si++) {
@@ -192,16 +193,16 @@ static void check_gemm_tiled(const nf_backend_ops *ops)
 		size_t nw = (size_t)rows * (size_t)cols, ldx = (size_t)cols + 7, ldy = (size_t)rows + 1;
 		size_t ldq = ((size_t)cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 		float *w = malloc(sizeof(float) * nw), *wt = malloc(sizeof(float) * nw);
-		float *x = malloc(sizeof(float) * 5 * ldx), xs[5];
-		float *y0 = calloc(5 * ldy, sizeof(float)), *y1 = calloc(5 * ldy, sizeof(float));
-		int8_t *wq = malloc(nw), *wqt = malloc(nw), *xq = calloc(5, ldq);
+		float *x = malloc(sizeof(float) * NV * ldx), xs[NV];
+		float *y0 = calloc(NV * ldy, sizeof(float)), *y1 = calloc(NV * ldy, sizeof(float));
+		int8_t *wq = malloc(nw), *wqt = malloc(nw), *xq = calloc(NV, ldq);
 		float *ws = malloc(sizeof(float) * (size_t)rows);
 		int32_t *rs = malloc(sizeof(int32_t) * (size_t)rows);
 		fill(w, nw, 0.1f);
-		fill(x, 5 * ldx, 1.0f);
+		fill(x, NV * ldx, 1.0f);
 		nf_quant_int8_rows(wq, ws, w, (size_t)rows, (size_t)cols);
 		nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
-		for (size_t b = 0; b < 5; b++)
+		for (size_t b = 0; b < NV; b++)
 			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
 		memcpy(wt, w, sizeof(float) * nw);
 		memcpy(wqt, wq, nw);
@@ -214,7 +215,7 @@ static void check_gemm_tiled(const nf_backend_ops *ops)
 			same_f = same_q = 0;
 		tiled_f += tf.layout == NF_BK_TILE8;
 		tiled_q += tq.layout == NF_BK_TILE8;
-		for (size_t n = 1; n <= 5; n++) {
+		for (size_t n = 1; n <= NV; n++) {
 			int r0 = rows > 16 ? 16 : 0, r1 = rows > 32 ? 32 : rows;
 			ops->gemm_f32(y0, ldy, &mf, x, ldx, n, 0, rows, 0);
 			ops->gemm_f32(y0, ldy, &mf, x, ldx, n, r0, r1, 1);
