@@ -94,7 +94,8 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
 #define F32_NV 4 /* measured best of 1-6 on Zen 5, of 2-4 on Zen 4 (32 accumulators) */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out, const float *w,
 								   size_t rs, size_t cs, size_t cols,
-								   const float *x, size_t ldx, int tiled)
+								   const float *x, size_t ldx, int tiled,
+								   const char *pf, int pf_lines)
 {
 	__m512 a[F32_NV][8];
 #pragma GCC unroll 8
@@ -109,6 +110,11 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 		for (int v = 0; v < F32_NV; v++)
 			xv[v] = _mm512_loadu_ps(x + (size_t)v * ldx + c);
 		const float *wc = w + c / 16 * cs;
+		if (pf) {
+			for (int k = 0; k < pf_lines; k++)
+				_mm_prefetch(pf + k * 64, _MM_HINT_T1);
+			pf += pf_lines * 64;
+		}
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
 			if (tiled)
@@ -159,15 +165,25 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
 	int tiled = w->layout == NF_BK_TILE8;
 	int r = r0;
+	/* With several vector groups, the passes over one tile also prefetch
+	 * the next tile, spread evenly over them: the weights stream while the
+	 * FMAs run, instead of the first pass waiting on memory alone. */
+	size_t groups = n / F32_NV, steps = (cols + 15) / 16, tile_lines = cols / 2;
+	size_t per_group = groups ? (tile_lines + groups - 1) / groups : 0;
+	int pf_lines = (int)((per_group + steps - 1) / steps);
+	int ahead = tiled && groups >= 2 && cols % 16 == 0;
 	for (; r + 8 <= r1; r += 8) {
 		const float *wr = w->f32 + nf_bk_index(w, (size_t)r, 0);
+		const char *next = ahead && r + 16 <= r1 ? (const char *)(wr + 8 * cols) : NULL;
+		int fetched = ahead && r > r0; /* the previous tile prefetched this one */
 		size_t b = 0;
 		for (; b + F32_NV <= n; b += F32_NV) {
 			__m256 v[F32_NV];
-			if (tiled)
-				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 1);
+			const char *pf = next ? next + b / F32_NV * per_group * 64 : NULL;
+			if (tiled && b == 0 && !fetched)
+				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 1, pf, pf_lines);
 			else
-				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 0);
+				dot8xn_f32(v, wr, rs, cs, cols, x + b * ldx, ldx, 0, pf, pf_lines);
 			for (int k = 0; k < F32_NV; k++) {
 				float *o = y + (b + (size_t)k) * ldy + (size_t)r;
 				if (accumulate)

@@ -74,6 +74,10 @@ else
 	n=$((n + 1)); echo "ok $n # skip nimfactory run is not built"
 fi
 is "$(json 'd["usage"]["completion_tokens"] + d["usage"]["prompt_tokens"] == d["usage"]["total_tokens"]' <"$W/c.json")" "True" "usage adds up"
+# "Once upon" ran several times above: its prefix is in a kept sequence
+curl -s "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once upon","max_tokens":5,"temperature":0}' >"$W/c2.json"
+is "$(json 'd["usage"]["prompt_tokens"] > 1 and d["usage"]["prompt_tokens_details"]["cached_tokens"] == d["usage"]["prompt_tokens"] - 1' <"$W/c2.json")" "True" \
+	"a repeated prompt reuses all but its last token from the prefix cache (usage.prompt_tokens_details)"
 want=$("$FIX" generate "$ENGINE" 30 "Lily went")
 body='{"model":"stories260k","messages":[{"role":"user","content":"Lily went"}],"max_tokens":30,"temperature":0}'
 is "$(curl -s "$U/v1/chat/completions" -d "$body" | json 'd["choices"][0]["message"]["content"]')" "$want" "chat (plain template) equals nf_generate"
@@ -155,9 +159,10 @@ if command -v promtool >/dev/null; then
 else
 	n=$((n + 1)); echo "ok $n # skip promtool not installed"
 fi
-grep -q 'nimserve_time_to_first_token_seconds_count [1-9]' "$W/metrics.txt" &&
+grep -q '^nimserve_prompt_tokens_cached_total [1-9]' "$W/metrics.txt" &&
+	grep -q 'nimserve_time_to_first_token_seconds_count [1-9]' "$W/metrics.txt" &&
 	grep -q 'nimserve_requests_total{endpoint="/v1/completions",status="413"} 2' "$W/metrics.txt"
-okt $? "metrics count TTFT observations and the 413s"
+okt $? "metrics count cached prompt tokens, TTFT observations and the 413s"
 
 # SIGTERM with a stream in flight: it finishes, then exit 0
 curl -sN "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once","max_tokens":300,"temperature":0,"stream":true}' >"$W/drain.sse" &
