@@ -212,15 +212,20 @@ static int prompt_common(const nf_job *a, const nf_job *b)
 static int job_share_prefix(nf_sched *s, size_t n_active, size_t i)
 {
 	nf_job *j = s->active[i];
-	int left;
+	nf_seq *donor = NULL;
+	int best = j->pos, left;
 	for (size_t k = 0; k < n_active; k++) {
 		nf_job *d = s->active[k];
 		if (k == i || !d->seq)
 			continue;
 		int c = (int)nf_seq_common_prefix(d->seq, j->tokens, (size_t)j->n_prompt - 1);
-		if (c > j->pos && nf_seq_copy_prefix(j->seq, d->seq, (size_t)c) == 0)
-			j->pos = j->cached = c;
+		if (c > best) {
+			best = c;
+			donor = d->seq;
+		}
 	}
+	if (donor && nf_seq_copy_prefix(j->seq, donor, (size_t)best) == 0)
+		j->pos = j->cached = best;
 	left = j->n_prompt - j->pos;
 	for (size_t k = 0; k < i; k++) {
 		nf_job *d = s->active[k];
