@@ -37,8 +37,8 @@ struct nf_job {
 	int *tokens;
 	int n_prompt;
 	int pos;           /* position the next fed token takes */
-	int cached;        /* prompt positions taken from the prefix cache */
-	int fed;           /* 1 once a step has run any of its tokens */
+	int cached;        /* prompt positions taken from the prefix cache; while
+			      pos == cached no step has run any of its tokens yet */
 	int next_token;    /* the token fed at pos */
 	int generated;
 	int max_tokens;
@@ -273,7 +273,8 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 			s->b_tokens[nt] = j->next_token;
 			take = 1;
 		} else {
-			if (!j->fed && s->opts.prefix_cache && job_share_prefix(s, n_active, i))
+			if (j->pos == j->cached && s->opts.prefix_cache &&
+			    job_share_prefix(s, n_active, i))
 				continue;
 			take = j->n_prompt - j->pos;
 			if (take > budget)
@@ -283,7 +284,6 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 			budget -= take;
 			memcpy(s->b_tokens + nt, j->tokens + j->pos, (size_t)take * sizeof *s->b_tokens);
 		}
-		j->fed = 1;
 		s->b_seqs[k] = j->seq;
 		s->b_ntok[k] = take;
 		s->b_pos[k] = j->pos;

@@ -168,7 +168,8 @@ AVX512 static void avx512_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, 
 	/* With several vector groups, the passes over one tile also prefetch
 	 * the next tile, spread evenly over them: the weights stream while the
 	 * FMAs run, instead of the first pass waiting on memory alone. */
-	size_t groups = n / F32_NV, steps = (cols + 15) / 16, tile_lines = cols / 2;
+	size_t groups = n / F32_NV, steps = (cols + 15) / 16;
+	size_t tile_lines = cols / 2; /* 8 rows of cols floats, in 64-byte lines */
 	size_t per_group = groups ? (tile_lines + groups - 1) / groups : 0;
 	int pf_lines = (int)((per_group + steps - 1) / steps);
 	int ahead = tiled && groups >= 2 && cols % 16 == 0;

@@ -512,7 +512,7 @@ int main(int argc, char **argv)
 	int errors = 0, reqs = 0, no_usage = 0;
 	const char *first_error = NULL;
 	struct in_addr ia;
-	double t0, wall;
+	double wall;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -578,7 +578,7 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto done;
 	}
-	t0 = g_t0 = now();
+	g_t0 = now();
 	for (int i = 0; i < g_clients; i++) {
 		cs[i].index = i;
 		if (pthread_create(&cs[i].th, NULL, client_main, &cs[i]) != 0) {
@@ -606,7 +606,7 @@ int main(int argc, char **argv)
 		free(cs[i].itl.v);
 		free(cs[i].itl_at.v);
 	}
-	wall = now() - t0;
+	wall = now() - g_t0;
 	if (first_error)
 		fprintf(stderr, "nf_loadgen: %d of %d requests failed; first: %s\n", errors, reqs,
 			first_error);
