@@ -392,10 +392,10 @@ typedef struct gemm_task {
 typedef struct gemm_job {
 	gemm_task t[3];
 	int nt;
-	int swiglu;       /* t[0] (gate, w1) and t[1] (up, w3) share row chunks,
-			   * then t[0].y = silu(t[0].y) * t[1].y on the chunk */
-	int chunk_rows;   /* rows per chunk, a multiple of 16 */
-	int first[4];     /* first chunk of each task; first[nt] = total */
+	int swiglu;       /* t[0] (gate, w1) and t[1] (up, w3) share row ranges,
+			   * then t[0].y = silu(t[0].y) * t[1].y on the range */
+	int first[4];     /* first unit (NF_FWD_UNIT_ROWS rows) of each task;
+			   * first[nt] = total */
 	const float *x;   /* (n, ldx) float activations */
 	size_t ldx;
 	const int8_t *xq; /* (n, ldq) int8 activations, when a matrix is int8 */
@@ -412,17 +412,9 @@ static void gemm_rows(const gemm_job *j, const gemm_task *t, int r0, int r1)
 		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
 }
 
-static void gemm_chunk(void *ctx, int chunk, int tid)
+/* Rows [r0, r1) of task t (and of the up projection after a gate). */
+static void gemm_task_rows(const gemm_job *j, const gemm_task *t, int r0, int r1)
 {
-	const gemm_job *j = ctx;
-	int i = 0;
-	(void)tid;
-	while (i + 1 < j->nt && chunk >= j->first[i + 1])
-		i++;
-	const gemm_task *t = &j->t[i];
-	int r0 = (chunk - j->first[i]) * j->chunk_rows, r1 = r0 + j->chunk_rows;
-	if (r1 > t->w->rows)
-		r1 = t->w->rows;
 	gemm_rows(j, t, r0, r1);
 	if (j->swiglu) {
 		gemm_rows(j, &j->t[1], r0, r1);
@@ -432,30 +424,37 @@ static void gemm_chunk(void *ctx, int chunk, int tid)
 	}
 }
 
-/* About 4 chunks per thread, at least 16 rows each: claimed dynamically,
- * so a thread the OS preempts does not hold the job up, and few enough
- * that claiming costs little.  One chunk below PAR_MIN_MACS. */
-size_t nf_fwd_chunk_rows(size_t rows, size_t macs, int threads)
+/* Units [u0, u1) of the job's tasks laid end to end. */
+static void gemm_range(void *ctx, int u0, int u1, int tid)
 {
-	size_t cr = macs < PAR_MIN_MACS || threads <= 1 ? rows : rows / (size_t)(4 * threads);
-	cr = (cr + 15) / 16 * 16;
-	return cr < 16 ? 16 : cr;
+	const gemm_job *j = ctx;
+	int groups = j->swiglu ? 1 : j->nt;
+	(void)tid;
+	for (int i = 0; i < groups; i++) {
+		int a = u0 > j->first[i] ? u0 : j->first[i];
+		int b = u1 < j->first[i + 1] ? u1 : j->first[i + 1];
+		if (a >= b)
+			continue;
+		int r1 = (b - j->first[i]) * NF_FWD_UNIT_ROWS;
+		gemm_task_rows(j, &j->t[i], (a - j->first[i]) * NF_FWD_UNIT_ROWS,
+			       r1 < j->t[i].w->rows ? r1 : j->t[i].w->rows);
+	}
 }
 
-/* Run the job's GEMMs (all sharing input x of `cols` floats per vector). */
+/* Run the job's GEMMs (all sharing input x of `cols` floats per vector);
+ * below PAR_MIN_MACS on the calling thread only. */
 static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
-	size_t macs = 0, rows = 0;
-	int any_q8 = 0, threads = nf_pool_threads(f->pool);
+	size_t macs = 0;
+	int any_q8 = 0, groups = j->swiglu ? 1 : j->nt, units = 0;
 	j->x = x;
 	j->ldx = (size_t)cols;
 	j->n = n;
 	for (int i = 0; i < j->nt; i++) {
 		j->t[i].ops = ops_for(f, j->t[i].w);
-		rows += (size_t)j->t[i].w->rows;
+		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
 		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
 	}
-	macs = rows * (size_t)cols * n;
 	if (any_q8) {
 		for (size_t b = 0; b < n; b++)
 			f->xs[b] = f->ops->quantize_q8
@@ -467,17 +466,15 @@ static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 		j->ldq = f->ldq;
 		j->xs = f->xs;
 	}
-	if (j->swiglu)
-		rows = (size_t)j->t[0].w->rows;
-	size_t cr = nf_fwd_chunk_rows(rows, macs, threads);
-	j->chunk_rows = (int)cr;
-	int total = 0;
-	for (int i = 0; i < (j->swiglu ? 1 : j->nt); i++) {
-		j->first[i] = total;
-		total += (int)(((size_t)j->t[i].w->rows + cr - 1) / cr);
+	for (int i = 0; i < groups; i++) {
+		j->first[i] = units;
+		units += (j->t[i].w->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
 	}
-	j->first[j->swiglu ? 1 : j->nt] = total;
-	nf_pool_run_chunks(f->pool, gemm_chunk, j, total);
+	j->first[groups] = units;
+	if (macs < PAR_MIN_MACS)
+		gemm_range(j, 0, units, 0);
+	else
+		nf_pool_run_ranges(f->pool, gemm_range, j, units, NF_FWD_GRAIN);
 }
 
 static void gemm1(nf_fwd *f, const nf_bk_matrix *w, float *y, size_t ldy, int accumulate,
@@ -500,6 +497,7 @@ typedef struct attn_job {
 } attn_job;
 
 /* Chunk k: sequence k / hc, heads [(k % hc) * hpc, ... + hpc). */
+int nf_exp_variant;
 static void attn_chunk(void *ctx, int chunk, int tid)
 {
 	const attn_job *j = ctx;

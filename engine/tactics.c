@@ -110,7 +110,7 @@ static void *huge_alloc(size_t n)
 }
 
 /* One GEMV of a tactics timing, split across a pool as the forward pass
- * splits it (nf_fwd_chunk_rows). */
+ * splits it (NF_FWD_UNIT_ROWS units, forward.h). */
 typedef struct gemv_job {
 	const nf_backend_ops *ops;
 	const nf_bk_matrix *m;
@@ -119,13 +119,12 @@ typedef struct gemv_job {
 	size_t ldq;
 	const float *xs;
 	float *y;
-	int chunk_rows;
 } gemv_job;
 
-static void gemv_chunk(void *ctx, int chunk, int tid)
+static void gemv_range(void *ctx, int u0, int u1, int tid)
 {
 	const gemv_job *j = ctx;
-	int r0 = chunk * j->chunk_rows, r1 = r0 + j->chunk_rows;
+	int r0 = u0 * NF_FWD_UNIT_ROWS, r1 = u1 * NF_FWD_UNIT_ROWS;
 	(void)tid;
 	if (r1 > j->m->rows)
 		r1 = j->m->rows;
@@ -199,10 +198,8 @@ static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
 	for (size_t i = 0; i < cols; i++)
 		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	float xs = nf_quant_int8_vec(xq, x, cols);
-	size_t cr = nf_fwd_chunk_rows((size_t)m->rows, (size_t)m->rows * cols,
-				      nf_pool_threads(tm->pool));
-	gemv_job job = {NULL, m, x, xq, ldq, &xs, y, (int)cr};
-	int chunks = (int)(((size_t)m->rows + cr - 1) / cr);
+	gemv_job job = {NULL, m, x, xq, ldq, &xs, y};
+	int units = (m->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
 	double budget = now_s() + 0.2;
 	for (int rep = 0; rep < 20 && (rep < 3 || now_s() < budget); rep++)
 		for (size_t k = 0; k < nf; k++) {
@@ -211,7 +208,7 @@ static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
 			job.ops = fam[k];
 			nf_pool_run_chunks(tm->pool, evict_chunk, &ej, (int)(tm->ebytes / EVICT_CHUNK));
 			double t0 = now_s();
-			nf_pool_run_chunks(tm->pool, gemv_chunk, &job, chunks);
+			nf_pool_run_ranges(tm->pool, gemv_range, &job, units, NF_FWD_GRAIN);
 			double t = (now_s() - t0) * 1e6;
 			if (us[k] < 0 || t < us[k])
 				us[k] = t;

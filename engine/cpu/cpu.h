@@ -32,19 +32,23 @@ void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;
-/* Run chunk number `chunk` of a job on thread tid (0 = the caller). */
+/* Run units [u0, u1) of a job on thread tid (0 = the caller). */
+typedef void (*nf_pool_range_fn)(void *ctx, int u0, int u1, int tid);
+/* Run chunk number `chunk` of a job on thread tid. */
 typedef void (*nf_pool_chunk_fn)(void *ctx, int chunk, int tid);
-#define NF_POOL_MAX_CHUNKS 0xfffff
+#define NF_POOL_MAX_UNITS 0xfffff
 /* threads <= 0 means all online CPUs.  Caller owns *out. */
 int nf_pool_new(nf_pool **out, int threads);
 void nf_pool_free(nf_pool *p); /* NULL is fine */
 int nf_pool_threads(const nf_pool *p);
-/* Run fn(ctx, i, tid) for i in [0, chunks) on the caller and the workers, each
- * chunk exactly once, chunks claimed dynamically (a descheduled worker does
- * not hold the others up); returns when all are done. */
+/* Run fn over units [0, units), each unit exactly once, on the caller and
+ * the workers; returns when all are done.  Thread t owns the t-th of n
+ * equal contiguous shares and runs it front to back; then it takes pieces
+ * from the back of the share with the most left (a descheduled thread
+ * holds nobody up).  Each call gets at most `grain` units, and at most
+ * half of what was left of the share. */
+void nf_pool_run_ranges(nf_pool *p, nf_pool_range_fn fn, void *ctx, int units, int grain);
+/* nf_pool_run_ranges one unit (chunk) per call. */
 void nf_pool_run_chunks(nf_pool *p, nf_pool_chunk_fn fn, void *ctx, int chunks);
-
-/* Rows [*r0, *r1) of `rows` for thread tid of n, boundaries multiples of 16. */
-void nf_pool_split(int *r0, int *r1, int rows, int tid, int n);
 
 #endif

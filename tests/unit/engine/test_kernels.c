@@ -6,7 +6,6 @@
  * row-major result bit for bit.  Families the CPU lacks are skipped.
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +14,6 @@
 #include "engine/layout.h"
 #include "engine/quant.h"
 #include "tests/tap.h"
-
-static _Atomic int hits[64];
-static void count_chunk(void *ctx, int chunk, int tid)
-{
-	(void)ctx;
-	(void)tid;
-	atomic_fetch_add(&hits[chunk], 1);
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void)
@@ -426,35 +417,5 @@ int main(void)
 		worst = fmax(worst, fabs((double)back[i] - w[i]));
 	ok(worst <= s * 0.5 + 1e-7, "int8 round trip within half a step (%.3g <= %.3g)", worst, s * 0.5);
 
-	/* pool splits cover the rows once, on 16-row boundaries */
-	int good = 1;
-	for (int rows = 1; rows < 200; rows += 7)
-		for (int th = 1; th <= 5; th++) {
-			int next = 0;
-			for (int t = 0; t < th; t++) {
-				int r0, r1;
-				nf_pool_split(&r0, &r1, rows, t, th);
-				if (r0 != next || r1 < r0 || (r1 != rows && r1 % 16))
-					good = 0;
-				next = r1;
-			}
-			if (next != rows)
-				good = 0;
-		}
-	ok(good, "pool row splits partition the rows");
-
-	nf_pool *p = NULL;
-	ok(nf_pool_new(&p, 3) == 0 && nf_pool_threads(p) == 3, "pool of 3 threads");
-	int once = 1;
-	for (int job = 0; job < 200 && p; job++) {
-		int chunks = 1 + job % 37;
-		memset(hits, 0, sizeof hits);
-		nf_pool_run_chunks(p, count_chunk, NULL, chunks);
-		for (int i = 0; i < 64; i++)
-			if (atomic_load(&hits[i]) != (i < chunks))
-				once = 0;
-	}
-	ok(once, "200 pool jobs ran every chunk exactly once");
-	nf_pool_free(p);
 	return done_testing();
 }
