@@ -60,11 +60,12 @@ typedef struct nf_backend_ops {
 	void (*softmax)(float *x, int n);
 	/* Causal attention of heads [h0, h1) of one sequence at position pos:
 	 * q (n_heads*head_size); kc, vc the cache, head-major: the pos+1 rows
-	 * of KV head g at kc + g*head_stride, head_size floats each, one after
-	 * the other (so a head's rows are one sequential stream); out
-	 * (n_heads*head_size); att scratch of (h1-h0)*(pos+1) floats. */
-	void (*attention)(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+	 * of KV head g at element kc + g*head_stride, head_size elements each,
+	 * one after the other (so a head's rows are one sequential stream),
+	 * floats, or IEEE half (uint16_t) when kv_f16; out (n_heads*head_size);
+	 * att scratch of (h1-h0)*(pos+1) floats. */
+	void (*attention)(float *out, const float *q, const void *kc, const void *vc, int kv_f16,
+			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
 			  size_t head_stride, float *att);
 	/* h1[i] = silu(h1[i]) * h3[i]. */
 	void (*swiglu)(float *h1, const float *h3, int n);
@@ -73,6 +74,9 @@ typedef struct nf_backend_ops {
 	/* q = int8 of n floats, returns the scale: bit-identical to
 	 * nf_quant_int8_vec (optional; NULL uses it). */
 	float (*quantize_q8)(int8_t *q, const float *x, size_t n);
+	/* h = IEEE half of n floats, rounded to nearest even: bit-identical to
+	 * nf_f32_to_f16 for every non-NaN value (a KV cache row). */
+	void (*to_f16)(uint16_t *h, const float *x, int n);
 } nf_backend_ops;
 
 #endif

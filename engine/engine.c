@@ -795,7 +795,8 @@ int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n,
 		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
 	}
 	s->e = e;
-	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg))) {
+	/* fp32 engines keep a float cache: they must match the reference */
+	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg, e->precision != NF_PREC_FP32))) {
 		free(s->hist);
 		free(s);
 		return err;

@@ -201,13 +201,19 @@ uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cf
 
 /* ---- KV cache ---- */
 
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg)
+static size_t kv_elem_size(const nf_fwd_kv *kv)
+{
+	return kv->f16 ? sizeof(uint16_t) : sizeof(float);
+}
+
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16)
 {
 	size_t n;
 	kv->k = kv->v = NULL;
+	kv->f16 = f16;
 	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->max_seq_len,
 			  (size_t)nf_model_kv_dim(cfg)) ||
-	    !nf_size_mul(&n, n, sizeof(float)))
+	    !nf_size_mul(&n, n, kv_elem_size(kv)))
 		return nf_error_set(NF_ENOMEM, "KV cache size overflows");
 	kv->k = calloc(1, n);
 	kv->v = calloc(1, n);
@@ -230,12 +236,12 @@ void nf_fwd_kv_release(nf_fwd_kv *kv)
 void nf_fwd_kv_copy_prefix(nf_fwd_kv *dst, const nf_fwd_kv *src, const nf_model_config *cfg,
 			   size_t n)
 {
-	size_t hs = (size_t)nf_model_head_size(cfg), seq = (size_t)cfg->max_seq_len;
-	size_t heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
+	size_t es = kv_elem_size(src), hs = (size_t)nf_model_head_size(cfg);
+	size_t run = (size_t)cfg->max_seq_len * hs * es, heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
 	/* head-major: each (layer, head) holds its positions as one run */
 	for (size_t h = 0; h < heads; h++) {
-		memcpy(dst->k + h * seq * hs, src->k + h * seq * hs, n * hs * sizeof(float));
-		memcpy(dst->v + h * seq * hs, src->v + h * seq * hs, n * hs * sizeof(float));
+		memcpy((char *)dst->k + h * run, (const char *)src->k + h * run, n * hs * es);
+		memcpy((char *)dst->v + h * run, (const char *)src->v + h * run, n * hs * es);
 	}
 }
 
@@ -511,10 +517,25 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 	if (h0 >= h1)
 		return;
 	float *att = j->f->att + (size_t)tid * (size_t)c->n_heads * (size_t)c->max_seq_len;
-	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, j->kv[s]->k + j->layer * lstride,
-			     j->kv[s]->v + j->layer * lstride, j->pos[s], h0, h1, c->n_heads,
+	const nf_fwd_kv *kv = j->kv[s];
+	size_t at = j->layer * lstride * kv_elem_size(kv); /* bytes */
+	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, (const char *)kv->k + at,
+			     (const char *)kv->v + at, kv->f16, j->pos[s], h0, h1, c->n_heads,
 			     c->n_kv_heads, nf_model_head_size(c),
 			     (size_t)c->max_seq_len * (size_t)nf_model_head_size(c), att);
+}
+
+/* Store a token's K and V rows of one head at element `at` of the caches. */
+static void store_kv_row(const nf_backend_ops *ops, nf_fwd_kv *kv, size_t at, const float *k,
+			 const float *v, size_t hs)
+{
+	if (kv->f16) {
+		ops->to_f16((uint16_t *)kv->k + at, k, (int)hs);
+		ops->to_f16((uint16_t *)kv->v + at, v, (int)hs);
+	} else {
+		memcpy((float *)kv->k + at, k, hs * sizeof(float));
+		memcpy((float *)kv->v + at, v, hs * sizeof(float));
+	}
 }
 
 /* Run the n tokens of one pass through every layer: token b of sequence
@@ -561,8 +582,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 			/* head-major cache (backend.h): head g's row at pos */
 			for (size_t g = 0; g < kvd / hs; g++) {
 				size_t at = l * seq * kvd + g * seq * hs + (size_t)pos[b] * hs;
-				memcpy(kv[b]->k + at, f->k + b * kvd + g * hs, hs * sizeof(float));
-				memcpy(kv[b]->v + at, f->v + b * kvd + g * hs, hs * sizeof(float));
+				store_kv_row(ops, kv[b], at, f->k + b * kvd + g * hs, f->v + b * kvd + g * hs, hs);
 			}
 		}
 

@@ -43,12 +43,16 @@ void nf_fwd_weights_release(nf_fwd_weights *w);
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);
 
 /* A sequence's KV cache: (layer, n_kv_heads, max_seq_len, head_size) each,
- * head-major so that attention reads each head's rows as one stream. */
+ * head-major so that attention reads each head's rows as one stream.
+ * Elements are floats, or IEEE half when f16: decode reads the whole cache
+ * every token, from memory, so half the bytes is a faster step (fp32
+ * engines keep floats: they must match the float32 reference to 1e-4). */
 typedef struct nf_fwd_kv {
-	float *k;
-	float *v;
+	void *k;
+	void *v;
+	int f16;
 } nf_fwd_kv;
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg);
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16);
 void nf_fwd_kv_release(nf_fwd_kv *kv);
 /* Copy the K and V rows of positions [0, n) of every layer and head from
  * src to dst (n <= max_seq_len, checked by the caller). */

@@ -8,14 +8,16 @@
 
 #include "engine/cpu/cpu.h"
 #include "engine/layout.h"
+#include "engine/safetensors.h"
 #include "util/banned.h"
 
-#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 static int avx2_available(void)
 {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	       __builtin_cpu_supports("f16c");
 }
 
 AVX2 static inline float hsum8(__m256 v)
@@ -281,19 +283,44 @@ AVX2 static void avx2_swiglu(float *h1, const float *h3, int n)
 
 /* Head by head over the head-major cache (backend.h): scores, softmax,
  * then the weighted sum of V; att holds (h1-h0, pos+1). */
-AVX2 static void avx2_attention(float *out, const float *q, const float *kc, const float *vc,
-				int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
-				size_t head_stride, float *att)
+/* 8 elements of a KV cache row from element i: floats, or IEEE half
+ * widened exactly. */
+AVX2 __attribute__((always_inline)) static inline __m256 load_kv8(const void *row, size_t i, int f16)
 {
-	size_t hs = (size_t)head_size;
+	if (f16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+	return _mm256_loadu_ps((const float *)row + i);
+}
+
+static inline float kv_at(const void *row, size_t i, int f16)
+{
+	return f16 ? nf_f16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+/* Scores, softmax, then V rows added position by position; f16 is a
+ * constant at each call, so each cache type gets its own loops. */
+AVX2 __attribute__((always_inline)) static inline void
+attention_heads(float *out, const float *q, const void *kc, const void *vc, int f16, int pos,
+		int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
+		float *att)
+{
+	size_t hs = (size_t)head_size, es = f16 ? 2 : 4;
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
 	for (int h = h0; h < h1; h++) {
-		const float *k = kc + (size_t)(h / group) * head_stride;
-		for (size_t t = 0; t < np; t++, k += hs)
-			att[(size_t)(h - h0) * np + t] =
-				dot1_f32(q + (size_t)h * hs, 16 /* contiguous */, hs, k) * scale;
+		const float *qh = q + (size_t)h * hs;
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride * es;
+		for (size_t t = 0; t < np; t++, k += hs * es) {
+			__m256 a = _mm256_setzero_ps();
+			size_t i = 0;
+			for (; i + 8 <= hs; i += 8)
+				a = _mm256_fmadd_ps(load_kv8(k, i, f16), _mm256_loadu_ps(qh + i), a);
+			float d = hsum8(a);
+			for (; i < hs; i++)
+				d += kv_at(k, i, f16) * qh[i];
+			att[(size_t)(h - h0) * np + t] = d * scale;
+		}
 	}
 	for (int h = h0; h < h1; h++) {
 		avx2_softmax(att + (size_t)(h - h0) * np, (int)np);
@@ -303,16 +330,39 @@ AVX2 static void avx2_attention(float *out, const float *q, const float *kc, con
 	for (size_t t = 0; t < np; t++) {
 		for (int h = h0; h < h1; h++) {
 			float a = att[(size_t)(h - h0) * np + t], *o = out + (size_t)h * hs;
-			const float *vh = vc + (size_t)(h / group) * head_stride + t * hs;
+			const char *vh = (const char *)vc + ((size_t)(h / group) * head_stride + t * hs) * es;
 			__m256 va = _mm256_set1_ps(a);
 			size_t i = 0;
 			for (; i + 8 <= hs; i += 8)
-				_mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(vh + i),
+				_mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load_kv8(vh, i, f16),
 									_mm256_loadu_ps(o + i)));
 			for (; i < hs; i++)
-				o[i] += a * vh[i];
+				o[i] += a * kv_at(vh, i, f16);
 		}
 	}
+}
+
+AVX2 static void avx2_attention(float *out, const float *q, const void *kc, const void *vc,
+				int kv_f16, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+				int head_size, size_t head_stride, float *att)
+{
+	if (kv_f16)
+		attention_heads(out, q, kc, vc, 1, pos, h0, h1, n_heads, n_kv_heads, head_size,
+				head_stride, att);
+	else
+		attention_heads(out, q, kc, vc, 0, pos, h0, h1, n_heads, n_kv_heads, head_size,
+				head_stride, att);
+}
+
+/* Round to nearest even, as nf_f32_to_f16. */
+AVX2 static void avx2_to_f16(uint16_t *h, const float *x, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(h + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++)
+		h[i] = nf_f32_to_f16(x[i]);
 }
 
 /* nf_quant_int8_vec, vectorised and bit-identical (cvtps rounds to nearest
@@ -360,4 +410,5 @@ const nf_backend_ops nf_cpu_avx2_ops = {
 	/* .swiglu    = */ avx2_swiglu,
 	/* .add       = */ avx2_add,
 	/* .quantize_q8 = */ avx2_quantize_q8,
+	/* .to_f16    = */ avx2_to_f16,
 };

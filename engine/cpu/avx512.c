@@ -471,51 +471,61 @@ AVX512 static void avx512_swiglu(float *h1, const float *h3, int n)
 	}
 }
 
-/* Dot product of n floats (x padded or masked: loads are masked only in
- * the tail). */
-AVX512 static inline float dot_f32(const float *a, const float *b, size_t n)
+/* 16 elements of a KV cache row from element i (the first `m` of them):
+ * floats, or IEEE half widened exactly. */
+AVX512 __attribute__((always_inline)) static inline __m512 load_kv16(const void *row, size_t i,
+								    __mmask16 m, int f16)
+{
+	if (f16)
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i));
+	return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+}
+
+/* q . k over n elements of a cache row k. */
+AVX512 __attribute__((always_inline)) static inline float dot_kv(const float *q, const void *k,
+								size_t n, int f16)
 {
 	__m512 s = _mm512_setzero_ps();
-	size_t i = 0;
-	for (; i + 16 <= n; i += 16)
-		s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
-	if (i < n) {
+	for (size_t i = 0; i < n; i += 16) {
 		__mmask16 m = mask16((int)(n - i));
-		s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s);
+		s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), load_kv16(k, i, m, f16), s);
 	}
 	return _mm512_reduce_add_ps(s);
 }
 
 /* The cache usually comes from memory (the weights stream evicted it), and
  * a head's rows are one sequential stream (head-major, backend.h): the
- * kernel prefetches ATT_PREFETCH bytes ahead of where it reads. */
+ * kernel prefetches ATT_PREFETCH bytes ahead of where it reads (1 KiB
+ * measured best of 1-8 KiB). */
 #define ATT_PREFETCH 1024
 
-/* Prefetch the n floats at p, ATT_PREFETCH bytes ahead. */
-AVX512 static inline void prefetch_ahead(const float *p, size_t n)
+/* Prefetch the `bytes` at p, ATT_PREFETCH bytes ahead. */
+AVX512 static inline void prefetch_ahead(const void *p, size_t bytes)
 {
-	for (size_t i = 0; i < n; i += 16)
-		_mm_prefetch((const char *)(p + i) + ATT_PREFETCH, _MM_HINT_T0);
+	for (size_t i = 0; i < bytes; i += 64)
+		_mm_prefetch((const char *)p + i + ATT_PREFETCH, _MM_HINT_T0);
 }
 
 /* Head by head over the head-major cache: scores, softmax, then the
- * weighted sum of V; att holds (h1-h0, pos+1). */
-AVX512 static void avx512_attention(float *out, const float *q, const float *kc, const float *vc,
-				    int pos, int h0, int h1, int n_heads, int n_kv_heads,
-				    int head_size, size_t head_stride, float *att)
+ * weighted sum of V; att holds (h1-h0, pos+1).  f16 is a constant at each
+ * call, so each cache type gets its own loops. */
+AVX512 __attribute__((always_inline)) static inline void
+attention_heads(float *out, const float *q, const void *kc, const void *vc, int f16, int pos,
+		int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
+		float *att)
 {
-	size_t hs = (size_t)head_size;
+	size_t hs = (size_t)head_size, es = f16 ? 2 : 4, row = hs * es;
 	size_t np = (size_t)pos + 1;
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
 	for (int h = h0; h < h1; h++) {
-		const float *k = kc + (size_t)(h / group) * head_stride;
-		for (size_t t = 0; t < np; t++, k += hs) {
-			prefetch_ahead(k, hs);
-			att[(size_t)(h - h0) * np + t] = dot_f32(q + (size_t)h * hs, k, hs) * scale;
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride * es;
+		for (size_t t = 0; t < np; t++, k += row) {
+			prefetch_ahead(k, row);
+			att[(size_t)(h - h0) * np + t] = dot_kv(q + (size_t)h * hs, k, hs, f16) * scale;
 		}
 	}
-	/* out[h] = sum over t of att[h][t] * V[t][h]: each 64-float slice of
+	/* out[h] = sum over t of att[h][t] * V[t][h]: each 64-element slice of
 	 * out stays in four registers over all t (the same FMAs in the same
 	 * order as an axpy per position, without the loads and stores of out) */
 	for (int h = h0; h < h1; h++) {
@@ -530,19 +540,42 @@ AVX512 static void avx512_attention(float *out, const float *q, const float *kc,
 				m[j] = o < hs ? mask16((int)(hs - o)) : 0;
 				acc[j] = _mm512_setzero_ps();
 			}
-			const float *v = vc + (size_t)(h / group) * head_stride + i;
-			for (size_t t = 0; t < np; t++, v += hs) {
-				prefetch_ahead(v, hs - i < 64 ? hs - i : 64);
+			const char *v = (const char *)vc + ((size_t)(h / group) * head_stride + i) * es;
+			for (size_t t = 0; t < np; t++, v += row) {
+				prefetch_ahead(v, (hs - i < 64 ? hs - i : 64) * es);
 				__m512 at = _mm512_set1_ps(a[t]);
 #pragma GCC unroll 4
 				for (int j = 0; j < 4; j++)
-					acc[j] = _mm512_fmadd_ps(at, _mm512_maskz_loadu_ps(m[j], v + j * 16),
+					acc[j] = _mm512_fmadd_ps(at, load_kv16(v, (size_t)j * 16, m[j], f16),
 								 acc[j]);
 			}
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++)
 				_mm512_mask_storeu_ps(out + (size_t)h * hs + i + (size_t)j * 16, m[j], acc[j]);
 		}
+	}
+}
+
+AVX512 static void avx512_attention(float *out, const float *q, const void *kc, const void *vc,
+				    int kv_f16, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+				    int head_size, size_t head_stride, float *att)
+{
+	if (kv_f16)
+		attention_heads(out, q, kc, vc, 1, pos, h0, h1, n_heads, n_kv_heads, head_size,
+				head_stride, att);
+	else
+		attention_heads(out, q, kc, vc, 0, pos, h0, h1, n_heads, n_kv_heads, head_size,
+				head_stride, att);
+}
+
+/* Round to nearest even, as nf_f32_to_f16. */
+AVX512 static void avx512_to_f16(uint16_t *h, const float *x, int n)
+{
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 m = mask16(n - i);
+		__m256i v = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i),
+					    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		_mm256_mask_storeu_epi16(h + i, m, v);
 	}
 }
 
@@ -558,4 +591,5 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	/* .swiglu    = */ avx512_swiglu,
 	/* .add       = */ avx512_add,
 	/* .quantize_q8 = */ avx512_quantize_q8,
+	/* .to_f16    = */ avx512_to_f16,
 };

@@ -6,6 +6,7 @@
 #define NF_ENGINE_CPU_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/backend.h"
 
@@ -25,9 +26,10 @@ const nf_backend_ops *nf_cpu_find(const char *name);
 void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float eps);
 void nf_cpu_rope_ref(float *v, int n, int head_size, const float *cs);
 void nf_cpu_softmax_ref(float *x, int n);
-void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
-			  float *att);
+void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void *vc, int kv_f16,
+			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+			  size_t head_stride, float *att);
+void nf_cpu_to_f16_ref(uint16_t *h, const float *x, int n);
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */

@@ -7,6 +7,7 @@
 
 #include "engine/cpu/cpu.h"
 #include "engine/layout.h"
+#include "engine/safetensors.h"
 #include "util/banned.h"
 
 static int scalar_available(void) { return 1; }
@@ -93,33 +94,44 @@ void nf_cpu_softmax_ref(float *x, int n)
 		x[i] *= inv;
 }
 
-void nf_cpu_attention_ref(float *out, const float *q, const float *kc, const float *vc, int pos,
-			  int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
-			  float *att)
+/* Element i of a KV cache of floats or of IEEE halves. */
+static inline float kv_at(const void *c, size_t i, int f16)
+{
+	return f16 ? nf_f16_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void *vc, int kv_f16,
+			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+			  size_t head_stride, float *att)
 {
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
+	size_t hs = (size_t)head_size;
 	for (int h = h0; h < h1; h++) {
-		const float *qh = q + (size_t)h * (size_t)head_size;
+		const float *qh = q + (size_t)h * hs;
 		size_t koff = (size_t)(h / group) * head_stride;
 		for (int t = 0; t <= pos; t++) {
-			const float *k = kc + koff + (size_t)t * (size_t)head_size;
 			float s = 0.0f;
-			for (int i = 0; i < head_size; i++)
-				s += qh[i] * k[i];
+			for (size_t i = 0; i < hs; i++)
+				s += qh[i] * kv_at(kc, koff + (size_t)t * hs + i, kv_f16);
 			att[t] = s * scale;
 		}
 		nf_cpu_softmax_ref(att, pos + 1);
-		float *oh = out + (size_t)h * (size_t)head_size;
-		for (int i = 0; i < head_size; i++)
+		float *oh = out + (size_t)h * hs;
+		for (size_t i = 0; i < hs; i++)
 			oh[i] = 0.0f;
 		for (int t = 0; t <= pos; t++) {
-			const float *v = vc + koff + (size_t)t * (size_t)head_size;
 			float a = att[t];
-			for (int i = 0; i < head_size; i++)
-				oh[i] += a * v[i];
+			for (size_t i = 0; i < hs; i++)
+				oh[i] += a * kv_at(vc, koff + (size_t)t * hs + i, kv_f16);
 		}
 	}
+}
+
+void nf_cpu_to_f16_ref(uint16_t *h, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		h[i] = nf_f32_to_f16(x[i]);
 }
 
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n)
@@ -148,4 +160,5 @@ const nf_backend_ops nf_cpu_scalar_ops = {
 	/* .swiglu    = */ nf_cpu_swiglu_ref,
 	/* .add       = */ scalar_add,
 	/* .quantize_q8 = */ NULL,
+	/* .to_f16    = */ nf_cpu_to_f16_ref,
 };

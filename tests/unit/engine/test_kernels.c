@@ -13,6 +13,7 @@
 #include "engine/cpu/cpu.h"
 #include "engine/layout.h"
 #include "engine/quant.h"
+#include "engine/safetensors.h"
 #include "tests/tap.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -328,9 +329,9 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 	fill(kc, kvn, 1.0f);
 	fill(vc, kvn, 1.0f);
 	fill(q, NH * HS, 1.0f);
-	ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, HS, hstride, att);
-	ops->attention(o1, q, kc, vc, POS, 0, 3, NH, NKV, HS, hstride, att);
-	ops->attention(o1, q, kc, vc, POS, 3, NH, NH, NKV, HS, hstride, att);
+	ref->attention(o0, q, kc, vc, 0, POS, 0, NH, NH, NKV, HS, hstride, att);
+	ops->attention(o1, q, kc, vc, 0, POS, 0, 3, NH, NKV, HS, hstride, att);
+	ops->attention(o1, q, kc, vc, 0, POS, 3, NH, NH, NKV, HS, hstride, att);
 	ok(rel_err(o1, o0, NH * HS) < 1e-5, "%s attention (GQA, split heads)", ops->name);
 	/* head 5 reads KV head 2: check it against a direct computation */
 	double sc[POS + 1], mx = -1e30, tot = 0, o = 0;
@@ -348,40 +349,86 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 	ok(fabs(o - o1[5 * HS]) < 1e-5, "%s attention head 5 uses kv head 2", ops->name);
 	free(kc);
 	free(vc);
+
+	/* to_f16 rounds as nf_f32_to_f16: normal, halfway, subnormal,
+	 * overflowing, signed-zero and infinite values */
+	float xs[40];
+	uint16_t h0[40], h1[40];
+	for (int i = 0; i < 32; i++)
+		xs[i] = (float)ldexp(1.0 + i / 2048.0 + 1.0 / 4096.0, i * 2 - 30) * (i % 2 ? -1.0f : 1.0f);
+	xs[32] = 0.0f;
+	xs[33] = -0.0f;
+	xs[34] = 65519.0f;  /* rounds down to the largest half */
+	xs[35] = 65520.0f;  /* rounds up to infinity */
+	xs[36] = 1e-8f;     /* subnormal */
+	xs[37] = -3e-5f;    /* subnormal */
+	xs[38] = INFINITY;
+	xs[39] = 0.333333f;
+	nf_cpu_to_f16_ref(h0, xs, 40);
+	ops->to_f16(h1, xs, 40);
+	ok(memcmp(h0, h1, sizeof h0) == 0, "%s to_f16 is bit-identical to nf_f32_to_f16", ops->name);
 }
 
 /* Attention at head sizes that take the SIMD families' full-width paths (64)
- * and full-width plus a tail (24), against the scalar family. */
+ * and full-width plus a tail (24), against the scalar family: over a float
+ * cache, over a half cache, and the half cache against a float cache of
+ * the same (rounded) values. */
 static void check_attention_sizes(const nf_backend_ops *ops, const nf_backend_ops *ref)
 {
 	static const int hss[] = {64, 24};
 	enum { NH = 6, NKV = 3, POS = 70 };
-	double worst = 0;
+	double worst = 0, worst_h = 0, worst_rounded = 0, drift = 0;
 	for (size_t k = 0; k < sizeof hss / sizeof hss[0]; k++) {
 		int hs = hss[k];
 		size_t hstride = (POS + 3) * (size_t)hs, kvn = NKV * hstride, qd = (size_t)NH * (size_t)hs;
 		float *kc = malloc(sizeof(float) * kvn), *vc = malloc(sizeof(float) * kvn);
+		float *kr = malloc(sizeof(float) * kvn), *vr = malloc(sizeof(float) * kvn);
+		uint16_t *kh = malloc(sizeof(uint16_t) * kvn), *vh = malloc(sizeof(uint16_t) * kvn);
 		float *q = malloc(sizeof(float) * qd), *o0 = malloc(sizeof(float) * qd);
-		float *o1 = malloc(sizeof(float) * qd), *att = malloc(sizeof(float) * NH * (POS + 1));
-		if (!kc || !vc || !q || !o0 || !o1 || !att) {
+		float *o1 = malloc(sizeof(float) * qd), *o2 = malloc(sizeof(float) * qd);
+		float *att = malloc(sizeof(float) * NH * (POS + 1));
+		if (!kc || !vc || !kr || !vr || !kh || !vh || !q || !o0 || !o1 || !o2 || !att) {
 			worst = INFINITY;
 		} else {
 			fill(kc, kvn, 1.0f);
 			fill(vc, kvn, 1.0f);
 			fill(q, qd, 1.0f);
-			ref->attention(o0, q, kc, vc, POS, 0, NH, NH, NKV, hs, hstride, att);
-			ops->attention(o1, q, kc, vc, POS, 0, 2, NH, NKV, hs, hstride, att);
-			ops->attention(o1, q, kc, vc, POS, 2, NH, NH, NKV, hs, hstride, att);
+			ref->attention(o0, q, kc, vc, 0, POS, 0, NH, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kc, vc, 0, POS, 0, 2, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kc, vc, 0, POS, 2, NH, NH, NKV, hs, hstride, att);
 			worst = fmax(worst, rel_err(o1, o0, qd));
+			for (size_t i = 0; i < kvn; i++) {
+				kh[i] = nf_f32_to_f16(kc[i]);
+				vh[i] = nf_f32_to_f16(vc[i]);
+				kr[i] = nf_f16_to_f32(kh[i]);
+				vr[i] = nf_f16_to_f32(vh[i]);
+			}
+			ref->attention(o2, q, kh, vh, 1, POS, 0, NH, NH, NKV, hs, hstride, att);
+			drift = fmax(drift, rel_err(o2, o0, qd));
+			ops->attention(o1, q, kh, vh, 1, POS, 0, 3, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kh, vh, 1, POS, 3, NH, NH, NKV, hs, hstride, att);
+			worst_h = fmax(worst_h, rel_err(o1, o2, qd));
+			ops->attention(o2, q, kr, vr, 0, POS, 0, NH, NH, NKV, hs, hstride, att);
+			worst_rounded = fmax(worst_rounded, rel_err(o1, o2, qd));
 		}
 		free(kc);
 		free(vc);
+		free(kr);
+		free(vr);
+		free(kh);
+		free(vh);
 		free(q);
 		free(o0);
 		free(o1);
+		free(o2);
 		free(att);
 	}
 	ok(worst < 1e-5, "%s attention at head sizes 64 and 24 (rel err %.2e)", ops->name, worst);
+	ok(worst_h < 1e-5, "%s attention over a half cache (rel err %.2e)", ops->name, worst_h);
+	ok(worst_rounded < 1e-6, "%s half cache reads as its rounded floats (rel err %.2e)", ops->name,
+	   worst_rounded);
+	ok(drift > 0 && drift < 2e-3, "a half cache changes attention by %.2e (rounding, not garbage)",
+	   drift);
 }
 
 int main(void)
