@@ -4,8 +4,13 @@
 # written by nf_synth_model) x precision (fp32, int8-wo):
 #   ours      nf_engine_build_tool + nf_decode_bench, THREADS threads,
 #             BENCH_TOKENS (256) decode tokens, best of BENCH_REPS (5)
-#   llama.cpp llama-bench -p 0 -n 128 -t THREADS on the same weights as GGUF
-#             F32 / Q8_0 (tests/bench/llama2c_to_gguf.py), best of its runs
+#   llama.cpp llama-bench -p 0 -n BENCH_TOKENS -t THREADS -r 1 on the same
+#             weights as GGUF F32 / Q8_0 (tests/bench/llama2c_to_gguf.py),
+#             best of BENCH_REPS
+#   rounds    each round runs nf_membw, ours, then llama-bench, so the two
+#             engines take turns within a minute of each other; the median
+#             (and range) of the per-round ratios ours/llama.cpp is reported
+#             beside the ratio of the bests
 #   ceiling   measured read bandwidth (nf_membw, the better of a measurement
 #             before and one after the runs) / our engine's weight bytes
 #             read per token
@@ -61,13 +66,33 @@ decode_llama_greedy() {
 		tr -d '\n' | sed 's/^ *//'
 }
 
-# Our engine, BENCH_REPS runs, each just after its own bandwidth reading.
-# Prints "best_tok_s kernel weight_bytes median_pct min_pct max_pct": the
-# percentages are tok/s x weight bytes / the paired bandwidth.
-decode_ours() {
+# One llama-bench run (-r 1) of $1: its tokens/s; the JSON goes to $2.
+decode_llama_once() {
+	"$LLAMA_BIN/llama-bench" -m "$1" -p 0 -n "${BENCH_TOKENS:-256}" -t "$THREADS" \
+		-r 1 -o json >"$2" 2>"$2.log" || bench_die "llama-bench $1 failed (log: $2.log)"
+	"$VENV/bin/python" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+ts = r[0].get("samples_ts") or [r[0]["avg_ts"]]
+print("%.2f" % max(ts))' "$2"
+}
+
+# median, min and max of the numbers on stdin
+decode_stats() {
+	sort -n | awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+
+# BENCH_REPS rounds of: a bandwidth reading, our engine $1, llama-bench on
+# GGUF $2 (JSON of its best run to $3).  Prints "ours_best kernel
+# weight_bytes pct_median pct_min pct_max llama_best ratio_median ratio_min
+# ratio_max": the percentages are our tok/s x weight bytes / the bandwidth
+# read just before, the ratios ours/llama.cpp of the same round.
+decode_rounds() {
 	best=0
+	lbest=0
 	line=""
 	pcts=""
+	ratios=""
 	i=0
 	while [ "$i" -lt "${BENCH_REPS:-5}" ]; do
 		bw=$("$TOOLS/nf_membw" --threads "$THREADS" --mb 512 --runs 5) || bench_die "nf_membw failed"
@@ -76,28 +101,24 @@ decode_ours() {
 			bench_die "nf_decode_bench $1 failed"
 		tps=$(bench_field tokens_per_s "$out")
 		wb=$(bench_field weight_bytes "$out")
+		ltps=$(decode_llama_once "$2" "$3.round")
 		pcts="$pcts $(awk -v t="$tps" -v w="$wb" -v g="$gbs" 'BEGIN { printf "%.1f", 100 * t * w / (g * 1e9) }')"
-		echo "$1 run $((i + 1)): $tps tok/s after $gbs GB/s" >>"$RESULTS/decode-pairs.txt"
+		ratios="$ratios $(awk -v a="$tps" -v b="$ltps" 'BEGIN { printf "%.3f", a / b }')"
+		echo "$1 round $((i + 1)): $tps tok/s after $gbs GB/s; llama.cpp $ltps tok/s" >>"$RESULTS/decode-pairs.txt"
 		if awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
 			best=$tps
 			line=$out
 		fi
+		if awk -v a="$ltps" -v b="$lbest" 'BEGIN { exit !(a > b) }'; then
+			lbest=$ltps
+			mv "$3.round" "$3"
+		fi
 		i=$((i + 1))
 	done
+	rm -f "$3.round"
 	# shellcheck disable=SC2086
-	stats=$(printf '%s\n' $pcts | sort -n | awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }')
-	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line") $stats"
-}
-
-# Best tokens/s of llama-bench over its repetitions.
-decode_llama() {
-	"$LLAMA_BIN/llama-bench" -m "$1" -p 0 -n "${BENCH_TOKENS:-256}" -t "$THREADS" \
-		-r "${BENCH_REPS:-5}" -o json >"$2" 2>"$2.log" || bench_die "llama-bench $1 failed (log: $2.log)"
-	"$VENV/bin/python" -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-ts = r[0].get("samples_ts") or [r[0]["avg_ts"]]
-print("%.2f" % max(ts))' "$2"
+	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line")" \
+		"$(printf '%s\n' $pcts | decode_stats) $lbest $(printf '%s\n' $ratios | decode_stats)"
 }
 
 bench_decode() {
@@ -108,20 +129,19 @@ bench_decode() {
 	decode_verify_peer
 	gbs1=$(bench_membw)
 	tsv=$RESULTS/decode.tsv
-	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\n' >"$tsv.tmp"
+	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\tratio_median\tratio_min\tratio_max\n' >"$tsv.tmp"
 	: >"$RESULTS/decode-pairs.txt"
 	decode_models | while IFS='|' read -r name ckpt tok; do
 		for prec in fp32 int8-wo; do
 			gt=$(bench_gguf_type "$prec")
 			bench_log "decode: $name $prec"
-			r=$(decode_ours "$BB/engines/$name-$prec")
+			r=$(decode_rounds "$BB/engines/$name-$prec" "$BB/gguf/$name-$gt.gguf" \
+				"$RESULTS/llama-bench-$name-$gt.json")
 			# shellcheck disable=SC2086
 			set -- $r
-			ours=$1 kernel=$2 wbytes=$3 pmed=$4 pmin=$5 pmax=$6
-			llama=$(decode_llama "$BB/gguf/$name-$gt.gguf" "$RESULTS/llama-bench-$name-$gt.json")
-			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$ours" "$llama" \
-				"$wbytes" "$kernel" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" \
-				"$pmed" "$pmin" "$pmax" >>"$tsv.tmp"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$1" "$7" \
+				"$3" "$2" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" \
+				"$4" "$5" "$6" "$8" "$9" "${10}" >>"$tsv.tmp"
 		done
 	done
 	mv "$tsv.tmp" "$tsv"

@@ -53,13 +53,15 @@ def decode_rows(path, membw_gbs):
             rows.append([
                 r["model"], r["precision"], fnum(ours), "%s (%s)" % (fnum(peer), r["gguf"]),
                 "%.2f" % (ours / peer) if peer > 0 else "-",
+                "%.2f (%.2f-%.2f)" % (float(r["ratio_median"]), float(r["ratio_min"]),
+                                      float(r["ratio_max"])),
                 fnum(ceil), "%.0f%%" % (100.0 * ours / ceil) if ceil > 0 else "-",
                 "%.0f%% (%.0f-%.0f%%)" % (float(r["paired_pct_median"]), float(r["paired_pct_min"]),
                                          float(r["paired_pct_max"])),
                 "%.1f" % (wbytes / 1e6), r["kernel"],
             ])
     head = ["model", "precision", "ours tok/s", "llama.cpp tok/s", "ours/llama.cpp",
-            "ceiling tok/s", "% of ceiling", "% of paired ceiling, median (range)",
+            "ours/llama.cpp per round, median (range)", "ceiling tok/s", "% of ceiling", "% of paired ceiling, median (range)",
             "weight MB/token", "our kernel"]
     return head, rows
 
@@ -174,7 +176,8 @@ def main():
           "per token" % (a.membw, a.threads))
     body = "\n".join([
         "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
-        "Command: `make bench BENCH=decode` (%d threads, 256 decode tokens, best of 5)."
+        "Command: `make bench BENCH=decode` (%d threads, 256 decode tokens, best of 5 rounds; "
+        "a round runs ours, then llama-bench -r 1, so the two take turns)."
         % a.threads,
         "Peer: %s." % a.peer,
         "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
