@@ -281,8 +281,6 @@ AVX2 static void avx2_swiglu(float *h1, const float *h3, int n)
 	}
 }
 
-/* Head by head over the head-major cache (backend.h): scores, softmax,
- * then the weighted sum of V; att holds (h1-h0, pos+1). */
 /* 8 elements of a KV cache row from element i: floats, or IEEE half
  * widened exactly. */
 AVX2 __attribute__((always_inline)) static inline __m256 load_kv8(const void *row, size_t i, int f16)
@@ -292,13 +290,9 @@ AVX2 __attribute__((always_inline)) static inline __m256 load_kv8(const void *ro
 	return _mm256_loadu_ps((const float *)row + i);
 }
 
-static inline float kv_at(const void *row, size_t i, int f16)
-{
-	return f16 ? nf_f16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
-}
-
-/* Scores, softmax, then V rows added position by position; f16 is a
- * constant at each call, so each cache type gets its own loops. */
+/* Head by head over the head-major cache (backend.h): scores, softmax,
+ * then V rows added position by position; att holds (h1-h0, pos+1).  f16
+ * is a constant at each call, so each cache type gets its own loops. */
 AVX2 __attribute__((always_inline)) static inline void
 attention_heads(float *out, const float *q, const void *kc, const void *vc, int f16, int pos,
 		int h0, int h1, int n_heads, int n_kv_heads, int head_size, size_t head_stride,
@@ -318,7 +312,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 				a = _mm256_fmadd_ps(load_kv8(k, i, f16), _mm256_loadu_ps(qh + i), a);
 			float d = hsum8(a);
 			for (; i < hs; i++)
-				d += kv_at(k, i, f16) * qh[i];
+				d += nf_cpu_kv_at(k, i, f16) * qh[i];
 			att[(size_t)(h - h0) * np + t] = d * scale;
 		}
 	}
@@ -337,7 +331,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 				_mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load_kv8(vh, i, f16),
 									_mm256_loadu_ps(o + i)));
 			for (; i < hs; i++)
-				o[i] += a * kv_at(vh, i, f16);
+				o[i] += a * nf_cpu_kv_at(vh, i, f16);
 		}
 	}
 }

@@ -30,6 +30,8 @@ void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void
 			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
 			  size_t head_stride, float *att);
 void nf_cpu_to_f16_ref(uint16_t *h, const float *x, int n);
+/* Element i of a KV cache row of floats, or of IEEE halves when f16. */
+float nf_cpu_kv_at(const void *c, size_t i, int f16);
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */

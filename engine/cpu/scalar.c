@@ -94,8 +94,7 @@ void nf_cpu_softmax_ref(float *x, int n)
 		x[i] *= inv;
 }
 
-/* Element i of a KV cache of floats or of IEEE halves. */
-static inline float kv_at(const void *c, size_t i, int f16)
+float nf_cpu_kv_at(const void *c, size_t i, int f16)
 {
 	return f16 ? nf_f16_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
 }
@@ -113,7 +112,7 @@ void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void
 		for (int t = 0; t <= pos; t++) {
 			float s = 0.0f;
 			for (size_t i = 0; i < hs; i++)
-				s += qh[i] * kv_at(kc, koff + (size_t)t * hs + i, kv_f16);
+				s += qh[i] * nf_cpu_kv_at(kc, koff + (size_t)t * hs + i, kv_f16);
 			att[t] = s * scale;
 		}
 		nf_cpu_softmax_ref(att, pos + 1);
@@ -123,7 +122,7 @@ void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void
 		for (int t = 0; t <= pos; t++) {
 			float a = att[t];
 			for (size_t i = 0; i < hs; i++)
-				oh[i] += a * kv_at(vc, koff + (size_t)t * hs + i, kv_f16);
+				oh[i] += a * nf_cpu_kv_at(vc, koff + (size_t)t * hs + i, kv_f16);
 		}
 	}
 }
