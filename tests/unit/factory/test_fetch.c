@@ -630,6 +630,10 @@ static int write_archive(const char *path, int zip, int zstd, const char *const 
 		archive_write_set_format_pax_restricted(a);
 	if (!zip)
 		rc = zstd ? archive_write_add_filter_zstd(a) : archive_write_add_filter_gzip(a);
+	/* gzip stamps its header with the time: without this, the same entries
+	 * written twice across a second boundary are two archives (two stages) */
+	if (rc == ARCHIVE_OK && !zip && !zstd)
+		rc = archive_write_set_filter_option(a, "gzip", "timestamp", NULL);
 	if (rc == ARCHIVE_OK)
 		rc = archive_write_open_filename(a, path);
 	for (int i = 0; rc == ARCHIVE_OK && entries[i]; i += 2) {
