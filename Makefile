@@ -12,7 +12,7 @@ BUILD ?= build
 CC ?= cc
 SHARED ?= $(abspath ../shared)
 
-PKGS := yaml-0.1 jansson libarchive libcurl libgit2 libcrypto libzstd zlib libmicrohttpd libdeflate
+PKGS := yaml-0.1 jansson libarchive libcurl libgit2 libcrypto libzstd zlib libmicrohttpd libdeflate libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -5,8 +5,8 @@ set -eu
 
 PACKAGES="build-essential pkg-config perl clang libclang-rt-14-dev
 libyaml-dev libjansson-dev libarchive-dev libcurl4-openssl-dev libgit2-dev
-libssl-dev libzstd-dev zlib1g-dev libmicrohttpd-dev libdeflate-dev
-umoci skopeo docker-registry prometheus python3 curl ca-certificates faketime"
+libssl-dev libpcre2-dev libzstd-dev zlib1g-dev libmicrohttpd-dev libdeflate-dev
+umoci skopeo docker-registry prometheus python3 python3-venv curl ca-certificates faketime"
 
 missing=""
 for p in $PACKAGES; do

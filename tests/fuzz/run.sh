@@ -16,7 +16,7 @@ make -s -j2 CC=clang BUILD=$BUILD EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $FLAGS
 	$BUILD/lib/libnf_factory.a $BUILD/lib/libnf_serve.a
 
 LIBS="$BUILD/lib/libnf_factory.a $BUILD/lib/libnf_serve.a $BUILD/lib/libnf_images.a $BUILD/lib/libnf_engine.a $BUILD/lib/libnf_util.a"
-PKGS="yaml-0.1 jansson libarchive libcurl libgit2 libcrypto libzstd zlib libmicrohttpd"
+PKGS="yaml-0.1 jansson libarchive libcurl libgit2 libcrypto libzstd zlib libmicrohttpd libdeflate libpcre2-8"
 mkdir -p $BUILD/bin $BUILD/findings
 status=0
 for src in tests/fuzz/fuzz_*.c; do
