@@ -30,10 +30,10 @@ _Static_assert(sizeof(nf_compression) == sizeof(int), "enums are stored as int")
 
 /* ---- names ------------------------------------------------------------ */
 
-static const char *const format_names[] = {"auto", "llama2c", "hf", NULL};
+static const char *const format_names[] = {"auto", "llama2c", "hf", "gguf", NULL};
 static const char *const kind_names[] = {"none", "url", "path", "git", NULL};
-static const char *const family_names[] = {"llama", NULL};
-static const char *const chat_names[] = {"plain", "llama2", "chatml", NULL};
+static const char *const family_names[] = {"llama", "mistral", "qwen2", NULL};
+static const char *const chat_names[] = {"auto", "model", "plain", "llama2", "chatml", NULL};
 static const char *const compress_names[] = {"none", "gzip", "zstd", NULL};
 static const char *const layout_names[] = {"single", "per-device", NULL};
 
@@ -1123,6 +1123,10 @@ static int model_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynod
 			    "missing required key 'tokenizer' in %s (a llama2c checkpoint does not hold "
 			    "its tokenizer)",
 			    c->path);
+	if (md->source.format == NF_FORMAT_GGUF && md->tokenizer.kind != NF_SOURCE_NONE)
+		return cerr(c, keys[5] ? keys[5] : m,
+			    "%s.tokenizer: a gguf checkpoint holds its tokenizer; remove this key",
+			    c->path);
 	return 0;
 }
 
@@ -1296,7 +1300,7 @@ static void recipe_defaults(nf_recipe *r)
 	r->gates.correctness.def.min_token_agreement = 0.90;
 	r->gates.correctness.def.max_logit_rel_error = 0.10;
 	r->gates.performance.max_tokens = 128;
-	r->serving.chat_template = NF_CHAT_PLAIN;
+	r->serving.chat_template = NF_CHAT_AUTO;
 	r->image.compression = NF_COMPRESS_GZIP;
 	r->image.layout = NF_LAYOUT_SINGLE;
 }

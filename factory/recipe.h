@@ -43,6 +43,7 @@ typedef enum nf_source_format {
 	NF_FORMAT_AUTO = 0,
 	NF_FORMAT_LLAMA2C,
 	NF_FORMAT_HF,
+	NF_FORMAT_GGUF,
 } nf_source_format;
 
 typedef struct nf_recipe_git {
@@ -65,6 +66,8 @@ typedef struct nf_recipe_source {
 
 typedef enum nf_model_family {
 	NF_FAMILY_LLAMA = 0,
+	NF_FAMILY_MISTRAL,
+	NF_FAMILY_QWEN2,
 } nf_model_family;
 
 typedef struct nf_recipe_model {
@@ -73,7 +76,9 @@ typedef struct nf_recipe_model {
 	char *version; /* NULL if absent */
 	char *license; /* NULL if absent */
 	nf_recipe_source source;
-	nf_recipe_source tokenizer; /* kind NF_SOURCE_NONE if absent (required for llama2c) */
+	nf_recipe_source tokenizer; /* kind NF_SOURCE_NONE if absent: required for llama2c, refused
+				     for gguf (the file holds its tokenizer), optional for hf
+				     (tokenizer.json beside the weights by default) */
 } nf_recipe_model;
 
 typedef struct nf_recipe_target {
@@ -118,13 +123,15 @@ typedef struct nf_recipe_gates {
 } nf_recipe_gates;
 
 typedef enum nf_chat_template {
-	NF_CHAT_PLAIN = 0,
+	NF_CHAT_AUTO = 0, /* the model's own template when it has one, else plain */
+	NF_CHAT_MODEL,    /* the model's own Jinja template (the build fails without one) */
+	NF_CHAT_PLAIN,
 	NF_CHAT_LLAMA2,
 	NF_CHAT_CHATML,
 } nf_chat_template;
 
 typedef struct nf_recipe_serving {
-	nf_chat_template chat_template; /* default plain */
+	nf_chat_template chat_template; /* default auto */
 	/* Every precision listed is built by some target.  Default: the targets'
 	 * precisions in order of first appearance. */
 	nf_precision precision_preference[NF_PREC_COUNT];
