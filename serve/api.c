@@ -595,7 +595,8 @@ static void prep_submit(nf_server *srv, conn *cn, const int *tokens, size_t n_to
 	jp.n_stop = req->n_stop;
 	jp.t_arrival = cn->t_start;
 	pthread_mutex_lock(&srv->submit_mu);
-	rc = atomic_load(&srv->quiesced) ? NF_EUNSUPPORTED : nf_sched_submit(&cn->job, srv->sched, tokens, n_tokens, &jp);
+	rc = atomic_load(&srv->quiesced) ? NF_EUNSUPPORTED
+					 : nf_sched_submit(&cn->job, srv->sched, tokens, n_tokens, &jp);
 	pthread_mutex_unlock(&srv->submit_mu);
 	if (rc == NF_EENV)
 		nf_api_error_set(&cn->err, 429, "rate_limit_error", "queue_full", "",
