@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "engine/tokenizer.h"
+#include "serve/framing.h"
 #include "serve/request.h"
 #include "serve/sbuf.h"
+#include "serve/workq.h"
 #include "util/error.h"
 #include "util/version.h"
 #include "util/banned.h"
@@ -87,7 +89,12 @@ struct nf_server {
 	int n_conns;           /* open connections; MHD's thread only */
 	pthread_mutex_t waiters_mu;
 	waiter *waiters;       /* under waiters_mu */
+	nf_workq *prep;        /* parses, renders and tokenizes completions off the HTTP thread */
+	pthread_mutex_t submit_mu; /* a worker's submit against nf_server_quiesce */
 };
+
+/* Where a completion is with the worker (conn.prep). */
+enum { PREP_NONE, PREP_QUEUED, PREP_DONE };
 
 /* Per-request state (MHD's con_cls). */
 typedef struct conn {
@@ -98,6 +105,14 @@ typedef struct conn {
 	int answered;
 	char endpoint[32];
 	double t_start;
+	/* a completion: prepared by the worker (prep_run), then answered here */
+	struct MHD_Connection *mc;
+	atomic_int prep;   /* PREP_*: PREP_DONE is stored last by the worker */
+	nf_serve_req *req; /* the worker's, then read here */
+	nf_api_error err;  /* status != 0: the answer */
+	nf_job *job;       /* submitted, until a stream or w takes it */
+	int dropped;       /* the client left while queued */
+	unsigned long long idn;
 	/* a non-streamed completion waiting for its job */
 	waiter w;          /* w.job set once submitted */
 	nf_sbuf text;
@@ -553,139 +568,184 @@ static enum MHD_Result answer_pending(struct MHD_Connection *c, nf_server *srv, 
 	return send_json(c, srv, ep, 200, o);
 }
 
-static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn,
-					 int chat)
+/* The request's one call of the tokenizer: BOS, no EOS. */
+static int tokenize_prompt(const nf_server *srv, const nf_serve_req *req, int **tokens, size_t *n_tokens)
 {
-	const char *ep = cn->endpoint;
-	nf_serve_req *req = NULL;
-	nf_api_error err;
-	nf_job *job = NULL;
-	int *tokens = NULL;
-	size_t n_tokens = 0;
-	nf_job_params jp;
-	const nf_model_config *cfg;
-	enum MHD_Result ret;
-	unsigned long long idn;
-	char id[48];
-	int rc;
+	return nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len, true,
+				   false, tokens, n_tokens);
+}
 
-	if (!atomic_load(&srv->ready) || atomic_load(&srv->quiesced)) {
-		ret = fail(c, srv, ep, 503, "service_unavailable", "model_not_ready",
-			   atomic_load(&srv->ready) ? "the server is shutting down"
-						    : "the model is still loading; see /v1/health/ready");
-		goto done;
-	}
-	if (nf_serve_req_parse(&req, &err, cn->body.data ? cn->body.data : "", cn->body.len, chat,
-			       srv->manifest->chat_template) < 0) {
-		ret = send_error(c, srv, ep, &err);
-		goto done;
-	}
-	if (strcmp(req->model, srv->manifest->model_name) != 0) {
-		nf_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
-				 "The model '%.128s' does not exist; this server serves '%s'", req->model,
-				 srv->manifest->model_name);
-		ret = send_error(c, srv, ep, &err);
-		goto done;
-	}
-	cfg = nf_engine_config(srv->engine);
-	if (nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len, true,
-				false, &tokens, &n_tokens) < 0) {
-		ret = fail(c, srv, ep, 400, "invalid_request_error", NULL, "cannot tokenize the prompt: %s",
-			   nf_error_last());
-		goto done;
-	}
-	if (n_tokens >= (size_t)cfg->max_seq_len) {
-		nf_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
-				 chat ? "messages" : "prompt",
-				 "This model's maximum context length is %d tokens, however the prompt is %zu tokens "
-				 "(BOS included); shorten it to at most %d tokens",
-				 cfg->max_seq_len, n_tokens, cfg->max_seq_len - 1);
-		ret = send_error(c, srv, ep, &err);
-		goto done;
-	}
+/* Worker: queue the tokens on the scheduler (cn->job) or fill cn->err.
+ * submit_mu makes nf_server_quiesce a barrier: once it returns no submit
+ * runs or starts, so the scheduler can be freed. */
+static void prep_submit(nf_server *srv, conn *cn, const int *tokens, size_t n_tokens)
+{
+	const nf_serve_req *req = cn->req;
+	const nf_model_config *cfg = nf_engine_config(srv->engine);
+	nf_job_params jp;
+	int rc;
 	memset(&jp, 0, sizeof jp);
-	jp.max_tokens = req->max_tokens > 0 ? req->max_tokens : chat ? cfg->max_seq_len : 16;
+	jp.max_tokens = req->max_tokens > 0 ? req->max_tokens : cn->chat ? cfg->max_seq_len : 16;
 	jp.temperature = req->temperature;
 	jp.top_p = req->top_p;
-	idn = atomic_fetch_add(&srv->ids, 1) + 1;
+	cn->idn = atomic_fetch_add(&srv->ids, 1) + 1;
 	jp.seed = req->has_seed ? req->seed
-				: ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) ^ (idn * 0xBF58476D1CE4E5B9ull);
+				: ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) ^ (cn->idn * 0xBF58476D1CE4E5B9ull);
 	jp.stop = req->stop;
 	jp.n_stop = req->n_stop;
 	jp.t_arrival = cn->t_start;
-	rc = nf_sched_submit(&job, srv->sched, tokens, n_tokens, &jp);
-	if (rc == NF_EENV) {
-		ret = fail(c, srv, ep, 429, "rate_limit_error", "queue_full",
-			   "too many requests in flight (%s); retry shortly", nf_error_last());
+	pthread_mutex_lock(&srv->submit_mu);
+	rc = atomic_load(&srv->quiesced) ? NF_EUNSUPPORTED
+					 : nf_sched_submit(&cn->job, srv->sched, tokens, n_tokens, &jp);
+	pthread_mutex_unlock(&srv->submit_mu);
+	if (rc == NF_EENV)
+		nf_api_error_set(&cn->err, 429, "rate_limit_error", "queue_full", "",
+				 "too many requests in flight (%s); retry shortly", nf_error_last());
+	else if (rc == NF_EUNSUPPORTED)
+		nf_api_error_set(&cn->err, 503, "service_unavailable", "shutting_down", "", "the server is shutting down");
+	else if (rc < 0)
+		nf_api_error_set(&cn->err, 500, "server_error", NULL, "", "cannot queue the request: %s", nf_error_last());
+}
+
+/* Worker: parse the body (the chat template renders inside), tokenize,
+ * submit.  On failure cn->err says what to answer. */
+static void prep_completion(nf_server *srv, conn *cn)
+{
+	const nf_model_config *cfg = nf_engine_config(srv->engine);
+	int *tokens = NULL;
+	size_t n_tokens = 0;
+	if (nf_serve_req_parse(&cn->req, &cn->err, cn->body.data ? cn->body.data : "", cn->body.len, cn->chat,
+			       srv->manifest->chat_template) < 0)
 		goto done;
-	} else if (rc == NF_EUNSUPPORTED) {
-		ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down", "the server is shutting down");
-		goto done;
-	} else if (rc < 0) {
-		ret = fail(c, srv, ep, 500, "server_error", NULL, "cannot queue the request: %s", nf_error_last());
-		goto done;
-	}
-	snprintf(id, sizeof id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
-		 (unsigned long long)srv->created, idn);
-	if (req->stream) {
-		struct MHD_Response *r;
-		stream *st = calloc(1, sizeof *st);
-		if (!st) {
-			ret = MHD_NO;
-			goto done;
-		}
-		st->srv = srv;
-		st->conn = c;
-		st->t_sent = nf_sched_now();
-		st->job = job;
-		job = NULL;
-		waiter_link(srv, &st->w, st->job, c);
-		nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
-		nf_sbuf_init(&st->text, MAX_RESPONSE_TEXT);
-		st->chat = chat;
-		st->include_usage = req->include_usage;
-		st->created = (long long)time(NULL);
-		st->t_start = cn->t_start;
-		memcpy(st->id, id, sizeof st->id);
-		st->sent_role = 1; /* the template's delta carries content only */
-		if (stream_template(st) < 0) {
-			stream_free(st);
-			ret = MHD_NO;
-			goto done;
-		}
-		st->sent_role = 0;
-		if (chat && stream_chunk(st, "", 0, NULL) < 0) { /* the role comes first */
-			stream_free(st);
-			ret = MHD_NO;
-			goto done;
-		}
-		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
-						      stream_free);
-		if (!r) {
-			stream_free(st);
-			ret = MHD_NO;
-			goto done;
-		}
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-		ret = MHD_queue_response(c, 200, r);
-		MHD_destroy_response(r);
-		if (srv->metrics)
-			nf_metrics_request(srv->metrics, ep, 200);
+	if (strcmp(cn->req->model, srv->manifest->model_name) != 0) {
+		nf_api_error_set(&cn->err, 404, "invalid_request_error", "model_not_found", "model",
+				 "The model '%.128s' does not exist; this server serves '%s'", cn->req->model,
+				 srv->manifest->model_name);
 		goto done;
 	}
-	/* not streamed: park the connection until the job ends (answer_pending) */
-	cn->chat = chat;
-	memcpy(cn->id, id, sizeof cn->id);
-	nf_sbuf_init(&cn->text, MAX_RESPONSE_TEXT);
-	waiter_link(srv, &cn->w, job, c);
-	job = NULL;
-	ret = answer_pending(c, srv, cn);
+	if (tokenize_prompt(srv, cn->req, &tokens, &n_tokens) < 0) {
+		nf_api_error_set(&cn->err, 400, "invalid_request_error", NULL, "", "cannot tokenize the prompt: %s",
+				 nf_error_last());
+		goto done;
+	}
+	if (n_tokens >= (size_t)cfg->max_seq_len) {
+		nf_api_error_set(&cn->err, 400, "invalid_request_error", "context_length_exceeded",
+				 cn->chat ? "messages" : "prompt",
+				 "This model's maximum context length is %d tokens, however the prompt is %zu tokens "
+				 "(BOS included); shorten it to at most %d tokens",
+				 cfg->max_seq_len, n_tokens, cfg->max_seq_len - 1);
+		goto done;
+	}
+	prep_submit(srv, cn, tokens, n_tokens);
 done:
-	nf_job_release(job);
 	free(tokens);
-	nf_serve_req_free(req);
+}
+
+/* The work item (workq.h), on the worker: prepare the request unless its
+ * client left while it waited or the server stops, then wake its connection,
+ * whose handler answers (finish_completion). */
+static void prep_run(void *arg, int cancelled)
+{
+	conn *cn = arg;
+	if (cancelled)
+		nf_api_error_set(&cn->err, 503, "service_unavailable", "shutting_down", "", "the server is shutting down");
+	else if (client_gone(cn->mc))
+		cn->dropped = 1; /* nobody to answer: not worth tokenizing */
+	else
+		prep_completion(cn->srv, cn);
+	atomic_store(&cn->prep, PREP_DONE);
+	MHD_resume_connection(cn->mc);
+}
+
+/* Under the work queue's lock, before a worker can take the item. */
+static void prep_park(void *arg)
+{
+	conn *cn = arg;
+	atomic_store(&cn->prep, PREP_QUEUED);
+	MHD_suspend_connection(cn->mc);
+}
+
+/* Answer a streamed completion: SSE from the job, see stream_read. */
+static enum MHD_Result start_stream(struct MHD_Connection *c, nf_server *srv, conn *cn)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	stream *st = calloc(1, sizeof *st);
+	if (!st)
+		return MHD_NO;
+	st->srv = srv;
+	st->conn = c;
+	st->t_sent = nf_sched_now();
+	st->job = cn->job;
+	cn->job = NULL;
+	waiter_link(srv, &st->w, st->job, c);
+	nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
+	nf_sbuf_init(&st->text, MAX_RESPONSE_TEXT);
+	st->chat = cn->chat;
+	st->include_usage = cn->req->include_usage;
+	st->created = (long long)time(NULL);
+	st->t_start = cn->t_start;
+	memcpy(st->id, cn->id, sizeof st->id);
+	st->sent_role = 1; /* the template's delta carries content only */
+	if (stream_template(st) < 0)
+		goto fail;
+	st->sent_role = 0;
+	if (cn->chat && stream_chunk(st, "", 0, NULL) < 0) /* the role comes first */
+		goto fail;
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+	if (!r)
+		goto fail;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	ret = MHD_queue_response(c, 200, r);
+	MHD_destroy_response(r);
+	if (srv->metrics)
+		nf_metrics_request(srv->metrics, cn->endpoint, 200);
 	return ret;
+fail:
+	stream_free(st);
+	return MHD_NO;
+}
+
+/* Back on the HTTP thread once the worker is done with the request. */
+static enum MHD_Result finish_completion(struct MHD_Connection *c, nf_server *srv, conn *cn)
+{
+	if (cn->dropped)
+		return MHD_NO; /* on_completed counts the 499 */
+	if (cn->err.status)
+		return send_error(c, srv, cn->endpoint, &cn->err);
+	snprintf(cn->id, sizeof cn->id, "%s-%016llx%08llx", cn->chat ? "chatcmpl" : "cmpl",
+		 (unsigned long long)srv->created, cn->idn);
+	if (cn->req->stream)
+		return start_stream(c, srv, cn);
+	/* not streamed: park the connection until the job ends (answer_pending) */
+	nf_sbuf_init(&cn->text, MAX_RESPONSE_TEXT);
+	waiter_link(srv, &cn->w, cn->job, c);
+	cn->job = NULL;
+	return answer_pending(c, srv, cn);
+}
+
+/* The HTTP thread only checks that the server takes completions and queues
+ * the request for the worker, with its connection suspended meanwhile. */
+static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn, int chat)
+{
+	const char *ep = cn->endpoint;
+	int rc;
+	if (!atomic_load(&srv->ready) || atomic_load(&srv->quiesced))
+		return fail(c, srv, ep, 503, "service_unavailable", "model_not_ready",
+			    atomic_load(&srv->ready) ? "the server is shutting down"
+						     : "the model is still loading; see /v1/health/ready");
+	cn->chat = chat;
+	cn->mc = c;
+	rc = nf_workq_push(srv->prep, prep_run, prep_park, cn);
+	if (rc == NF_EENV)
+		return fail(c, srv, ep, 429, "rate_limit_error", "queue_full",
+			    "too many requests in flight (%s); retry shortly", nf_error_last());
+	if (rc == NF_EUNSUPPORTED)
+		return fail(c, srv, ep, 503, "service_unavailable", "shutting_down", "the server is shutting down");
+	if (rc < 0)
+		return fail(c, srv, ep, 500, "server_error", NULL, "cannot queue the request: %s", nf_error_last());
+	return MHD_YES;
 }
 
 static enum MHD_Result handle_get(struct MHD_Connection *c, nf_server *srv, const char *ep)
@@ -856,86 +916,117 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **con_cls)
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-	nf_server *srv = cls;
-	conn *cn = *con_cls;
-	const char *ep;
-	int is_post;
-	(void)version;
-	if (!cn) {
-		const char *cl;
-		cn = calloc(1, sizeof *cn);
-		if (!cn)
-			return MHD_NO;
-		cn->srv = srv;
-		cn->t_start = nf_sched_now();
-		nf_sbuf_init(&cn->body, srv->max_body);
-		ep = known_endpoint(url);
-		snprintf(cn->endpoint, sizeof cn->endpoint, "%s", ep ? ep : "other");
-		*con_cls = cn;
-		atomic_fetch_add(&srv->inflight, 1);
-		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl) {
-			char *end = NULL;
-			unsigned long long v = strtoull(cl, &end, 10);
-			if (end && *end == '\0' && v > srv->max_body) {
-				cn->answered = 1;
-				sock_busy(srv, c, 1);
-				return fail(c, srv, cn->endpoint, 413, "invalid_request_error",
-					    "request_too_large", "the request body exceeds %zu bytes",
-					    srv->max_body);
-			}
-		}
-		return MHD_YES;
-	}
-	if (*upload_size) {
-		if (!cn->too_big && nf_sbuf_add(&cn->body, upload, *upload_size) < 0) {
-			cn->too_big = 1;
-			nf_sbuf_release(&cn->body);
-		}
-		if (cn->too_big)
-			cn->discarded += *upload_size;
-		*upload_size = 0;
-		/* A body without Content-Length: read and drop the rest so that the
-		 * client gets to read the 413, unless it will not stop sending. */
-		if (cn->too_big && !cn->answered && cn->discarded > MAX_DISCARD) {
+	(void)kind;
+	nf_framing_add(cls, key, value);
+	return MHD_YES;
+}
+
+/* Refuse a request whose framing is broken, and close: where its body ends,
+ * and so where a next request would start, is not known. */
+static enum MHD_Result refuse_framing(struct MHD_Connection *c, nf_server *srv, conn *cn, int status,
+				      const char *why)
+{
+	nf_api_error e;
+	enum MHD_Result ret;
+	char *s;
+	nf_api_error_set(&e, status, "invalid_request_error", status == 501 ? "unsupported_transfer_coding"
+									   : "invalid_framing", "", "%s", why);
+	cn->answered = 1;
+	sock_busy(srv, c, 1);
+	s = nf_api_error_json(&e);
+	if (!s)
+		return MHD_NO;
+	ret = send_body(c, srv->metrics, cn->endpoint, status, "application/json", s, strlen(s),
+			MHD_HTTP_HEADER_CONNECTION, "close");
+	free(s);
+	return ret;
+}
+
+/* The first call for a request: its header is in, no body byte has been
+ * read.  A response queued now makes MHD skip the body and, with the body
+ * unread, close the connection after it. */
+static enum MHD_Result begin_request(struct MHD_Connection *c, nf_server *srv, const char *url,
+				     const char *version, void **con_cls)
+{
+	conn *cn = calloc(1, sizeof *cn);
+	const char *ep, *cl, *why;
+	nf_framing f;
+	int status;
+	if (!cn)
+		return MHD_NO;
+	cn->srv = srv;
+	cn->t_start = nf_sched_now();
+	nf_sbuf_init(&cn->body, srv->max_body);
+	ep = known_endpoint(url);
+	snprintf(cn->endpoint, sizeof cn->endpoint, "%s", ep ? ep : "other");
+	*con_cls = cn;
+	atomic_fetch_add(&srv->inflight, 1);
+	nf_framing_init(&f, version);
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &f);
+	if ((status = nf_framing_check(&f, &why)) != 0)
+		return refuse_framing(c, srv, cn, status, why);
+	cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl) {
+		char *end = NULL;
+		unsigned long long v = strtoull(cl, &end, 10);
+		if (end && *end == '\0' && v > srv->max_body) {
 			cn->answered = 1;
 			sock_busy(srv, c, 1);
 			return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
 				    "the request body exceeds %zu bytes", srv->max_body);
 		}
-		return MHD_YES;
 	}
-	if (cn->w.job && cn->w.linked)
-		return answer_pending(c, srv, cn); /* resumed */
-	if (cn->answered)
-		return MHD_YES;
-	cn->answered = 1;
-	sock_busy(srv, c, 1);
+	return MHD_YES;
+}
+
+/* A piece of the body: kept up to --max-body, then counted and dropped. */
+static enum MHD_Result take_upload(struct MHD_Connection *c, nf_server *srv, conn *cn, const char *upload,
+				   size_t *upload_size)
+{
+	if (!cn->too_big && nf_sbuf_add(&cn->body, upload, *upload_size) < 0) {
+		cn->too_big = 1;
+		nf_sbuf_release(&cn->body);
+	}
 	if (cn->too_big)
+		cn->discarded += *upload_size;
+	*upload_size = 0;
+	/* A body without Content-Length: read and drop the rest so that the
+	 * client gets to read the 413, unless it will not stop sending. */
+	if (cn->too_big && !cn->answered && cn->discarded > MAX_DISCARD) {
+		cn->answered = 1;
+		sock_busy(srv, c, 1);
 		return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
 			    "the request body exceeds %zu bytes", srv->max_body);
-	ep = known_endpoint(url);
-	is_post = !strcmp(method, "POST");
-	if (!ep) {
-		char u[128];
-		snprintf(u, sizeof u, "%s", url);
-		for (char *p = u; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-				*p = '?';
-		char mth[16];
-		snprintf(mth, sizeof mth, "%s", method);
-		for (char *p = mth; *p; p++)
-			if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-				*p = '?';
-		return fail(c, srv, "other", 404, "invalid_request_error", "not_found",
-			    "no route for %s %s", mth, u);
 	}
+	return MHD_YES;
+}
+
+/* 404 for an unknown path, quoting method and path made printable. */
+static enum MHD_Result no_route(struct MHD_Connection *c, nf_server *srv, const char *method, const char *url)
+{
+	char u[128], mth[16];
+	snprintf(u, sizeof u, "%s", url);
+	for (char *p = u; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	snprintf(mth, sizeof mth, "%s", method);
+	for (char *p = mth; *p; p++)
+		if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	return fail(c, srv, "other", 404, "invalid_request_error", "not_found", "no route for %s %s", mth, u);
+}
+
+/* The whole request is in: route it. */
+static enum MHD_Result route(struct MHD_Connection *c, nf_server *srv, conn *cn, const char *url,
+			     const char *method)
+{
+	const char *ep = known_endpoint(url);
+	if (!ep)
+		return no_route(c, srv, method, url);
 	if (!strcmp(ep, "/v1/completions") || !strcmp(ep, "/v1/chat/completions")) {
-		if (!is_post)
+		if (strcmp(method, "POST"))
 			return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed",
 				    "%s takes POST", ep);
 		return handle_completion(c, srv, cn, !strcmp(ep, "/v1/chat/completions"));
@@ -943,6 +1034,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed", "%s takes GET or HEAD", ep);
 	return handle_get(c, srv, ep);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	nf_server *srv = cls;
+	conn *cn = *con_cls;
+	if (!cn)
+		return begin_request(c, srv, url, version, con_cls);
+	if (*upload_size)
+		return take_upload(c, srv, cn, upload, upload_size);
+	if (cn->w.job && cn->w.linked)
+		return answer_pending(c, srv, cn); /* resumed */
+	if (atomic_load(&cn->prep) == PREP_DONE) { /* resumed by the worker */
+		atomic_store(&cn->prep, PREP_NONE);
+		return finish_completion(c, srv, cn);
+	}
+	if (cn->answered)
+		return MHD_YES;
+	cn->answered = 1;
+	sock_busy(srv, c, 1);
+	if (cn->too_big)
+		return fail(c, srv, cn->endpoint, 413, "invalid_request_error", "request_too_large",
+			    "the request body exceeds %zu bytes", srv->max_body);
+	return route(c, srv, cn, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -963,6 +1080,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		waiter_unlink(&cn->w);
 		nf_job_release(cn->w.job);
 	}
+	if (cn->dropped && srv->metrics)
+		nf_metrics_request(srv->metrics, cn->endpoint, 499);
+	if (cn->job) { /* prepared, never answered (the server stops) */
+		nf_job_cancel(cn->job);
+		nf_job_release(cn->job);
+	}
+	nf_serve_req_free(cn->req);
 	nf_sbuf_release(&cn->text);
 	nf_sbuf_release(&cn->body);
 	free(cn);
@@ -1001,6 +1125,7 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 	pthread_mutex_init(&s->socks_mu, NULL);
 	pthread_cond_init(&s->socks_cv, NULL);
 	pthread_mutex_init(&s->waiters_mu, NULL);
+	pthread_mutex_init(&s->submit_mu, NULL);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->ready, 0);
 	atomic_init(&s->quiesced, 0);
@@ -1010,6 +1135,10 @@ int nf_server_start(nf_server **out, const nf_server_config *cfg)
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
+	/* One worker: a prompt is tokenized in well under a second, and the
+	 * second core is the engine's. */
+	if ((rc = nf_workq_new(&s->prep, 1, cfg->max_pending > 0 ? (size_t)cfg->max_pending : 64)) < 0)
+		goto done;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -1106,7 +1235,9 @@ int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
 void nf_server_quiesce(nf_server *s)
 {
 	MHD_socket fd;
+	pthread_mutex_lock(&s->submit_mu);
 	atomic_store(&s->quiesced, 1);
+	pthread_mutex_unlock(&s->submit_mu);
 	if (s->metrics)
 		nf_metrics_set_ready(s->metrics, 0);
 	fd = MHD_quiesce_daemon(s->d);
@@ -1126,6 +1257,8 @@ void nf_server_free(nf_server *s)
 	/* MHD must not stop with suspended connections: nobody parks from
 	 * now on, and every parked one is resumed (it then ends its response). */
 	atomic_store(&s->stopping, 1);
+	nf_workq_free(s->prep); /* requests still waiting for it are answered 503 */
+	s->prep = NULL;
 	waiters_kick(s);
 	if (s->have_reaper) {
 		pthread_mutex_lock(&s->socks_mu);
@@ -1139,6 +1272,7 @@ void nf_server_free(nf_server *s)
 	pthread_mutex_destroy(&s->socks_mu);
 	pthread_cond_destroy(&s->socks_cv);
 	pthread_mutex_destroy(&s->waiters_mu);
+	pthread_mutex_destroy(&s->submit_mu);
 	free(s->metadata);
 	free(s->reason);
 	free(s);

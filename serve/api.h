@@ -32,6 +32,7 @@ typedef struct nf_server_config {
 	const char *selection_reason; /* copied */
 	const nf_gpu_list *gpus;      /* copied */
 	nf_metrics *metrics;          /* borrowed */
+	int max_pending;              /* completions waiting to be tokenized; past it 429 (0 = 64) */
 } nf_server_config;
 
 typedef struct nf_server nf_server;

@@ -222,6 +222,7 @@ int main(int argc, char **argv)
 	sc.selection_reason = why;
 	sc.gpus = &gpus;
 	sc.metrics = metrics;
+	sc.max_pending = (int)o.max_queue;
 	if ((rc = nf_server_start(&srv, &sc)) < 0)
 		goto done;
 	logf_("listening on http://%s:%d (not ready until the engine is loaded)", o.host, nf_server_port(srv));

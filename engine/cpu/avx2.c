@@ -15,9 +15,7 @@
 
 static int avx2_available(void)
 {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	return nf_cpu_has(NF_CPU_AVX2 | NF_CPU_FMA | NF_CPU_F16C);
 }
 
 AVX2 static inline float hsum8(__m256 v)

@@ -15,9 +15,7 @@
 
 static int avx512_available(void)
 {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+	return nf_cpu_has(NF_CPU_AVX512F | NF_CPU_AVX512BW | NF_CPU_AVX512VL | NF_CPU_AVX512VNNI);
 }
 
 /* Lanes [0, left) of 16 (all when left >= 16). */

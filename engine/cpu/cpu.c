@@ -1,7 +1,8 @@
 /*
  * cpu.c - the CPU kernel families and the run-time choice among them by CPU
- * features (__builtin_cpu_supports): avx512-vnni, then avx2, then scalar.
+ * features: avx512-vnni, then avx2, then scalar.
  */
+#include <cpuid.h>
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
@@ -13,6 +14,29 @@ static const nf_backend_ops *const families[] = {
 	&nf_cpu_scalar_ops,
 	NULL,
 };
+
+/* F16C from cpuid leaf 1 (ECX bit 29): clang 14 does not know
+ * __builtin_cpu_supports("f16c").  The VEX state the OS must save is
+ * checked by the avx2 test beside it, which both compilers know. */
+static int has_f16c(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+int nf_cpu_has(unsigned mask)
+{
+	unsigned have = 0;
+	__builtin_cpu_init();
+	have |= __builtin_cpu_supports("avx2") ? NF_CPU_AVX2 : 0;
+	have |= __builtin_cpu_supports("fma") ? NF_CPU_FMA : 0;
+	have |= __builtin_cpu_supports("avx512f") ? NF_CPU_AVX512F : 0;
+	have |= __builtin_cpu_supports("avx512bw") ? NF_CPU_AVX512BW : 0;
+	have |= __builtin_cpu_supports("avx512vl") ? NF_CPU_AVX512VL : 0;
+	have |= __builtin_cpu_supports("avx512vnni") ? NF_CPU_AVX512VNNI : 0;
+	have |= has_f16c() ? NF_CPU_F16C : 0;
+	return (have & mask) == mask;
+}
 
 const nf_backend_ops *const *nf_cpu_families(void)
 {

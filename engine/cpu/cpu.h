@@ -14,6 +14,19 @@ extern const nf_backend_ops nf_cpu_scalar_ops;
 extern const nf_backend_ops nf_cpu_avx2_ops;
 extern const nf_backend_ops nf_cpu_avx512_ops;
 
+/* CPU features the kernel families need, detected in one place (cpu.c). */
+enum {
+	NF_CPU_AVX2 = 1 << 0,
+	NF_CPU_FMA = 1 << 1,
+	NF_CPU_F16C = 1 << 2,
+	NF_CPU_AVX512F = 1 << 3,
+	NF_CPU_AVX512BW = 1 << 4,
+	NF_CPU_AVX512VL = 1 << 5,
+	NF_CPU_AVX512VNNI = 1 << 6,
+};
+/* 1 when this CPU (and the OS, for the AVX state) has every feature in mask. */
+int nf_cpu_has(unsigned mask);
+
 /* Every family, best first (whether or not available here); NULL-terminated. */
 const nf_backend_ops *const *nf_cpu_families(void);
 /* The best family this CPU runs (never NULL: scalar always runs). */
