@@ -457,6 +457,13 @@ static int open_index(hf_src *s)
 	return 0;
 }
 
+/* The second dimension of one slice of t, 0 for a vector (load_tensor's
+ * and put_tensor's convention). */
+static uint64_t hf_cols(const nf_arch_tensor *t, const nf_model_config *c)
+{
+	return t->cols == NF_D_NONE ? 0 : nf_arch_dim_value(t->cols, c);
+}
+
 /* The heads whose rows HF permutes in tensor t (0: not permuted). */
 static int rope_heads(const nf_arch_tensor *t, const nf_model_config *c)
 {
@@ -476,7 +483,7 @@ static int load_tensors(hf_src *s, nf_model *m)
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; i < a->n_tensors; i++) {
 		const nf_arch_tensor *t = &a->tensors[i];
-		uint64_t rows = nf_arch_dim_value(t->rows, c), cols = t->cols ? nf_arch_dim_value(t->cols, c) : 0;
+		uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
 		uint64_t slice = rows * (cols ? cols : 1);
 		int heads = rope_heads(t, c), layers = t->per_layer ? c->n_layers : 1;
 		if (!nf_arch_present(t, c))
@@ -716,7 +723,8 @@ static int put_tensor(hf_out *o, const char *name, const float *src, uint64_t ro
 		if (o->dtype == NF_DTYPE_F32) {
 			memcpy(o->p + 4 * i, &src[i], 4);
 		} else {
-			uint16_t h = o->dtype == NF_DTYPE_F16 ? nf_f32_to_f16(src[i]) : nf_f32_to_bf16(src[i]);
+			uint16_t h = o->dtype == NF_DTYPE_F16 ? nf_f32_to_f16(src[i])
+							      : nf_f32_to_bf16(src[i]);
 			o->p[2 * i] = (unsigned char)(h & 0xff);
 			o->p[2 * i + 1] = (unsigned char)(h >> 8);
 		}
@@ -731,7 +739,7 @@ static int put_tensor(hf_out *o, const char *name, const float *src, uint64_t ro
 static int put_slice(hf_out *o, const nf_model *m, const nf_arch_tensor *t, int l)
 {
 	const nf_model_config *c = &m->cfg;
-	uint64_t rows = nf_arch_dim_value(t->rows, c), cols = t->cols ? nf_arch_dim_value(t->cols, c) : 0;
+	uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
 	const float *src = *nf_model_slot((nf_model *)m, t->id) + (size_t)l * rows * (cols ? cols : 1);
 	int heads = rope_heads(t, c), err;
 	char name[256];
@@ -754,7 +762,8 @@ static int put_all(hf_out *o, const nf_model *m)
 	while (first < a->n_tensors && !a->tensors[first].per_layer)
 		first++;
 	for (size_t i = 0; i < first; i++)
-		if (nf_arch_present(&a->tensors[i], &m->cfg) && (err = put_slice(o, m, &a->tensors[i], 0)))
+		if (nf_arch_present(&a->tensors[i], &m->cfg) &&
+		    (err = put_slice(o, m, &a->tensors[i], 0)))
 			return err;
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		for (size_t i = first; i < a->n_tensors; i++)

@@ -42,8 +42,9 @@ static int check_representable(const nf_model_config *c, const char *path)
 	return 0;
 }
 
-/* Read (or write) every tensor of m in Llama's table order at *off: the
- * classifier, when not shared, after the legacy RoPE tables of rope_bytes. */
+/* Call io for every tensor of m in Llama's table order with its file
+ * offset: the classifier, when not shared, after the legacy RoPE tables
+ * (rope_bytes).  The file order is the table's order. */
 static int each_tensor(nf_model *m, uint64_t rope_bytes,
 		       int (*io)(void *ctx, float *t, size_t n, uint64_t off), void *ctx)
 {
@@ -199,12 +200,6 @@ done:
 	return err;
 }
 
-static int write_tensor(void *ctx, float *t, size_t n, uint64_t off)
-{
-	(void)off; /* written in order */
-	return nf_atomic_write(ctx, t, n * sizeof(float));
-}
-
 /* The legacy tables (cos, then sin, of pos * theta^(-2i/head_size)) into a
  * new array of max_seq_len * head_size floats (*out, caller frees). */
 static int legacy_rope(float **out, const nf_model_config *c, const char *path)
@@ -229,7 +224,8 @@ static int legacy_rope(float **out, const nf_model_config *c, const char *path)
 typedef struct writer {
 	nf_atomic_file *af;
 	const float *rope;
-	uint64_t rope_bytes, at, rope_at;
+	uint64_t rope_bytes;
+	uint64_t at; /* bytes written so far */
 } writer;
 
 static int write_in_order(void *ctx, float *t, size_t n, uint64_t off)
@@ -241,7 +237,7 @@ static int write_in_order(void *ctx, float *t, size_t n, uint64_t off)
 			return err;
 		w->at += w->rope_bytes;
 	}
-	if ((err = write_tensor(w->af, t, n, off)))
+	if ((err = nf_atomic_write(w->af, t, n * sizeof(float))))
 		return err;
 	w->at += n * sizeof(float);
 	return 0;
@@ -255,7 +251,7 @@ int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 	const nf_model_config *c = &m->cfg;
 	int32_t h[7];
 	float *rope = NULL;
-	writer w = {&af, NULL, rope_bytes(c), HEADER_BYTES, 0};
+	writer w = {&af, NULL, rope_bytes(c), HEADER_BYTES};
 
 	if ((err = nf_model_config_validate(c, path)) || (err = check_representable(c, path)))
 		return err;
