@@ -70,7 +70,7 @@ static int cfg_float(float *out, json_t *root, const char *key, float dflt, cons
 
 /* A number (NF_EINPUT when absent or not a number; the range is checked
  * by the caller). */
-static int cfg_number(double *out, json_t *obj, const char *key, const char *what)
+static int rope_number(double *out, json_t *obj, const char *key, const char *what)
 {
 	json_t *v = json_object_get(obj, key);
 	if (!json_is_number(v))
@@ -146,10 +146,10 @@ static int parse_rope_scaling(nf_rope_scaling *out, json_t *v, const char *what)
 					    "(default, llama3)", what, t);
 	if (strcmp(t, "llama3") != 0)
 		return nf_error_set(NF_EINPUT, "%s: unknown rope_scaling rope_type \"%s\"", what, t);
-	if ((err = cfg_number(&f, v, "factor", what)) ||
-	    (err = cfg_number(&lo, v, "low_freq_factor", what)) ||
-	    (err = cfg_number(&hi, v, "high_freq_factor", what)) ||
-	    (err = cfg_number(&orig, v, "original_max_position_embeddings", what)))
+	if ((err = rope_number(&f, v, "factor", what)) ||
+	    (err = rope_number(&lo, v, "low_freq_factor", what)) ||
+	    (err = rope_number(&hi, v, "high_freq_factor", what)) ||
+	    (err = rope_number(&orig, v, "original_max_position_embeddings", what)))
 		return err;
 	if (!(orig >= 1 && orig <= NF_MODEL_MAX_SEQ && orig == floor(orig)))
 		return nf_error_set(NF_EINPUT, "%s: rope_scaling original_max_position_embeddings %g "
