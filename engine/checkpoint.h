@@ -6,8 +6,8 @@
  *   llama2.c  - one file: 7 int32 header + float32 tensors (../shared/models/README.md)
  *   hf        - a folder with config.json and model.safetensors, or sharded
  *               model-0000N-of-0000M.safetensors + model.safetensors.index.json;
- *               F32, F16 and BF16 tensors, Hugging Face Llama tensor names
- *               (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ...).
+ *               F32, F16 and BF16 tensors, Hugging Face tensor names of the
+ *               architecture's table (engine/arch.h): llama, mistral, qwen2.
  *
  * HF q_proj/k_proj weights are stored permuted for rotate-half RoPE; the loader
  * un-permutes them to llama2.c's interleaved-pair convention and the writer
@@ -37,7 +37,9 @@ int nf_ckpt_load(nf_model **out, const char *path, nf_ckpt_format format);
  * dtype (F32, F16 or BF16).  Files are written atomically. */
 int nf_ckpt_write_hf(const char *dir, const nf_model *m, nf_dtype dtype);
 
-/* Write m as a llama2.c checkpoint file (tests and the synthetic-model tool). */
+/* Write m as a llama2.c checkpoint file (tests and the synthetic-model tool).
+ * NF_EUNSUPPORTED for what the format cannot hold: another architecture,
+ * biases, rope scaling, rope_theta other than 10000, norm_eps other than 1e-5. */
 int nf_ckpt_write_llama2c(const char *path, const nf_model *m);
 
 /* The format-specific loaders nf_ckpt_load dispatches to (same contract). */
@@ -47,8 +49,11 @@ int nf_ckpt_load_llama2c(nf_model **out, const char *path);
 int nf_ckpt_load_hf(nf_model **out, const char *path);
 
 /* Parse a Hugging Face config.json (len bytes, need not be NUL-terminated)
- * into *out and validate it; `what` names it in messages.  Unsupported
- * features (rope_scaling, attention bias, another activation) are
+ * into *out and validate it; `what` names it in messages.  model_type /
+ * architectures llama, mistral or qwen2 (neither: llama), rope_scaling
+ * default or llama3, Llama's attention_bias, a sliding window (the context
+ * capped to it).  Unsupported features (another rope scaling, mlp_bias,
+ * another activation, a head_dim other than hidden_size / heads) are
  * NF_EUNSUPPORTED, malformed values NF_EINPUT. */
 int nf_ckpt_hf_config_parse(nf_model_config *out, const char *json, size_t len, const char *what);
 

@@ -10,6 +10,8 @@
 #endif
 #include "engine/checkpoint.h"
 
+#include "engine/arch.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -66,12 +68,162 @@ static int cfg_float(float *out, json_t *root, const char *key, float dflt, cons
 	return 0;
 }
 
+/* A number (NF_EINPUT when absent or not a number; the range is checked
+ * by the caller). */
+static int rope_number(double *out, json_t *obj, const char *key, const char *what)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_number(v))
+		return nf_error_set(NF_EINPUT, "%s: rope_scaling \"%s\" is %s", what, key,
+				    v ? "not a number" : "missing");
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* The architecture config.json names: "model_type" and "architectures"
+ * must agree when both are given; neither is a Llama (older exports). */
+static int parse_arch(const nf_arch **out, json_t *root, const char *what)
+{
+	json_t *mt = json_object_get(root, "model_type"), *v = json_object_get(root, "architectures");
+	const nf_arch *by_type = NULL, *by_class = NULL;
+	size_t i;
+	json_t *a;
+
+	*out = nf_arch_get(NF_ARCH_LLAMA);
+	if (mt && !json_is_null(mt)) {
+		if (!json_is_string(mt))
+			return nf_error_set(NF_EINPUT, "%s: \"model_type\" is not a string", what);
+		if (!(by_type = nf_arch_by_hf_model_type(json_string_value(mt))))
+			return nf_error_set(NF_EUNSUPPORTED, "%s: model_type \"%s\" is not supported "
+					    "(llama, mistral, qwen2)", what, json_string_value(mt));
+	}
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(v))
+			return nf_error_set(NF_EINPUT, "%s: \"architectures\" is not an array", what);
+		json_array_foreach(v, i, a)
+			if (!by_class && json_is_string(a))
+				by_class = nf_arch_by_hf_class(json_string_value(a));
+		if (!by_class)
+			return nf_error_set(NF_EUNSUPPORTED, "%s: \"architectures\" names none of "
+					    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM",
+					    what);
+	}
+	if (by_type && by_class && by_type != by_class)
+		return nf_error_set(NF_EINPUT, "%s: model_type \"%s\" disagrees with architectures "
+				    "\"%s\"", what, by_type->hf_model_type, by_class->hf_class);
+	if (by_type || by_class)
+		*out = by_type ? by_type : by_class;
+	return 0;
+}
+
+/* "rope_scaling": null, {"rope_type" (or older "type"): "default"}, or
+ * Llama 3's {"rope_type": "llama3", factor, low_freq_factor,
+ * high_freq_factor, original_max_position_embeddings}. */
+static int parse_rope_scaling(nf_rope_scaling *out, json_t *v, const char *what)
+{
+	static const char *const unsupported[] = {"linear", "dynamic", "yarn", "longrope", "su",
+						  "mrope"};
+	const char *t = json_string_value(json_object_get(v, "rope_type"));
+	const char *t2 = json_string_value(json_object_get(v, "type"));
+	double f, lo, hi, orig;
+	int err;
+
+	memset(out, 0, sizeof *out);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return nf_error_set(NF_EINPUT, "%s: \"rope_scaling\" is not an object", what);
+	if (t && t2 && strcmp(t, t2) != 0)
+		return nf_error_set(NF_EINPUT, "%s: rope_scaling \"rope_type\" \"%s\" and \"type\" "
+				    "\"%s\" disagree", what, t, t2);
+	if (!t && !(t = t2))
+		return nf_error_set(NF_EINPUT, "%s: rope_scaling has no \"rope_type\"", what);
+	if (strcmp(t, "default") == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+		if (strcmp(t, unsupported[i]) == 0)
+			return nf_error_set(NF_EUNSUPPORTED, "%s: rope_scaling \"%s\" is not supported "
+					    "(default, llama3)", what, t);
+	if (strcmp(t, "llama3") != 0)
+		return nf_error_set(NF_EINPUT, "%s: unknown rope_scaling rope_type \"%s\"", what, t);
+	if ((err = rope_number(&f, v, "factor", what)) ||
+	    (err = rope_number(&lo, v, "low_freq_factor", what)) ||
+	    (err = rope_number(&hi, v, "high_freq_factor", what)) ||
+	    (err = rope_number(&orig, v, "original_max_position_embeddings", what)))
+		return err;
+	if (!(orig >= 1 && orig <= NF_MODEL_MAX_SEQ && orig == floor(orig)))
+		return nf_error_set(NF_EINPUT, "%s: rope_scaling original_max_position_embeddings %g "
+				    "is not an integer in 1..%d", what, orig, NF_MODEL_MAX_SEQ);
+	*out = (nf_rope_scaling){NF_ROPE_LLAMA3, (float)f, (float)lo, (float)hi, (int32_t)orig};
+	return nf_arch_rope_validate(out, what);
+}
+
+/* Mistral's "sliding_window" (null: none); Qwen2's only with
+ * "use_sliding_window".  A window shorter than the context caps the
+ * context to it: within it, full attention is windowed attention. */
+static int parse_window(nf_model_config *c, json_t *root, const char *what)
+{
+	json_t *use = json_object_get(root, "use_sliding_window");
+	int32_t w = 0;
+	int err;
+	if (c->arch == NF_ARCH_LLAMA || (c->arch == NF_ARCH_QWEN2 && !json_is_true(use)))
+		return 0;
+	if ((err = cfg_int(&w, root, "sliding_window", false, 0, what)))
+		return err;
+	if (w > NF_MODEL_MAX_SEQ)
+		return nf_error_set(NF_EINPUT, "%s: \"sliding_window\" %d is out of range (1..%d)",
+				    what, (int)w, NF_MODEL_MAX_SEQ);
+	c->sliding_window = w;
+	if (w > 0 && w < c->max_seq_len)
+		c->max_seq_len = w;
+	return 0;
+}
+
+/* Sizes, norms and RoPE base: the keys every architecture shares. */
+static int parse_sizes(nf_model_config *c, json_t *root, const char *what)
+{
+	int err;
+	if ((err = cfg_int(&c->dim, root, "hidden_size", true, 0, what)) ||
+	    (err = cfg_int(&c->hidden_dim, root, "intermediate_size", true, 0, what)) ||
+	    (err = cfg_int(&c->n_layers, root, "num_hidden_layers", true, 0, what)) ||
+	    (err = cfg_int(&c->n_heads, root, "num_attention_heads", true, 0, what)) ||
+	    (err = cfg_int(&c->n_kv_heads, root, "num_key_value_heads", false, c->n_heads, what)) ||
+	    (err = cfg_int(&c->vocab_size, root, "vocab_size", true, 0, what)) ||
+	    /* real configs state it; 2048 is LlamaConfig's default */
+	    (err = cfg_int(&c->max_seq_len, root, "max_position_embeddings", false, 2048, what)) ||
+	    (err = cfg_float(&c->norm_eps, root, "rms_norm_eps", 1e-6f, what)) ||
+	    (err = cfg_float(&c->rope_theta, root, "rope_theta", 10000.0f, what)))
+		return err;
+	return 0;
+}
+
+/* Classifier tying, activation and biases. */
+static int parse_flags(nf_model_config *c, json_t *root, const char *what)
+{
+	json_t *v = json_object_get(root, "tie_word_embeddings");
+	json_t *ab = json_object_get(root, "attention_bias");
+	if (v && !json_is_null(v) && !json_is_boolean(v))
+		return nf_error_set(NF_EINPUT, "%s: \"tie_word_embeddings\" is not a boolean", what);
+	c->shared_classifier = json_is_true(v);
+	v = json_object_get(root, "hidden_act");
+	if (v && !json_is_null(v) && !(json_is_string(v) && strcmp(json_string_value(v), "silu") == 0))
+		return nf_error_set(NF_EUNSUPPORTED, "%s: \"hidden_act\" must be \"silu\"", what);
+	if (json_is_true(json_object_get(root, "mlp_bias")))
+		return nf_error_set(NF_EUNSUPPORTED, "%s: \"mlp_bias\" is not supported", what);
+	if (ab && !json_is_null(ab) && !json_is_boolean(ab))
+		return nf_error_set(NF_EINPUT, "%s: \"attention_bias\" is not a boolean", what);
+	/* only Llama reads it; Qwen2's biases are fixed, Mistral has none */
+	c->attention_bias = c->arch == NF_ARCH_LLAMA && json_is_true(ab);
+	return 0;
+}
+
 int nf_ckpt_hf_config_parse(nf_model_config *out, const char *json, size_t len, const char *what)
 {
 	int err = 0;
 	json_error_t jerr;
-	json_t *root = NULL, *v;
-	int32_t vocab = 0, head_dim;
+	json_t *root = NULL;
+	int32_t head_dim;
+	const nf_arch *arch;
 	nf_model_config c = {0};
 
 	memset(out, 0, sizeof(*out));
@@ -87,56 +239,12 @@ int nf_ckpt_hf_config_parse(nf_model_config *out, const char *json, size_t len, 
 		err = nf_error_set(NF_EINPUT, "%s: not a JSON object", what);
 		goto done;
 	}
-	v = json_object_get(root, "architectures");
-	if (v && !json_is_null(v)) {
-		size_t i;
-		json_t *a;
-		bool llama = false;
-		if (!json_is_array(v)) {
-			err = nf_error_set(NF_EINPUT, "%s: \"architectures\" is not an array", what);
-			goto done;
-		}
-		json_array_foreach(v, i, a)
-			llama |= json_is_string(a) && strcmp(json_string_value(a), "LlamaForCausalLM") == 0;
-		if (!llama) {
-			err = nf_error_set(NF_EUNSUPPORTED, "%s: \"architectures\" does not name "
-					   "LlamaForCausalLM", what);
-			goto done;
-		}
-	}
-	if ((err = cfg_int(&c.dim, root, "hidden_size", true, 0, what)) ||
-	    (err = cfg_int(&c.hidden_dim, root, "intermediate_size", true, 0, what)) ||
-	    (err = cfg_int(&c.n_layers, root, "num_hidden_layers", true, 0, what)) ||
-	    (err = cfg_int(&c.n_heads, root, "num_attention_heads", true, 0, what)) ||
-	    (err = cfg_int(&c.n_kv_heads, root, "num_key_value_heads", false, c.n_heads, what)) ||
-	    (err = cfg_int(&vocab, root, "vocab_size", true, 0, what)) ||
-	    (err = cfg_int(&c.max_seq_len, root, "max_position_embeddings", false, 2048, what)) ||
-	    (err = cfg_float(&c.norm_eps, root, "rms_norm_eps", 1e-6f, what)) ||
-	    (err = cfg_float(&c.rope_theta, root, "rope_theta", 10000.0f, what)))
+	if ((err = parse_arch(&arch, root, what)))
 		goto done;
-	c.vocab_size = vocab;
-	v = json_object_get(root, "tie_word_embeddings");
-	if (v && !json_is_null(v) && !json_is_boolean(v)) {
-		err = nf_error_set(NF_EINPUT, "%s: \"tie_word_embeddings\" is not a boolean", what);
-		goto done;
-	}
-	c.shared_classifier = json_is_true(v);
-	v = json_object_get(root, "hidden_act");
-	if (v && !json_is_null(v) && !(json_is_string(v) && strcmp(json_string_value(v), "silu") == 0)) {
-		err = nf_error_set(NF_EUNSUPPORTED, "%s: \"hidden_act\" must be \"silu\"", what);
-		goto done;
-	}
-	v = json_object_get(root, "rope_scaling");
-	if (v && !json_is_null(v)) {
-		err = nf_error_set(NF_EUNSUPPORTED, "%s: \"rope_scaling\" is not supported", what);
-		goto done;
-	}
-	if (json_is_true(json_object_get(root, "attention_bias")) ||
-	    json_is_true(json_object_get(root, "mlp_bias"))) {
-		err = nf_error_set(NF_EUNSUPPORTED, "%s: bias terms are not supported", what);
-		goto done;
-	}
-	if ((err = nf_model_config_validate(&c, what)))
+	c.arch = arch->id;
+	if ((err = parse_sizes(&c, root, what)) || (err = parse_flags(&c, root, what)) ||
+	    (err = parse_rope_scaling(&c.rope_scaling, json_object_get(root, "rope_scaling"), what)) ||
+	    (err = parse_window(&c, root, what)) || (err = nf_model_config_validate(&c, what)))
 		goto done;
 	if ((err = cfg_int(&head_dim, root, "head_dim", false, c.dim / c.n_heads, what)))
 		goto done;
@@ -349,11 +457,84 @@ static int open_index(hf_src *s)
 	return 0;
 }
 
+/* The second dimension of one slice of t, 0 for a vector (load_tensor's
+ * and put_tensor's convention). */
+static uint64_t hf_cols(const nf_arch_tensor *t, const nf_model_config *c)
+{
+	return t->cols == NF_D_NONE ? 0 : nf_arch_dim_value(t->cols, c);
+}
+
+/* The heads whose rows HF permutes in tensor t (0: not permuted). */
+static int rope_heads(const nf_arch_tensor *t, const nf_model_config *c)
+{
+	return t->rope == NF_R_Q ? c->n_heads : t->rope == NF_R_KV ? c->n_kv_heads : 0;
+}
+
+/* Every tensor of m's table from the checkpoint, q and k rows (and biases)
+ * un-permuted to the interleaved order. */
+static int load_tensors(hf_src *s, nf_model *m)
+{
+	const nf_model_config *c = &m->cfg;
+	const nf_arch *a = nf_arch_get(c->arch);
+	char name[256];
+	int err;
+	/* the largest permuted slice is wq's (dim, dim) */
+	if (!(s->tmp = malloc((size_t)c->dim * (size_t)c->dim * sizeof(float))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
+		uint64_t slice = rows * (cols ? cols : 1);
+		int heads = rope_heads(t, c), layers = t->per_layer ? c->n_layers : 1;
+		if (!nf_arch_present(t, c))
+			continue;
+		for (int l = 0; l < layers; l++) {
+			float *dst = *nf_model_slot(m, t->id) + (size_t)l * slice;
+			if ((err = nf_arch_format_name(name, sizeof name, t->hf, l)) ||
+			    (err = load_tensor(s, heads ? s->tmp : dst, name, rows, cols)))
+				return err;
+			if (heads)
+				permute_rows(dst, s->tmp, heads, nf_model_head_size(c),
+					     cols ? (int)cols : 1, false);
+		}
+	}
+	return 0;
+}
+
+/* Whether the checkpoint holds tensor `name` (no error set). */
+static bool has_tensor(hf_src *s, const char *name)
+{
+	if (s->weight_map)
+		return json_object_get(s->weight_map, name) != NULL;
+	return nf_st_find(s->shards[0].st, name) != NULL;
+}
+
+/* A bias in the file that config.json does not enable would be silently
+ * dropped, changing every logit: refuse it.  (Other extra tensors, such as
+ * older exports' rotary_emb.inv_freq or a tied lm_head copy, are ignored.) */
+static int check_no_stray_bias(hf_src *s, const nf_model_config *c)
+{
+	const nf_arch *a = nf_arch_get(c->arch);
+	char name[256];
+	int err;
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		if (t->when != NF_W_ATTN_BIAS || nf_arch_present(t, c))
+			continue;
+		if ((err = nf_arch_format_name(name, sizeof name, t->hf, 0)))
+			return err;
+		if (has_tensor(s, name))
+			return nf_error_set(NF_EINPUT, "%s: tensor \"%s\" is present but config.json "
+					    "does not set \"attention_bias\"", s->dir, name);
+	}
+	return 0;
+}
+
 int nf_ckpt_load_hf(nf_model **out, const char *path)
 {
 	int err = 0;
 	hf_src s = {0};
-	char *cfg_path = NULL, *cfg_text = NULL, *st_path = NULL, *name = NULL;
+	char *cfg_path = NULL, *cfg_text = NULL, *st_path = NULL;
 	size_t cfg_len;
 	nf_model_config cfg;
 	nf_model *m = NULL;
@@ -401,55 +582,19 @@ int nf_ckpt_load_hf(nf_model **out, const char *path)
 	 * so the model allocation is bounded by what the files hold. */
 	{
 		const nf_st_tensor *t;
-		const char *where;
-		if ((err = find_tensor(&t, &where, &s, "model.embed_tokens.weight")))
+		const char *where, *emb = nf_arch_find(nf_arch_get(cfg.arch), NF_T_EMB)->hf;
+		if ((err = find_tensor(&t, &where, &s, emb)))
 			goto done;
 		if (t->ndim != 2 || t->shape[0] != (uint64_t)cfg.vocab_size ||
 		    t->shape[1] != (uint64_t)cfg.dim) {
-			err = nf_error_set(NF_EINPUT, "%s: tensor \"model.embed_tokens.weight\" does "
-					   "not have shape [%d, %d]", where, (int)cfg.vocab_size,
-					   (int)cfg.dim);
+			err = nf_error_set(NF_EINPUT, "%s: tensor \"%s\" does not have shape [%d, %d]",
+					   where, emb, (int)cfg.vocab_size, (int)cfg.dim);
 			goto done;
 		}
 	}
-	if ((err = nf_model_alloc(&m, &cfg)))
+	if ((err = nf_model_alloc(&m, &cfg)) || (err = load_tensors(&s, m)) ||
+	    (err = check_no_stray_bias(&s, &cfg)))
 		goto done;
-	{
-		int L = cfg.n_layers, dim = cfg.dim, hid = cfg.hidden_dim, kv = nf_model_kv_dim(&cfg);
-		int hs = nf_model_head_size(&cfg);
-		size_t dd = (size_t)dim * (size_t)dim, kd = (size_t)kv * (size_t)dim;
-		size_t hd = (size_t)hid * (size_t)dim;
-		if (!(s.tmp = malloc(dd * sizeof(float))))
-			goto nomem;
-#define LOAD(dst, rows, cols, ...)                                                          \
-	do {                                                                                \
-		free(name);                                                                 \
-		if (!(name = nf_strdup_printf(__VA_ARGS__)))                                \
-			goto nomem;                                                         \
-		if ((err = load_tensor(&s, dst, name, (uint64_t)(rows), (uint64_t)(cols)))) \
-			goto done;                                                          \
-	} while (0)
-		LOAD(m->w.token_embedding, cfg.vocab_size, dim, "model.embed_tokens.weight");
-		for (int l = 0; l < L; l++) {
-			const char *p = "model.layers";
-			LOAD(m->w.rms_att + (size_t)l * dim, dim, 0, "%s.%d.input_layernorm.weight", p, l);
-			LOAD(s.tmp, dim, dim, "%s.%d.self_attn.q_proj.weight", p, l);
-			permute_rows(m->w.wq + l * dd, s.tmp, cfg.n_heads, hs, dim, false);
-			LOAD(s.tmp, kv, dim, "%s.%d.self_attn.k_proj.weight", p, l);
-			permute_rows(m->w.wk + l * kd, s.tmp, cfg.n_kv_heads, hs, dim, false);
-			LOAD(m->w.wv + l * kd, kv, dim, "%s.%d.self_attn.v_proj.weight", p, l);
-			LOAD(m->w.wo + l * dd, dim, dim, "%s.%d.self_attn.o_proj.weight", p, l);
-			LOAD(m->w.rms_ffn + (size_t)l * dim, dim, 0,
-			     "%s.%d.post_attention_layernorm.weight", p, l);
-			LOAD(m->w.w1 + l * hd, hid, dim, "%s.%d.mlp.gate_proj.weight", p, l);
-			LOAD(m->w.w2 + l * hd, dim, hid, "%s.%d.mlp.down_proj.weight", p, l);
-			LOAD(m->w.w3 + l * hd, hid, dim, "%s.%d.mlp.up_proj.weight", p, l);
-		}
-		LOAD(m->w.rms_final, dim, 0, "model.norm.weight");
-		if (!cfg.shared_classifier)
-			LOAD(m->w.wcls, cfg.vocab_size, dim, "lm_head.weight");
-#undef LOAD
-	}
 	*out = m;
 	m = NULL;
 	goto done;
@@ -458,7 +603,6 @@ nomem:
 done:
 	src_release(&s);
 	nf_model_free(m);
-	free(name);
 	free(st_path);
 	free(cfg_path);
 	free(cfg_text);
@@ -480,6 +624,34 @@ static json_t *float_json(float f)
 	return json_real((double)f);
 }
 
+/* The keys only some architectures or models have: Llama's attention_bias
+ * and rope scaling, Mistral's and Qwen2's window. */
+static int config_extras(json_t *root, const nf_model_config *c)
+{
+	const nf_rope_scaling *r = &c->rope_scaling;
+	json_t *w = c->sliding_window ? json_integer(c->sliding_window) : json_null();
+	int err = 0;
+	if (c->attention_bias)
+		err |= json_object_set_new(root, "attention_bias", json_true());
+	if (r->type == NF_ROPE_LLAMA3)
+		err |= json_object_set_new(root, "rope_scaling",
+					   json_pack("{s:s, s:o, s:o, s:o, s:i}", "rope_type", "llama3",
+						     "factor", float_json(r->factor), "low_freq_factor",
+						     float_json(r->low_freq_factor), "high_freq_factor",
+						     float_json(r->high_freq_factor),
+						     "original_max_position_embeddings",
+						     (int)r->original_max_pos));
+	if (c->arch == NF_ARCH_QWEN2) {
+		err |= json_object_set_new(root, "use_sliding_window", json_boolean(c->sliding_window));
+		/* 0: every layer windowed (as the capped context makes them) */
+		err |= json_object_set_new(root, "max_window_layers", json_integer(0));
+	}
+	if (c->arch == NF_ARCH_MISTRAL || c->arch == NF_ARCH_QWEN2)
+		err |= json_object_set(root, "sliding_window", w);
+	json_decref(w);
+	return err ? -1 : 0;
+}
+
 static int write_config(const char *dir, const nf_model_config *c, nf_dtype dtype)
 {
 	json_t *root = json_object(), *arch = json_array();
@@ -487,12 +659,13 @@ static int write_config(const char *dir, const nf_model_config *c, nf_dtype dtyp
 	int err = 0;
 	const char *torch = dtype == NF_DTYPE_F16 ? "float16" : dtype == NF_DTYPE_BF16 ? "bfloat16" : "float32";
 
-	if (!root || !arch || json_array_append_new(arch, json_string("LlamaForCausalLM")) < 0 ||
+	const nf_arch *a = nf_arch_get(c->arch);
+	if (!root || !arch || json_array_append_new(arch, json_string(a->hf_class)) < 0 ||
 	    json_object_set_new(root, "architectures", arch) < 0) {
 		json_decref(arch);
 		goto nomem;
 	}
-	if (json_object_set_new(root, "model_type", json_string("llama")) < 0 ||
+	if (json_object_set_new(root, "model_type", json_string(a->hf_model_type)) < 0 ||
 	    json_object_set_new(root, "hidden_size", json_integer(c->dim)) < 0 ||
 	    json_object_set_new(root, "intermediate_size", json_integer(c->hidden_dim)) < 0 ||
 	    json_object_set_new(root, "num_hidden_layers", json_integer(c->n_layers)) < 0 ||
@@ -506,7 +679,8 @@ static int write_config(const char *dir, const nf_model_config *c, nf_dtype dtyp
 	    json_object_set_new(root, "tie_word_embeddings", json_boolean(c->shared_classifier)) < 0 ||
 	    json_object_set_new(root, "bos_token_id", json_integer(1)) < 0 ||
 	    json_object_set_new(root, "eos_token_id", json_integer(2)) < 0 ||
-	    json_object_set_new(root, "torch_dtype", json_string(torch)) < 0)
+	    json_object_set_new(root, "torch_dtype", json_string(torch)) < 0 ||
+	    config_extras(root, c) < 0)
 		goto nomem;
 	if (!(text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(9))) ||
 	    !(path = nf_path_join(dir, "config.json")))
@@ -531,91 +705,111 @@ done:
 	return err;
 }
 
+/* What writing one tensor needs: the writer, the dtype and the buffer that
+ * holds every converted tensor until nf_st_writer_finish. */
+typedef struct hf_out {
+	nf_st_writer *w;
+	nf_dtype dtype;
+	unsigned char *p; /* next free byte of the buffer */
+	float *perm;      /* (dim, dim) scratch for permuted rows */
+} hf_out;
+
+/* Add tensor `name` of shape (rows, cols) (cols 0: 1-D) converted from src. */
+static int put_tensor(hf_out *o, const char *name, const float *src, uint64_t rows, uint64_t cols)
+{
+	uint64_t shp[2] = {rows, cols};
+	size_t n = (size_t)rows * (cols ? (size_t)cols : 1), es = nf_dtype_size(o->dtype);
+	for (size_t i = 0; i < n; i++) {
+		if (o->dtype == NF_DTYPE_F32) {
+			memcpy(o->p + 4 * i, &src[i], 4);
+		} else {
+			uint16_t h = o->dtype == NF_DTYPE_F16 ? nf_f32_to_f16(src[i])
+							      : nf_f32_to_bf16(src[i]);
+			o->p[2 * i] = (unsigned char)(h & 0xff);
+			o->p[2 * i + 1] = (unsigned char)(h >> 8);
+		}
+	}
+	int err = nf_st_writer_add(o->w, name, o->dtype, cols ? 2 : 1, shp, o->p, n * es);
+	o->p += n * es;
+	return err;
+}
+
+/* Layer l's slice of table tensor t (l 0 for a global one), permuted to
+ * rotate-half order where HF stores it so. */
+static int put_slice(hf_out *o, const nf_model *m, const nf_arch_tensor *t, int l)
+{
+	const nf_model_config *c = &m->cfg;
+	uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
+	const float *src = *nf_model_slot((nf_model *)m, t->id) + (size_t)l * rows * (cols ? cols : 1);
+	int heads = rope_heads(t, c), err;
+	char name[256];
+	if ((err = nf_arch_format_name(name, sizeof name, t->hf, l)))
+		return err;
+	if (heads) {
+		permute_rows(o->perm, src, heads, nf_model_head_size(c), cols ? (int)cols : 1, true);
+		src = o->perm;
+	}
+	return put_tensor(o, name, src, rows, cols);
+}
+
+/* Every tensor of m in HF's order: the globals before the first layer
+ * tensor of the table, then layer by layer, then the other globals. */
+static int put_all(hf_out *o, const nf_model *m)
+{
+	const nf_arch *a = nf_arch_get(m->cfg.arch);
+	size_t first = 0;
+	int err;
+	while (first < a->n_tensors && !a->tensors[first].per_layer)
+		first++;
+	for (size_t i = 0; i < first; i++)
+		if (nf_arch_present(&a->tensors[i], &m->cfg) &&
+		    (err = put_slice(o, m, &a->tensors[i], 0)))
+			return err;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		for (size_t i = first; i < a->n_tensors; i++)
+			if (a->tensors[i].per_layer && nf_arch_present(&a->tensors[i], &m->cfg) &&
+			    (err = put_slice(o, m, &a->tensors[i], l)))
+				return err;
+	for (size_t i = first; i < a->n_tensors; i++)
+		if (!a->tensors[i].per_layer && nf_arch_present(&a->tensors[i], &m->cfg) &&
+		    (err = put_slice(o, m, &a->tensors[i], 0)))
+			return err;
+	return 0;
+}
+
 int nf_ckpt_write_hf(const char *dir, const nf_model *m, nf_dtype dtype)
 {
 	int err = 0;
 	const nf_model_config *c = &m->cfg;
-	nf_st_writer *w = NULL;
-	unsigned char *buf = NULL, *p;
-	float *perm = NULL;
-	char *name = NULL, *st_path = NULL;
-	size_t params, bytes, es = nf_dtype_size(dtype);
+	hf_out o = {NULL, dtype, NULL, NULL};
+	unsigned char *buf = NULL;
+	char *st_path = NULL;
+	size_t params, bytes;
 
 	if (dtype != NF_DTYPE_F32 && dtype != NF_DTYPE_F16 && dtype != NF_DTYPE_BF16)
 		return nf_error_set(NF_EUNSUPPORTED, "%s: HF checkpoints are written as F32, F16 or "
 				    "BF16, not %s", dir, nf_dtype_name(dtype));
 	if ((err = nf_model_config_validate(c, dir)) || (err = nf_model_param_count(&params, c)))
 		return err;
-	if (!nf_size_mul(&bytes, params, es))
+	if (!nf_size_mul(&bytes, params, nf_dtype_size(dtype)))
 		return nf_error_set(NF_EINPUT, "%s: model too large", dir);
-	if ((err = nf_fs_mkdir_p(dir, 0755)))
-		return err;
-	if ((err = write_config(dir, c, dtype)))
+	if ((err = nf_fs_mkdir_p(dir, 0755)) || (err = write_config(dir, c, dtype)))
 		return err;
 	if (!(buf = malloc(bytes ? bytes : 1)) ||
-	    !(perm = malloc((size_t)c->dim * (size_t)c->dim * sizeof(float))) ||
-	    !(st_path = nf_path_join(dir, "model.safetensors")))
-		goto nomem;
-	if ((err = nf_st_writer_new(&w)) || (err = nf_st_writer_set_metadata(w, "format", "pt")))
+	    !(o.perm = malloc((size_t)c->dim * (size_t)c->dim * sizeof(float))) ||
+	    !(st_path = nf_path_join(dir, "model.safetensors"))) {
+		err = nf_error_set(NF_ENOMEM, "%s: out of memory", dir);
 		goto done;
-	p = buf;
-	{
-		int L = c->n_layers, dim = c->dim, hid = c->hidden_dim, kv = nf_model_kv_dim(c);
-		int hs = nf_model_head_size(c);
-		size_t dd = (size_t)dim * (size_t)dim, kd = (size_t)kv * (size_t)dim;
-		size_t hd = (size_t)hid * (size_t)dim;
-#define PUT(src, rows, cols, ...)                                                           \
-	do {                                                                                \
-		uint64_t shp[2] = {(uint64_t)(rows), (uint64_t)(cols)};                     \
-		size_t n_ = (size_t)(rows) * ((cols) ? (size_t)(cols) : 1);                 \
-		const float *s_ = (src);                                                    \
-		free(name);                                                                 \
-		if (!(name = nf_strdup_printf(__VA_ARGS__)))                                \
-			goto nomem;                                                         \
-		for (size_t i_ = 0; i_ < n_; i_++) {                                        \
-			if (dtype == NF_DTYPE_F32) {                                        \
-				memcpy(p + 4 * i_, &s_[i_], 4);                             \
-			} else {                                                            \
-				uint16_t h_ = dtype == NF_DTYPE_F16 ? nf_f32_to_f16(s_[i_]) \
-								    : nf_f32_to_bf16(s_[i_]); \
-				p[2 * i_] = (unsigned char)(h_ & 0xff);                     \
-				p[2 * i_ + 1] = (unsigned char)(h_ >> 8);                   \
-			}                                                                   \
-		}                                                                           \
-		if ((err = nf_st_writer_add(w, name, dtype, (cols) ? 2 : 1, shp, p, n_ * es))) \
-			goto done;                                                          \
-		p += n_ * es;                                                               \
-	} while (0)
-		PUT(m->w.token_embedding, c->vocab_size, dim, "model.embed_tokens.weight");
-		for (int l = 0; l < L; l++) {
-			const char *q = "model.layers";
-			PUT(m->w.rms_att + (size_t)l * dim, dim, 0, "%s.%d.input_layernorm.weight", q, l);
-			permute_rows(perm, m->w.wq + l * dd, c->n_heads, hs, dim, true);
-			PUT(perm, dim, dim, "%s.%d.self_attn.q_proj.weight", q, l);
-			permute_rows(perm, m->w.wk + l * kd, c->n_kv_heads, hs, dim, true);
-			PUT(perm, kv, dim, "%s.%d.self_attn.k_proj.weight", q, l);
-			PUT(m->w.wv + l * kd, kv, dim, "%s.%d.self_attn.v_proj.weight", q, l);
-			PUT(m->w.wo + l * dd, dim, dim, "%s.%d.self_attn.o_proj.weight", q, l);
-			PUT(m->w.rms_ffn + (size_t)l * dim, dim, 0,
-			    "%s.%d.post_attention_layernorm.weight", q, l);
-			PUT(m->w.w1 + l * hd, hid, dim, "%s.%d.mlp.gate_proj.weight", q, l);
-			PUT(m->w.w3 + l * hd, hid, dim, "%s.%d.mlp.up_proj.weight", q, l);
-			PUT(m->w.w2 + l * hd, dim, hid, "%s.%d.mlp.down_proj.weight", q, l);
-		}
-		PUT(m->w.rms_final, dim, 0, "model.norm.weight");
-		if (!c->shared_classifier)
-			PUT(m->w.wcls, c->vocab_size, dim, "lm_head.weight");
-#undef PUT
 	}
-	err = nf_st_writer_finish(w, st_path);
-	goto done;
-nomem:
-	err = nf_error_set(NF_ENOMEM, "%s: out of memory", dir);
+	o.p = buf;
+	if ((err = nf_st_writer_new(&o.w)) || (err = nf_st_writer_set_metadata(o.w, "format", "pt")) ||
+	    (err = put_all(&o, m)))
+		goto done;
+	err = nf_st_writer_finish(o.w, st_path);
 done:
-	nf_st_writer_free(w);
+	nf_st_writer_free(o.w);
 	free(buf);
-	free(perm);
-	free(name);
+	free(o.perm);
 	free(st_path);
 	return err;
 }

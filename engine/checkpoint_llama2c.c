@@ -8,6 +8,8 @@
  */
 #include "engine/checkpoint.h"
 
+#include "engine/arch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -28,24 +30,40 @@
 
 #define HEADER_BYTES 28
 
-/* The tensors of a model in llama2.c file order (classifier separate). */
-static void tensor_list(const nf_model *m, float *t[11], size_t n[11])
+/* Whether c fits the llama2.c format: its header says nothing of the
+ * architecture, biases or RoPE beyond Llama's defaults. */
+static int check_representable(const nf_model_config *c, const char *path)
 {
-	const nf_model_config *c = &m->cfg;
-	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
-	size_t kv = (size_t)nf_model_kv_dim(c), vocab = (size_t)c->vocab_size;
-	/* Sizes were checked for overflow when the model was allocated. */
-	t[0] = m->w.token_embedding; n[0] = vocab * dim;
-	t[1] = m->w.rms_att;         n[1] = L * dim;
-	t[2] = m->w.wq;              n[2] = L * dim * dim;
-	t[3] = m->w.wk;              n[3] = L * kv * dim;
-	t[4] = m->w.wv;              n[4] = L * kv * dim;
-	t[5] = m->w.wo;              n[5] = L * dim * dim;
-	t[6] = m->w.rms_ffn;         n[6] = L * dim;
-	t[7] = m->w.w1;              n[7] = L * hid * dim;
-	t[8] = m->w.w2;              n[8] = L * dim * hid;
-	t[9] = m->w.w3;              n[9] = L * hid * dim;
-	t[10] = m->w.rms_final;      n[10] = dim;
+	if (c->arch != NF_ARCH_LLAMA || c->attention_bias || c->rope_scaling.type != NF_ROPE_DEFAULT ||
+	    c->rope_theta != 10000.0f || c->norm_eps != 1e-5f)
+		return nf_error_set(NF_EUNSUPPORTED, "%s: the llama2.c format holds only a Llama "
+				    "without biases, rope scaling, rope_theta other than 10000 or "
+				    "norm_eps other than 1e-5", path);
+	return 0;
+}
+
+/* Call io for every tensor of m in Llama's table order with its file
+ * offset: the classifier, when not shared, after the legacy RoPE tables
+ * (rope_bytes).  The file order is the table's order. */
+static int each_tensor(nf_model *m, uint64_t rope_bytes,
+		       int (*io)(void *ctx, float *t, size_t n, uint64_t off), void *ctx)
+{
+	const nf_arch *a = nf_arch_get(NF_ARCH_LLAMA);
+	uint64_t off = HEADER_BYTES, n;
+	int err;
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		if (!nf_arch_present(t, &m->cfg))
+			continue;
+		if (t->when == NF_W_UNTIED)
+			off += rope_bytes;
+		/* sizes were checked for overflow when the model was allocated */
+		nf_arch_elems(&n, t, &m->cfg);
+		if ((err = io(ctx, *nf_model_slot(m, t->id), (size_t)n, off)))
+			return err;
+		off += n * sizeof(float);
+	}
+	return 0;
 }
 
 int nf_ckpt_llama2c_size(uint64_t *out, const nf_model_config *cfg)
@@ -94,6 +112,24 @@ static int check_finite(const float *x, size_t n, uint64_t file_off, const char 
 	return 0;
 }
 
+/* The two legacy RoPE tables: max_seq_len * head_size / 2 floats each. */
+static uint64_t rope_bytes(const nf_model_config *c)
+{
+	return (uint64_t)c->max_seq_len * (uint64_t)nf_model_head_size(c) * sizeof(float);
+}
+
+typedef struct reader {
+	int fd;
+	const char *path;
+} reader;
+
+static int read_tensor(void *ctx, float *t, size_t n, uint64_t off)
+{
+	const reader *r = ctx;
+	int err = read_at(r->fd, t, n * sizeof(float), off, r->path);
+	return err ? err : check_finite(t, n, off, r->path);
+}
+
 int nf_ckpt_load_llama2c(nf_model **out, const char *path)
 {
 	int err = 0, fd = -1;
@@ -101,9 +137,7 @@ int nf_ckpt_load_llama2c(nf_model **out, const char *path)
 	int32_t h[7];
 	nf_model_config cfg = {0};
 	nf_model *m = NULL;
-	uint64_t need, off;
-	float *t[11];
-	size_t n[11];
+	uint64_t need;
 
 	*out = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -152,18 +186,9 @@ int nf_ckpt_load_llama2c(nf_model **out, const char *path)
 	/* The file is exactly as large as the header says: allocation is bounded by it. */
 	if ((err = nf_model_alloc(&m, &cfg)))
 		goto done;
-	tensor_list(m, t, n);
-	off = HEADER_BYTES;
-	for (int i = 0; i < 11; i++) {
-		if ((err = read_at(fd, t[i], n[i] * sizeof(float), off, path)) ||
-		    (err = check_finite(t[i], n[i], off, path)))
-			goto done;
-		off += n[i] * sizeof(float);
-	}
-	if (!cfg.shared_classifier) {
-		off += (uint64_t)cfg.max_seq_len * (uint64_t)nf_model_head_size(&cfg) * sizeof(float);
-		if ((err = read_at(fd, m->w.wcls, n[0] * sizeof(float), off, path)) ||
-		    (err = check_finite(m->w.wcls, n[0], off, path)))
+	{
+		reader r = {fd, path};
+		if ((err = each_tensor(m, rope_bytes(&cfg), read_tensor, &r)))
 			goto done;
 	}
 	*out = m;
@@ -175,6 +200,49 @@ done:
 	return err;
 }
 
+/* The legacy tables (cos, then sin, of pos * theta^(-2i/head_size)) into a
+ * new array of max_seq_len * head_size floats (*out, caller frees). */
+static int legacy_rope(float **out, const nf_model_config *c, const char *path)
+{
+	size_t half = (size_t)nf_model_head_size(c) / 2, rope_n = (size_t)c->max_seq_len * half;
+	float *rope = malloc(2 * rope_n * sizeof(float));
+	*out = rope;
+	if (!rope)
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	for (size_t p = 0; p < (size_t)c->max_seq_len; p++) {
+		for (size_t i = 0; i < half; i++) {
+			double freq = pow((double)c->rope_theta, -(double)(2 * i) / (double)(2 * half));
+			rope[p * half + i] = (float)cos((double)p * freq);
+			rope[rope_n + p * half + i] = (float)sin((double)p * freq);
+		}
+	}
+	return 0;
+}
+
+/* The rope tables go between the last layer tensor and the classifier:
+ * each_tensor skips their bytes, so write them on the way. */
+typedef struct writer {
+	nf_atomic_file *af;
+	const float *rope;
+	uint64_t rope_bytes;
+	uint64_t at; /* bytes written so far */
+} writer;
+
+static int write_in_order(void *ctx, float *t, size_t n, uint64_t off)
+{
+	writer *w = ctx;
+	int err;
+	if (off > w->at) {
+		if ((err = nf_atomic_write(w->af, w->rope, (size_t)w->rope_bytes)))
+			return err;
+		w->at += w->rope_bytes;
+	}
+	if ((err = nf_atomic_write(w->af, t, n * sizeof(float))))
+		return err;
+	w->at += n * sizeof(float);
+	return 0;
+}
+
 int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 {
 	int err = 0;
@@ -182,10 +250,10 @@ int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 	bool opened = false;
 	const nf_model_config *c = &m->cfg;
 	int32_t h[7];
-	float *t[11], *rope = NULL;
-	size_t n[11], half, rope_n;
+	float *rope = NULL;
+	writer w = {&af, NULL, rope_bytes(c), HEADER_BYTES};
 
-	if ((err = nf_model_config_validate(c, path)))
+	if ((err = nf_model_config_validate(c, path)) || (err = check_representable(c, path)))
 		return err;
 	h[0] = c->dim;
 	h[1] = c->hidden_dim;
@@ -194,32 +262,17 @@ int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 	h[4] = c->n_kv_heads;
 	h[5] = c->shared_classifier ? c->vocab_size : -c->vocab_size;
 	h[6] = c->max_seq_len;
-	tensor_list(m, t, n);
-	/* The legacy tables (cos, then sin, of pos * theta^(-2i/head_size)). */
-	half = (size_t)nf_model_head_size(c) / 2;
-	rope_n = (size_t)c->max_seq_len * half;
-	if (!(rope = malloc(2 * rope_n * sizeof(float)))) {
-		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	if ((err = legacy_rope(&rope, c, path)))
 		goto done;
-	}
-	for (size_t p = 0; p < (size_t)c->max_seq_len; p++) {
-		for (size_t i = 0; i < half; i++) {
-			double freq = pow((double)c->rope_theta, -(double)(2 * i) / (double)(2 * half));
-			rope[p * half + i] = (float)cos((double)p * freq);
-			rope[rope_n + p * half + i] = (float)sin((double)p * freq);
-		}
-	}
+	w.rope = rope;
 	if ((err = nf_atomic_open(&af, path, 0644)))
 		goto done;
 	opened = true;
-	if ((err = nf_atomic_write(&af, h, sizeof(h))))
+	if ((err = nf_atomic_write(&af, h, sizeof(h))) ||
+	    (err = each_tensor((nf_model *)m, w.rope_bytes, write_in_order, &w)))
 		goto done;
-	for (int i = 0; i < 11; i++)
-		if ((err = nf_atomic_write(&af, t[i], n[i] * sizeof(float))))
-			goto done;
-	if ((err = nf_atomic_write(&af, rope, 2 * rope_n * sizeof(float))))
-		goto done;
-	if (!c->shared_classifier && (err = nf_atomic_write(&af, m->w.wcls, n[0] * sizeof(float))))
+	/* a shared classifier: the tables end the file */
+	if (c->shared_classifier && (err = nf_atomic_write(&af, rope, (size_t)w.rope_bytes)))
 		goto done;
 	opened = false;
 	err = nf_atomic_commit(&af);

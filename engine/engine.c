@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "engine/arch.h"
 #include "engine/cpu/cpu.h"
 #include "engine/forward.h"
 #include "engine/quant.h"
@@ -72,49 +73,35 @@ struct nf_seq {
 
 /* ---- the tensors of an engine ---- */
 
+/* A tensor of the engine file: the table's engine name and shape, layers
+ * stacked first. */
 typedef struct tensor_spec {
-	const char *name;
+	const nf_arch_tensor *t;
 	int ndim;
 	uint64_t shape[3];
-	int matrix; /* quantized with the engine's precision (else always F32) */
 } tensor_spec;
 
-/* The tensors of cfg, in file order; returns the count (at most 12). */
-static int tensor_specs(tensor_spec *t, const nf_model_config *c)
+/* The tensors of cfg's architecture that exist, in table (= file) order;
+ * returns the count (at most NF_T_COUNT). */
+static int tensor_specs(tensor_spec *out, const nf_model_config *c)
 {
-	uint64_t L = (uint64_t)c->n_layers, d = (uint64_t)c->dim, h = (uint64_t)c->hidden_dim;
-	uint64_t kv = (uint64_t)nf_model_kv_dim(c), V = (uint64_t)c->vocab_size;
+	const nf_arch *a = nf_arch_get(c->arch);
 	int n = 0;
-	t[n++] = (tensor_spec){"token_embedding", 2, {V, d, 0}, 1};
-	t[n++] = (tensor_spec){"rms_att", 2, {L, d, 0}, 0};
-	t[n++] = (tensor_spec){"wq", 3, {L, d, d}, 1};
-	t[n++] = (tensor_spec){"wk", 3, {L, kv, d}, 1};
-	t[n++] = (tensor_spec){"wv", 3, {L, kv, d}, 1};
-	t[n++] = (tensor_spec){"wo", 3, {L, d, d}, 1};
-	t[n++] = (tensor_spec){"rms_ffn", 2, {L, d, 0}, 0};
-	t[n++] = (tensor_spec){"w1", 3, {L, h, d}, 1};
-	t[n++] = (tensor_spec){"w2", 3, {L, d, h}, 1};
-	t[n++] = (tensor_spec){"w3", 3, {L, h, d}, 1};
-	t[n++] = (tensor_spec){"rms_final", 1, {d, 0, 0}, 0};
-	if (!c->shared_classifier)
-		t[n++] = (tensor_spec){"wcls", 2, {V, d, 0}, 1};
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		tensor_spec *s = &out[n];
+		if (!nf_arch_present(t, c))
+			continue;
+		s->t = t;
+		s->ndim = 0;
+		if (t->per_layer)
+			s->shape[s->ndim++] = (uint64_t)c->n_layers;
+		s->shape[s->ndim++] = nf_arch_dim_value(t->rows, c);
+		if (t->cols != NF_D_NONE)
+			s->shape[s->ndim++] = nf_arch_dim_value(t->cols, c);
+		n++;
+	}
 	return n;
-}
-
-static const float *model_tensor(const nf_model *m, const char *name)
-{
-	const nf_model_weights *w = &m->w;
-	const struct {
-		const char *n;
-		const float *p;
-	} map[] = {{"token_embedding", w->token_embedding}, {"rms_att", w->rms_att},
-		   {"wq", w->wq}, {"wk", w->wk}, {"wv", w->wv}, {"wo", w->wo},
-		   {"rms_ffn", w->rms_ffn}, {"w1", w->w1}, {"w2", w->w2}, {"w3", w->w3},
-		   {"rms_final", w->rms_final}, {"wcls", w->wcls}};
-	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-		if (strcmp(map[i].n, name) == 0)
-			return map[i].p;
-	return NULL;
 }
 
 static uint64_t spec_count(const tensor_spec *t)
@@ -125,80 +112,38 @@ static uint64_t spec_count(const tensor_spec *t)
 	return n;
 }
 
-/* Point the forward pass's matrix views at tensor data (stacked by layer). */
-static void bind(nf_fwd_weights *w, const nf_model_config *c, const char *name,
-		 nf_quant_kind kind, const void *data, const float *scale)
-{
-	size_t d = (size_t)c->dim, h = (size_t)c->hidden_dim, kv = (size_t)nf_model_kv_dim(c);
-	nf_bk_matrix proto = {0};
-	proto.kind = kind;
-	if (strcmp(name, "rms_final") == 0) {
-		w->rms_final = data;
-		return;
-	}
-	if (strcmp(name, "token_embedding") == 0 || strcmp(name, "wcls") == 0) {
-		proto.rows = c->vocab_size;
-		proto.cols = c->dim;
-		proto.f32 = kind == NF_QUANT_NONE ? data : NULL;
-		proto.q8 = kind == NF_QUANT_INT8_ROW ? data : NULL;
-		proto.scale = scale;
-		if (strcmp(name, "wcls") == 0)
-			w->cls = proto;
-		else {
-			w->emb = proto;
-			if (c->shared_classifier)
-				w->cls = proto;
-		}
-		return;
-	}
-	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
-		nf_fwd_layer *L = &w->layers[l];
-		size_t rows, cols;
-		nf_bk_matrix *m;
-		if (strcmp(name, "rms_att") == 0) {
-			L->rms_att = (const float *)data + l * d;
-			continue;
-		}
-		if (strcmp(name, "rms_ffn") == 0) {
-			L->rms_ffn = (const float *)data + l * d;
-			continue;
-		}
-		if (strcmp(name, "wq") == 0)
-			m = &L->wq, rows = d, cols = d;
-		else if (strcmp(name, "wk") == 0)
-			m = &L->wk, rows = kv, cols = d;
-		else if (strcmp(name, "wv") == 0)
-			m = &L->wv, rows = kv, cols = d;
-		else if (strcmp(name, "wo") == 0)
-			m = &L->wo, rows = d, cols = d;
-		else if (strcmp(name, "w1") == 0)
-			m = &L->w1, rows = h, cols = d;
-		else if (strcmp(name, "w2") == 0)
-			m = &L->w2, rows = d, cols = h;
-		else
-			m = &L->w3, rows = h, cols = d;
-		*m = proto;
-		m->rows = (int)rows;
-		m->cols = (int)cols;
-		if (kind == NF_QUANT_INT8_ROW) {
-			m->q8 = (const int8_t *)data + l * rows * cols;
-			m->scale = scale + l * rows;
-		} else {
-			m->f32 = (const float *)data + l * rows * cols;
-		}
-	}
-}
-
 /* ---- build ---- */
 
+/* The model's config.  The keys a plain Llama does not need are written
+ * only when set, so its engine stays byte-identical to older builds. */
 static json_t *config_model_json(const nf_model_config *c)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b}", "architecture",
-			 "llama", "dim", c->dim, "hidden_dim", c->hidden_dim, "n_layers", c->n_layers,
-			 "n_heads", c->n_heads, "n_kv_heads", c->n_kv_heads, "vocab_size",
-			 c->vocab_size, "max_seq_len", c->max_seq_len, "norm_eps",
-			 (double)c->norm_eps, "rope_theta", (double)c->rope_theta,
-			 "shared_classifier", c->shared_classifier);
+	const nf_rope_scaling *r = &c->rope_scaling;
+	json_t *mo = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b}",
+			       "architecture", nf_arch_get(c->arch)->name, "dim", c->dim,
+			       "hidden_dim", c->hidden_dim, "n_layers", c->n_layers, "n_heads",
+			       c->n_heads, "n_kv_heads", c->n_kv_heads, "vocab_size", c->vocab_size,
+			       "max_seq_len", c->max_seq_len, "norm_eps", (double)c->norm_eps,
+			       "rope_theta", (double)c->rope_theta, "shared_classifier",
+			       c->shared_classifier);
+	int err = !mo;
+	if (!err && c->attention_bias)
+		err = json_object_set_new(mo, "attention_bias", json_true());
+	if (!err && r->type == NF_ROPE_LLAMA3)
+		err = json_object_set_new(mo, "rope_scaling",
+					  json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3",
+						    "factor", (double)r->factor, "low_freq_factor",
+						    (double)r->low_freq_factor, "high_freq_factor",
+						    (double)r->high_freq_factor,
+						    "original_max_position_embeddings",
+						    (int)r->original_max_pos));
+	if (!err && c->sliding_window)
+		err = json_object_set_new(mo, "sliding_window", json_integer(c->sliding_window));
+	if (err) {
+		json_decref(mo);
+		return NULL;
+	}
+	return mo;
 }
 
 /* Check an optional caller JSON object; "null" when absent. */
@@ -278,12 +223,12 @@ done:
 int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *o)
 {
 	nf_st_writer *wr = NULL;
-	void *bufs[12] = {0};
-	float *scales[12] = {0};
+	void *bufs[NF_T_COUNT] = {0};
+	float *scales[NF_T_COUNT] = {0};
 	char *wpath = NULL, *tpath = NULL, *tacpath = NULL, *tokbuf = NULL;
 	nf_tokenizer *tok = NULL;
 	nf_fwd_weights fw = {0};
-	tensor_spec specs[12];
+	tensor_spec specs[NF_T_COUNT];
 	char wsha[NF_SHA256_HEX_LEN + 1], tsha[NF_SHA256_HEX_LEN + 1];
 	uint64_t wbytes = 0;
 	size_t toklen = 0;
@@ -328,17 +273,18 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 	n = tensor_specs(specs, &m->cfg);
 	for (int i = 0; i < n; i++) {
 		const tensor_spec *t = &specs[i];
-		const float *src = model_tensor(m, t->name);
+		const float *src = *nf_model_slot((nf_model *)m, t->t->id);
+		const char *name = t->t->name;
 		uint64_t count = spec_count(t);
 		if (!src) {
-			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", t->name);
+			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", name);
 			goto done;
 		}
-		if (!(t->matrix && q8)) {
-			if ((err = nf_st_writer_add(wr, t->name, NF_DTYPE_F32, t->ndim, t->shape, src,
+		if (!(t->t->matrix && q8)) {
+			if ((err = nf_st_writer_add(wr, name, NF_DTYPE_F32, t->ndim, t->shape, src,
 						    count * 4)))
 				goto done;
-			bind(&fw, &m->cfg, t->name, NF_QUANT_NONE, src, NULL);
+			nf_fwd_bind(&fw, &m->cfg, t->t->id, NF_QUANT_NONE, src, NULL);
 			continue;
 		}
 		uint64_t cols = t->shape[t->ndim - 1], rows = count / cols;
@@ -350,13 +296,13 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 			goto done;
 		}
 		nf_quant_int8_rows(bufs[i], scales[i], src, rows, cols);
-		snprintf(sname, sizeof sname, "%s.scale", t->name);
-		if ((err = nf_st_writer_add(wr, t->name, NF_DTYPE_I8, t->ndim, t->shape, bufs[i],
+		snprintf(sname, sizeof sname, "%s.scale", name);
+		if ((err = nf_st_writer_add(wr, name, NF_DTYPE_I8, t->ndim, t->shape, bufs[i],
 					    count)) ||
 		    (err = nf_st_writer_add(wr, sname, NF_DTYPE_F32, t->ndim - 1, t->shape, scales[i],
 					    rows * 4)))
 			goto done;
-		bind(&fw, &m->cfg, t->name, NF_QUANT_INT8_ROW, bufs[i], scales[i]);
+		nf_fwd_bind(&fw, &m->cfg, t->t->id, NF_QUANT_INT8_ROW, bufs[i], scales[i]);
 	}
 	if ((err = nf_st_writer_finish(wr, wpath)))
 		goto done;
@@ -381,7 +327,7 @@ done:
 		nf_error_wrap(err, "engine build %s", dir);
 	nf_fwd_weights_release(&fw);
 	nf_st_writer_free(wr);
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < NF_T_COUNT; i++) {
 		free(bufs[i]);
 		free(scales[i]);
 	}
@@ -402,6 +348,40 @@ static int get_int(int32_t *out, json_t *obj, const char *key, const char *path)
 	    json_integer_value(v) > (json_int_t)NF_MODEL_MAX_HIDDEN * 4)
 		return nf_error_set(NF_EINPUT, "%s: model.%s must be a positive integer", path, key);
 	*out = (int32_t)json_integer_value(v);
+	return 0;
+}
+
+/* What engines since the architecture tables record: the architecture
+ * (older engines: always llama), its biases, rope scaling and window. */
+static int parse_arch_fields(nf_model_config *c, json_t *mo, const char *path)
+{
+	json_t *arch = json_object_get(mo, "architecture"), *bias = json_object_get(mo, "attention_bias");
+	json_t *rs = json_object_get(mo, "rope_scaling"), *win = json_object_get(mo, "sliding_window");
+	const nf_arch *a = arch ? nf_arch_by_name(json_string_value(arch)) : nf_arch_get(NF_ARCH_LLAMA);
+	nf_rope_scaling *r = &c->rope_scaling;
+	const char *type = NULL;
+	double f, lo, hi;
+	json_int_t orig, w = json_integer_value(win); /* 0 when absent */
+	if (!a)
+		return nf_error_set(NF_EINPUT, "%s: model.architecture is not one of llama, mistral, "
+				    "qwen2", path);
+	c->arch = a->id;
+	if ((bias && !json_is_boolean(bias)) || (win && !json_is_integer(win)) || w < 0 ||
+	    w > NF_MODEL_MAX_SEQ)
+		return nf_error_set(NF_EINPUT, "%s: model.attention_bias must be a boolean and "
+				    "model.sliding_window an integer in 0..%d", path, NF_MODEL_MAX_SEQ);
+	c->attention_bias = json_is_true(bias);
+	c->sliding_window = (int32_t)w;
+	if (!rs)
+		return 0;
+	if (json_unpack_ex(rs, NULL, JSON_STRICT, "{s:s, s:F, s:F, s:F, s:I}", "rope_type", &type,
+			   "factor", &f, "low_freq_factor", &lo, "high_freq_factor", &hi,
+			   "original_max_position_embeddings", &orig) != 0 ||
+	    strcmp(type, "llama3") != 0 || orig < 1 || orig > NF_MODEL_MAX_SEQ)
+		return nf_error_set(NF_EINPUT, "%s: model.rope_scaling must be {rope_type \"llama3\", "
+				    "factor, low_freq_factor, high_freq_factor, "
+				    "original_max_position_embeddings}", path);
+	*r = (nf_rope_scaling){NF_ROPE_LLAMA3, (float)f, (float)lo, (float)hi, (int32_t)orig};
 	return 0;
 }
 
@@ -446,7 +426,7 @@ static int parse_config(nf_engine *e, const char *path)
 	c->norm_eps = (float)json_number_value(eps);
 	c->rope_theta = (float)json_number_value(theta);
 	c->shared_classifier = json_is_true(shared);
-	if ((err = nf_model_config_validate(c, path)))
+	if ((err = parse_arch_fields(c, mo, path)) || (err = nf_model_config_validate(c, path)))
 		goto done;
 	prec = json_string_value(json_object_get(root, "precision"));
 	if ((err = nf_precision_parse(&e->precision, prec))) {
@@ -546,7 +526,7 @@ static int tile_weights(nf_engine *e)
 
 static int map_weights(nf_engine *e, const char *path)
 {
-	tensor_spec specs[12];
+	tensor_spec specs[NF_T_COUNT];
 	int n = tensor_specs(specs, &e->cfg), err = 0;
 	int q8 = e->precision == NF_PREC_INT8_WO;
 	const char *p = nf_st_metadata(e->st, "precision");
@@ -558,27 +538,27 @@ static int map_weights(nf_engine *e, const char *path)
 		return nf_error_set(NF_ENOMEM, "engine: out of memory");
 	for (int i = 0; i < n; i++) {
 		const tensor_spec *s = &specs[i];
-		int quant = s->matrix && q8;
-		const nf_st_tensor *t = nf_st_find(e->st, s->name), *sc = NULL;
+		int quant = s->t->matrix && q8;
+		const nf_st_tensor *t = nf_st_find(e->st, s->t->name), *sc = NULL;
 		nf_dtype want = quant ? NF_DTYPE_I8 : NF_DTYPE_F32;
 		if (!t)
-			return nf_error_set(NF_EINPUT, "%s: tensor %s is missing", path, s->name);
+			return nf_error_set(NF_EINPUT, "%s: tensor %s is missing", path, s->t->name);
 		int same = t->dtype == want && t->ndim == s->ndim;
 		for (int d = 0; same && d < s->ndim; d++)
 			same = t->shape[d] == s->shape[d];
 		if (!same)
 			return nf_error_set(NF_EINPUT,
 					    "%s: tensor %s has dtype %s and %d dims, config wants %s with shape [%llu, %llu, %llu] (%d dims)",
-					    path, s->name, nf_dtype_name(t->dtype), t->ndim,
+					    path, s->t->name, nf_dtype_name(t->dtype), t->ndim,
 					    nf_dtype_name(want), (unsigned long long)s->shape[0],
 					    (unsigned long long)s->shape[1],
 					    (unsigned long long)s->shape[2], s->ndim);
 		if (!quant && ((uintptr_t)t->data % 4) != 0)
 			return nf_error_set(NF_EINPUT, "%s: tensor %s is not 4-byte aligned", path,
-					    s->name);
+					    s->t->name);
 		if (quant) {
 			char sname[64];
-			snprintf(sname, sizeof sname, "%s.scale", s->name);
+			snprintf(sname, sizeof sname, "%s.scale", s->t->name);
 			sc = nf_st_find(e->st, sname);
 			int ok = sc && sc->dtype == NF_DTYPE_F32 && sc->ndim == s->ndim - 1 &&
 				 ((uintptr_t)sc->data % 4) == 0;
@@ -589,8 +569,8 @@ static int map_weights(nf_engine *e, const char *path)
 						    "%s: tensor %s is missing or has the wrong dtype/shape",
 						    path, sname);
 		}
-		bind(&e->w, &e->cfg, s->name, quant ? NF_QUANT_INT8_ROW : NF_QUANT_NONE,
-		     rebased(e, t->data), sc ? rebased(e, sc->data) : NULL);
+		nf_fwd_bind(&e->w, &e->cfg, s->t->id, quant ? NF_QUANT_INT8_ROW : NF_QUANT_NONE,
+			    rebased(e, t->data), sc ? rebased(e, sc->data) : NULL);
 	}
 	return err;
 }

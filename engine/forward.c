@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/arch.h"
 #include "engine/layout.h"
 #include "engine/quant.h"
 #include "util/checked.h"
@@ -39,6 +40,7 @@ struct nf_fwd {
 	float *h1;         /* (cap, hidden) */
 	float *h3;         /* (cap, hidden) */
 	float *cs;         /* (cap, head_size) cos/sin pairs for RoPE */
+	float *inv_freq;   /* (head_size / 2) RoPE inverse frequencies, scaled */
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
 	float *att;        /* (threads, n_heads * max_seq) attention scores */
@@ -53,39 +55,95 @@ struct nf_fwd {
 
 /* ---- weights ---- */
 
-static nf_bk_matrix f32_matrix(const float *p, int rows, int cols)
+/* The slot of a layer matrix or vector (NULL for another id): the one map
+ * from table ids to nf_fwd_layer's fields. */
+static nf_bk_matrix *layer_matrix(nf_fwd_layer *L, int id)
+{
+	switch (id) {
+	case NF_T_WQ: return &L->wq;
+	case NF_T_WK: return &L->wk;
+	case NF_T_WV: return &L->wv;
+	case NF_T_WO: return &L->wo;
+	case NF_T_W1: return &L->w1;
+	case NF_T_W2: return &L->w2;
+	case NF_T_W3: return &L->w3;
+	default: return NULL;
+	}
+}
+
+static const float **layer_vector(nf_fwd_layer *L, int id)
+{
+	switch (id) {
+	case NF_T_RMS_ATT: return &L->rms_att;
+	case NF_T_RMS_FFN: return &L->rms_ffn;
+	case NF_T_BQ: return &L->bq;
+	case NF_T_BK: return &L->bk;
+	case NF_T_BV: return &L->bv;
+	case NF_T_BO: return &L->bo;
+	default: return NULL;
+	}
+}
+
+const nf_bk_matrix *nf_fwd_layer_matrix(const nf_fwd_layer *L, int id)
+{
+	return layer_matrix((nf_fwd_layer *)L, id);
+}
+
+/* A matrix view of (rows, cols) at data (and scale) of the given kind. */
+static nf_bk_matrix view(nf_quant_kind kind, uint64_t rows, uint64_t cols, const void *data,
+			 const float *scale)
 {
 	nf_bk_matrix m = {0};
-	m.kind = NF_QUANT_NONE;
-	m.rows = rows;
-	m.cols = cols;
-	m.f32 = p;
+	m.kind = kind;
+	m.rows = (int)rows;
+	m.cols = (int)cols;
+	m.f32 = kind == NF_QUANT_NONE ? data : NULL;
+	m.q8 = kind == NF_QUANT_INT8_ROW ? data : NULL;
+	m.scale = kind == NF_QUANT_INT8_ROW ? scale : NULL;
 	return m;
+}
+
+void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
+		 const void *data, const float *scale)
+{
+	const nf_arch_tensor *t = nf_arch_find(nf_arch_get(cfg->arch), (nf_tensor_id)id);
+	uint64_t rows = nf_arch_dim_value(t->rows, cfg), cols = nf_arch_dim_value(t->cols, cfg);
+	size_t es = kind == NF_QUANT_INT8_ROW ? 1 : sizeof(float);
+	if (id == NF_T_RMS_FINAL) {
+		w->rms_final = data;
+		return;
+	}
+	if (id == NF_T_EMB || id == NF_T_WCLS) {
+		nf_bk_matrix m = view(kind, rows, cols, data, scale);
+		if (id == NF_T_EMB)
+			w->emb = m;
+		if (id == NF_T_WCLS || cfg->shared_classifier)
+			w->cls = m;
+		return;
+	}
+	for (size_t l = 0; l < (size_t)cfg->n_layers; l++) {
+		nf_fwd_layer *L = &w->layers[l];
+		const char *at = (const char *)data + l * rows * cols * es;
+		nf_bk_matrix *m = layer_matrix(L, id);
+		if (m)
+			*m = view(kind, rows, cols, at, scale ? scale + l * rows : NULL);
+		else
+			*layer_vector(L, id) = (const float *)at;
+	}
 }
 
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
 {
 	const nf_model_config *c = &m->cfg;
-	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kv = (size_t)nf_model_kv_dim(c);
+	const nf_arch *a = nf_arch_get(c->arch);
 	memset(w, 0, sizeof *w);
 	w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
 	if (!w->layers)
 		return nf_error_set(NF_ENOMEM, "forward: out of memory");
-	w->emb = f32_matrix(m->w.token_embedding, c->vocab_size, c->dim);
-	w->cls = f32_matrix(m->w.wcls, c->vocab_size, c->dim);
-	w->rms_final = m->w.rms_final;
-	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
-		nf_fwd_layer *L = &w->layers[l];
-		L->rms_att = m->w.rms_att + l * dim;
-		L->rms_ffn = m->w.rms_ffn + l * dim;
-		L->wq = f32_matrix(m->w.wq + l * dim * dim, c->dim, c->dim);
-		L->wk = f32_matrix(m->w.wk + l * kv * dim, (int)kv, c->dim);
-		L->wv = f32_matrix(m->w.wv + l * kv * dim, (int)kv, c->dim);
-		L->wo = f32_matrix(m->w.wo + l * dim * dim, c->dim, c->dim);
-		L->w1 = f32_matrix(m->w.w1 + l * hid * dim, c->hidden_dim, c->dim);
-		L->w2 = f32_matrix(m->w.w2 + l * dim * hid, c->dim, c->hidden_dim);
-		L->w3 = f32_matrix(m->w.w3 + l * hid * dim, c->hidden_dim, c->dim);
-	}
+	for (size_t i = 0; i < a->n_tensors; i++)
+		if (nf_arch_present(&a->tensors[i], c))
+			nf_fwd_bind(w, c, a->tensors[i].id, NF_QUANT_NONE,
+				    *nf_model_slot((nf_model *)m, a->tensors[i].id), NULL);
 	return 0;
 }
 
@@ -94,24 +152,21 @@ int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
 static int all_matrices(nf_bk_matrix ***out, size_t *n, nf_fwd_weights *w,
 			const nf_model_config *cfg)
 {
+	const nf_arch *a = nf_arch_get(cfg->arch);
 	size_t max, k = 0;
 	nf_bk_matrix **m;
-	if (!nf_size_mul(&max, (size_t)cfg->n_layers, 7) || !nf_size_add(&max, max, 2) ||
+	if (!nf_size_mul(&max, (size_t)cfg->n_layers, a->n_tensors) || !nf_size_add(&max, max, 2) ||
 	    !(m = calloc(max, sizeof *m)))
 		return nf_error_set(NF_ENOMEM, "forward: out of memory");
 	m[k++] = &w->emb;
 	if (w->cls.q8 != w->emb.q8 || w->cls.f32 != w->emb.f32)
 		m[k++] = &w->cls;
-	for (int l = 0; l < cfg->n_layers; l++) {
-		nf_fwd_layer *L = &w->layers[l];
-		m[k++] = &L->wq;
-		m[k++] = &L->wk;
-		m[k++] = &L->wv;
-		m[k++] = &L->wo;
-		m[k++] = &L->w1;
-		m[k++] = &L->w2;
-		m[k++] = &L->w3;
-	}
+	for (int l = 0; l < cfg->n_layers; l++)
+		for (size_t i = 0; i < a->n_tensors; i++) {
+			nf_bk_matrix *x = layer_matrix(&w->layers[l], a->tensors[i].id);
+			if (x)
+				m[k++] = x;
+		}
 	*out = m;
 	*n = k;
 	return 0;
@@ -189,13 +244,17 @@ static uint64_t matrix_bytes(const nf_bk_matrix *m)
 
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg)
 {
+	const nf_arch *a = nf_arch_get(cfg->arch);
 	uint64_t b = matrix_bytes(&w->cls) + 4u * (uint64_t)cfg->dim; /* + rms_final */
-	for (int l = 0; l < cfg->n_layers; l++) {
-		const nf_fwd_layer *L = &w->layers[l];
-		b += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) +
-		     matrix_bytes(&L->wo) + matrix_bytes(&L->w1) + matrix_bytes(&L->w2) +
-		     matrix_bytes(&L->w3) + 8u * (uint64_t)cfg->dim;
-	}
+	for (int l = 0; l < cfg->n_layers; l++)
+		for (size_t i = 0; i < a->n_tensors; i++) {
+			const nf_arch_tensor *t = &a->tensors[i];
+			const nf_bk_matrix *m = nf_fwd_layer_matrix(&w->layers[l], t->id);
+			if (m)
+				b += matrix_bytes(m);
+			else if (t->per_layer && nf_arch_present(t, cfg))
+				b += 4u * nf_arch_dim_value(t->rows, cfg); /* norms and biases */
+		}
 	return b;
 }
 
@@ -324,6 +383,10 @@ int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w
 		goto done;
 	f->att = zalloc((size_t)nf_pool_threads(f->pool) * (size_t)cfg->n_heads,
 			(size_t)cfg->max_seq_len * sizeof(float), &err);
+	/* once here, not a powf per pair and token */
+	f->inv_freq = zalloc((size_t)nf_model_head_size(cfg) / 2, sizeof(float), &err);
+	if (!err)
+		nf_arch_rope_inv_freq(f->inv_freq, cfg);
 	if (!err)
 		err = grow(f, 1);
 done:
@@ -342,6 +405,7 @@ void nf_fwd_free(nf_fwd *f)
 	nf_pool_free(f->pool);
 	free_buffers(f);
 	free(f->att);
+	free(f->inv_freq);
 	free(f);
 }
 
@@ -525,6 +589,19 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 			     (size_t)c->max_seq_len * (size_t)nf_model_head_size(c), att);
 }
 
+/* y += bias over n floats (no bias: nothing), with the backend's add when it has one. */
+static void add_bias(const nf_backend_ops *ops, float *y, const float *bias, int n)
+{
+	if (!bias)
+		return;
+	if (ops->add) {
+		ops->add(y, bias, n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		y[i] += bias[i];
+}
+
 /* Store a token's K and V rows of one head at element `at` of the caches. */
 static void store_kv_row(const nf_backend_ops *ops, nf_fwd_kv *kv, size_t at, const float *k,
 			 const float *v, size_t hs)
@@ -557,8 +634,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		nf_bk_row_f32(f->x + b * dim, &w->emb, tok);
 		float *cs = f->cs + b * hs;
 		for (size_t i = 0; i < hs; i += 2) {
-			float freq = 1.0f / powf(c->rope_theta, (float)i / (float)hs);
-			float val = (float)pos[b] * freq;
+			float val = (float)pos[b] * f->inv_freq[i / 2];
 			cs[i] = cosf(val);
 			cs[i + 1] = sinf(val);
 		}
@@ -577,6 +653,9 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		run_gemm(f, &qkv, f->xb, c->dim, n);
 
 		for (size_t b = 0; b < n; b++) {
+			add_bias(ops, f->q + b * dim, L->bq, c->dim);
+			add_bias(ops, f->k + b * kvd, L->bk, (int)kvd);
+			add_bias(ops, f->v + b * kvd, L->bv, (int)kvd);
 			ops->rope(f->q + b * dim, c->dim, (int)hs, f->cs + b * hs);
 			ops->rope(f->k + b * kvd, (int)kvd, (int)hs, f->cs + b * hs);
 			/* head-major cache (backend.h): head g's row at pos */
@@ -601,6 +680,8 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		nf_pool_run_chunks(f->pool, attn_chunk, &aj, (int)n * aj.hc);
 
 		gemm1(f, &L->wo, f->x, dim, 1, f->xb2, n); /* x += wo @ att */
+		for (size_t b = 0; b < n; b++)
+			add_bias(ops, f->x + b * dim, L->bo, c->dim); /* (+ bo) */
 
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_ffn, c->dim, c->norm_eps);

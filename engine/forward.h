@@ -18,6 +18,7 @@ typedef struct nf_fwd_layer {
 	const float *rms_ffn;             /* (dim) */
 	nf_bk_matrix wq, wk, wv, wo;      /* (dim|kv_dim, dim), (dim, dim) */
 	nf_bk_matrix w1, w2, w3;          /* (hidden, dim), (dim, hidden), (hidden, dim) */
+	const float *bq, *bk, *bv, *bo;   /* (dim), (kv_dim), (kv_dim), (dim); NULL when absent */
 } nf_fwd_layer;
 
 /* Borrowed weight views, except `layers` and `rowsums`, which the owner frees
@@ -32,6 +33,14 @@ typedef struct nf_fwd_weights {
 
 /* Views of a float32 nf_model (no copies); w->layers is allocated. */
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m);
+/* Point the views of table tensor id (an nf_tensor_id of cfg's
+ * architecture, engine/arch.h) at data, stacked by layer: float32, or int8
+ * with per-row scales when kind is NF_QUANT_INT8_ROW.  w->layers must hold
+ * n_layers entries.  A shared classifier is bound with the embedding. */
+void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
+		 const void *data, const float *scale);
+/* The matrix view of table tensor id in layer L (NULL: not a layer matrix). */
+const nf_bk_matrix *nf_fwd_layer_matrix(const nf_fwd_layer *L, int id);
 /* Compute rowsums for every int8 matrix (allocates w->rowsums). */
 int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg);
 /* Re-lay every matrix that can be tiled as NF_BK_TILE8 (engine/layout.h),

@@ -5,9 +5,12 @@
 #include "engine/model.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/arch.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/banned.h"
@@ -25,6 +28,8 @@ int nf_model_config_validate(const nf_model_config *cfg, const char *what)
 	int err;
 	if (!what)
 		what = "model";
+	if (!nf_arch_get(cfg->arch))
+		return nf_error_set(NF_EINPUT, "%s: unknown architecture %d", what, (int)cfg->arch);
 	if ((err = check_range(what, "dim", cfg->dim, NF_MODEL_MAX_DIM)) ||
 	    (err = check_range(what, "hidden_dim", cfg->hidden_dim, NF_MODEL_MAX_HIDDEN)) ||
 	    (err = check_range(what, "n_layers", cfg->n_layers, NF_MODEL_MAX_LAYERS)) ||
@@ -49,37 +54,39 @@ int nf_model_config_validate(const nf_model_config *cfg, const char *what)
 	if (!isfinite(cfg->rope_theta) || cfg->rope_theta <= 1.0f)
 		return nf_error_set(NF_EINPUT, "%s: rope_theta %g must be a finite number above 1",
 				    what, (double)cfg->rope_theta);
-	return 0;
+	if (cfg->sliding_window < 0 || cfg->sliding_window > NF_MODEL_MAX_SEQ)
+		return nf_error_set(NF_EINPUT, "%s: sliding_window %d is out of range (0..%d)", what,
+				    (int)cfg->sliding_window, NF_MODEL_MAX_SEQ);
+	return nf_arch_rope_validate(&cfg->rope_scaling, what);
 }
 
-/* The element count of every tensor, in llama2.c file order. */
-enum { T_EMB, T_RMS_ATT, T_WQ, T_WK, T_WV, T_WO, T_RMS_FFN, T_W1, T_W2, T_W3, T_RMS_FINAL,
-       T_WCLS, T_COUNT };
-
-static bool tensor_sizes(size_t n[T_COUNT], const nf_model_config *c)
+/* The element count of every tensor of cfg's table (0 when absent). */
+static bool tensor_sizes(size_t n[NF_T_COUNT], const nf_model_config *c)
 {
-	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
-	size_t vocab = (size_t)c->vocab_size;
-	size_t kv = (size_t)c->n_kv_heads * (size_t)(c->dim / c->n_heads);
-	return nf_size_mul(&n[T_EMB], vocab, dim) && nf_size_mul(&n[T_RMS_ATT], L, dim) &&
-	       nf_size_mul3(&n[T_WQ], L, dim, dim) && nf_size_mul3(&n[T_WK], L, kv, dim) &&
-	       nf_size_mul3(&n[T_WV], L, kv, dim) && nf_size_mul3(&n[T_WO], L, dim, dim) &&
-	       nf_size_mul(&n[T_RMS_FFN], L, dim) && nf_size_mul3(&n[T_W1], L, hid, dim) &&
-	       nf_size_mul3(&n[T_W2], L, dim, hid) && nf_size_mul3(&n[T_W3], L, hid, dim) &&
-	       (n[T_RMS_FINAL] = dim, true) &&
-	       (n[T_WCLS] = c->shared_classifier ? 0 : n[T_EMB], true);
+	const nf_arch *a = nf_arch_get(c->arch);
+	memset(n, 0, NF_T_COUNT * sizeof n[0]);
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		uint64_t e;
+		if (!nf_arch_present(t, c))
+			continue;
+		if (!nf_arch_elems(&e, t, c) || e > SIZE_MAX)
+			return false;
+		n[t->id] = (size_t)e;
+	}
+	return true;
 }
 
 int nf_model_param_count(size_t *out, const nf_model_config *cfg)
 {
-	size_t n[T_COUNT], total = 0;
+	size_t n[NF_T_COUNT], total = 0;
 	*out = 0;
 	if (cfg->dim <= 0 || cfg->n_heads <= 0 || cfg->hidden_dim <= 0 || cfg->n_layers <= 0 ||
-	    cfg->n_kv_heads <= 0 || cfg->vocab_size <= 0)
+	    cfg->n_kv_heads <= 0 || cfg->vocab_size <= 0 || !nf_arch_get(cfg->arch))
 		return nf_error_set(NF_EINPUT, "model: config has a non-positive size");
 	if (!tensor_sizes(n, cfg))
 		goto overflow;
-	for (int i = 0; i < T_COUNT; i++)
+	for (int i = 0; i < NF_T_COUNT; i++)
 		if (!nf_size_add(&total, total, n[i]))
 			goto overflow;
 	*out = total;
@@ -88,12 +95,39 @@ overflow:
 	return nf_error_set(NF_EINPUT, "model: parameter count overflows");
 }
 
+float **nf_model_slot(nf_model *m, int id)
+{
+	/* the one map from a table's tensor ids to nf_model_weights' fields */
+	static const size_t off[NF_T_COUNT] = {
+		[NF_T_EMB] = offsetof(nf_model_weights, token_embedding),
+		[NF_T_RMS_ATT] = offsetof(nf_model_weights, rms_att),
+		[NF_T_WQ] = offsetof(nf_model_weights, wq),
+		[NF_T_BQ] = offsetof(nf_model_weights, bq),
+		[NF_T_WK] = offsetof(nf_model_weights, wk),
+		[NF_T_BK] = offsetof(nf_model_weights, bk),
+		[NF_T_WV] = offsetof(nf_model_weights, wv),
+		[NF_T_BV] = offsetof(nf_model_weights, bv),
+		[NF_T_WO] = offsetof(nf_model_weights, wo),
+		[NF_T_BO] = offsetof(nf_model_weights, bo),
+		[NF_T_RMS_FFN] = offsetof(nf_model_weights, rms_ffn),
+		[NF_T_W1] = offsetof(nf_model_weights, w1),
+		[NF_T_W2] = offsetof(nf_model_weights, w2),
+		[NF_T_W3] = offsetof(nf_model_weights, w3),
+		[NF_T_RMS_FINAL] = offsetof(nf_model_weights, rms_final),
+		[NF_T_WCLS] = offsetof(nf_model_weights, wcls),
+	};
+	if (id < 0 || id >= NF_T_COUNT)
+		return NULL;
+	return (float **)((char *)&m->w + off[id]);
+}
+
 int nf_model_alloc(nf_model **out, const nf_model_config *cfg)
 {
 	int err = 0;
 	nf_model *m = NULL;
-	size_t n[T_COUNT], total, bytes;
-	float *p, **slot[T_COUNT];
+	size_t n[NF_T_COUNT], total, bytes;
+	const nf_arch *a;
+	float *p;
 
 	*out = NULL;
 	if ((err = nf_model_config_validate(cfg, "model")))
@@ -112,22 +146,14 @@ int nf_model_alloc(nf_model **out, const nf_model_config *cfg)
 	}
 	m->cfg = *cfg;
 	m->mem_len = bytes;
-	slot[T_EMB] = &m->w.token_embedding;
-	slot[T_RMS_ATT] = &m->w.rms_att;
-	slot[T_WQ] = &m->w.wq;
-	slot[T_WK] = &m->w.wk;
-	slot[T_WV] = &m->w.wv;
-	slot[T_WO] = &m->w.wo;
-	slot[T_RMS_FFN] = &m->w.rms_ffn;
-	slot[T_W1] = &m->w.w1;
-	slot[T_W2] = &m->w.w2;
-	slot[T_W3] = &m->w.w3;
-	slot[T_RMS_FINAL] = &m->w.rms_final;
-	slot[T_WCLS] = &m->w.wcls;
+	a = nf_arch_get(cfg->arch);
 	p = m->mem;
-	for (int i = 0; i < T_COUNT; i++) {
-		*slot[i] = p;
-		p += n[i];
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		if (!nf_arch_present(t, cfg))
+			continue;
+		*nf_model_slot(m, t->id) = p;
+		p += n[t->id];
 	}
 	if (cfg->shared_classifier)
 		m->w.wcls = m->w.token_embedding;

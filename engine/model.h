@@ -1,8 +1,12 @@
 /*
  * model.h - a Llama-family model held in memory as float32, in llama2.c's
  * layout: per-layer tensors stacked along a leading layer axis, matrices
- * row-major (out, in) so that y = W x.  Every checkpoint loader produces one
- * of these; quantization and engine writing consume it.
+ * row-major (out, in) so that y = W x, q and k rows (and their biases) in
+ * the interleaved-pair order that RoPE rotates as (2i, 2i+1) (llama2.c and
+ * GGUF llama; HF checkpoints are permuted on load).  Every checkpoint loader
+ * produces one of these; quantization and engine writing consume it.  Which
+ * tensors exist and their shapes come from the architecture's table
+ * (engine/arch.h).
  */
 #ifndef NF_ENGINE_MODEL_H
 #define NF_ENGINE_MODEL_H
@@ -19,7 +23,30 @@
 #define NF_MODEL_MAX_VOCAB (1 << 20)
 #define NF_MODEL_MAX_SEQ (1 << 20)
 
+/* The architectures (engine/arch.h has each one's tensor table and names). */
+typedef enum nf_arch_id {
+	NF_ARCH_LLAMA,   /* also every llama2.c checkpoint */
+	NF_ARCH_MISTRAL, /* Llama's layout; sliding window (see sliding_window) */
+	NF_ARCH_QWEN2,   /* q, k and v biases */
+	NF_ARCH_COUNT
+} nf_arch_id;
+
+/* RoPE frequency scaling (HF config.json "rope_scaling"). */
+typedef enum nf_rope_type {
+	NF_ROPE_DEFAULT, /* inv_freq[i] = theta^(-2i / head_size) */
+	NF_ROPE_LLAMA3,  /* Llama 3.1: long wavelengths divided by factor, smoothed between */
+} nf_rope_type;
+
+typedef struct nf_rope_scaling {
+	nf_rope_type type;
+	float factor;             /* llama3: > 0 */
+	float low_freq_factor;    /* llama3: > 0 */
+	float high_freq_factor;   /* llama3: > low_freq_factor */
+	int32_t original_max_pos; /* llama3: original_max_position_embeddings, > 0 */
+} nf_rope_scaling;
+
 typedef struct nf_model_config {
+	nf_arch_id arch;     /* NF_ARCH_LLAMA (0) unless a loader says otherwise */
 	int32_t dim;         /* model width */
 	int32_t hidden_dim;  /* SwiGLU inner width */
 	int32_t n_layers;
@@ -30,6 +57,16 @@ typedef struct nf_model_config {
 	float norm_eps;      /* RMSNorm epsilon, 1e-5 for llama2.c checkpoints */
 	float rope_theta;    /* 10000 for llama2.c checkpoints */
 	bool shared_classifier; /* wcls is the token embedding */
+	/* Llama's attention_bias: q, k, v and o projections have biases.  Qwen2
+	 * has q, k and v biases whatever this says (its table); Mistral none. */
+	bool attention_bias;
+	nf_rope_scaling rope_scaling;
+	/* The checkpoint's sliding attention window (0: none).  Not applied:
+	 * loaders cap max_seq_len to it, so full attention over the context is
+	 * exactly windowed attention; kept so that writers can record it. */
+	int32_t sliding_window;
+	/* There is no head_size field: it is dim / n_heads (nf_model_head_size);
+	 * a checkpoint whose head_dim differs is refused. */
 } nf_model_config;
 
 typedef struct nf_model_weights {
@@ -45,6 +82,10 @@ typedef struct nf_model_weights {
 	float *w3;              /* (layer, hidden, dim) up */
 	float *rms_final;       /* (dim) */
 	float *wcls;            /* (vocab, dim); == token_embedding when shared */
+	float *bq;              /* (layer, dim) or NULL: q bias, interleaved like wq's rows */
+	float *bk;              /* (layer, kv_dim) or NULL */
+	float *bv;              /* (layer, kv_dim) or NULL */
+	float *bo;              /* (layer, dim) or NULL */
 } nf_model_weights;
 
 typedef struct nf_model {
@@ -55,7 +96,8 @@ typedef struct nf_model {
 } nf_model;
 
 /* Check a config for consistency and bounds (dim % n_heads == 0, n_heads %
- * n_kv_heads == 0, all within the NF_MODEL_MAX_* limits).  NF_EINPUT with a
+ * n_kv_heads == 0, all within the NF_MODEL_MAX_* limits, a known arch, rope
+ * scaling parameters the formula can use).  NF_EINPUT with a
  * message naming the offending field; `what` (file name) prefixes it. */
 int nf_model_config_validate(const nf_model_config *cfg, const char *what);
 
@@ -65,12 +107,18 @@ static inline int32_t nf_model_kv_dim(const nf_model_config *c)
 	return c->n_kv_heads * (c->dim / c->n_heads);
 }
 
-/* Number of float32 parameters (wcls counted once when shared); overflow-checked. */
+/* Number of float32 parameters (wcls counted once when shared, biases only
+ * where the architecture has them); overflow-checked. */
 int nf_model_param_count(size_t *out, const nf_model_config *cfg);
 
 /* Allocate a zeroed model for cfg with every tensor pointer carved from one
- * block (wcls aliases token_embedding when shared).  Caller owns *out. */
+ * block, in the order of the architecture's table (wcls aliases
+ * token_embedding when shared; absent tensors are NULL).  Caller owns *out. */
 int nf_model_alloc(nf_model **out, const nf_model_config *cfg);
+
+/* The slot of tensor `id` (an nf_arch_tensor id) in m->w, or NULL for an id
+ * out of range. */
+float **nf_model_slot(nf_model *m, int id);
 
 /* Free a model; NULL is fine. */
 void nf_model_free(nf_model *m);

@@ -1,9 +1,12 @@
 /*
- * reference.c - the float32 reference forward pass (llama2.c's, with GQA):
+ * reference.c - the float32 reference forward pass (llama2.c's, with GQA,
+ * the q/k/v/o biases of architectures that have them and scaled RoPE):
  * plain C, one token at a time, straight from nf_model.  Every buffer is
  * allocated in nf_ref_state_new; nf_ref_forward never allocates.
  */
 #include "engine/reference.h"
+
+#include "engine/arch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +27,17 @@ struct nf_ref_state {
 	float *logits; /* (vocab) */
 	float *kcache; /* (layer, seq, kv_dim) */
 	float *vcache; /* (layer, seq, kv_dim) */
+	float *inv_freq; /* (head_size / 2) RoPE inverse frequencies, scaled */
 };
+
+/* x (n) += the bias of layer l, when the model has one ((layer, n) floats). */
+static void add_bias(float *x, const float *bias, size_t l, int n)
+{
+	if (!bias)
+		return;
+	for (int i = 0; i < n; i++)
+		x[i] += bias[l * (size_t)n + (size_t)i];
+}
 
 static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 {
@@ -77,6 +90,7 @@ void nf_ref_state_free(nf_ref_state *s)
 	free(s->logits);
 	free(s->kcache);
 	free(s->vcache);
+	free(s->inv_freq);
 	free(s);
 }
 
@@ -116,6 +130,9 @@ int nf_ref_state_new(nf_ref_state **out, const nf_model *m)
 	s->logits = alloc_floats((size_t)c->vocab_size, &err);
 	s->kcache = alloc_floats(cache, &err);
 	s->vcache = alloc_floats(cache, &err);
+	s->inv_freq = alloc_floats((size_t)nf_model_head_size(c) / 2, &err);
+	if (!err)
+		nf_arch_rope_inv_freq(s->inv_freq, c);
 	if (err) {
 		nf_ref_state_free(s);
 		return err;
@@ -156,12 +173,14 @@ const float *nf_ref_forward(nf_ref_state *s, int token, int pos)
 		matmul(s->q, s->xb, w->wq + L * (size_t)dim * (size_t)dim, dim, dim);
 		matmul(k, s->xb, w->wk + L * (size_t)kv_dim * (size_t)dim, dim, kv_dim);
 		matmul(v, s->xb, w->wv + L * (size_t)kv_dim * (size_t)dim, dim, kv_dim);
+		add_bias(s->q, w->bq, L, dim);
+		add_bias(k, w->bk, L, kv_dim);
+		add_bias(v, w->bv, L, kv_dim);
 
 		/* RoPE on interleaved pairs within each head */
 		for (int i = 0; i < dim; i += 2) {
 			int hd = i % head_size;
-			float freq = 1.0f / powf(p->rope_theta, (float)hd / (float)head_size);
-			float val = (float)pos * freq;
+			float val = (float)pos * s->inv_freq[hd / 2];
 			float fcr = cosf(val), fci = sinf(val);
 			int rotn = i < kv_dim ? 2 : 1;
 			for (int r = 0; r < rotn; r++) {
@@ -199,6 +218,7 @@ const float *nf_ref_forward(nf_ref_state *s, int token, int pos)
 		matmul(s->xb2, s->xb, w->wo + L * (size_t)dim * (size_t)dim, dim, dim);
 		for (int i = 0; i < dim; i++)
 			x[i] += s->xb2[i];
+		add_bias(x, w->bo, L, dim); /* after, as the engine adds it */
 
 		/* SwiGLU feed-forward: w2 (silu(w1 x) * w3 x) */
 		rmsnorm(s->xb, x, w->rms_ffn + L * (size_t)dim, dim, p->norm_eps);

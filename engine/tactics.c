@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/arch.h"
 #include "engine/cpu/cpu.h"
 #include "engine/layout.h"
 #include "util/error.h"
@@ -229,25 +230,21 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 	char *text = NULL;
 	timer tm = {0};
 
-	/* distinct (rows, cols, kind) in model order */
+	/* distinct (rows, cols, kind) in model order: the classifier, then the
+	 * layers' matrices in their table's order */
+	const nf_arch *a = nf_arch_get(cfg->arch);
 	for (int l = -1; l < cfg->n_layers; l++) {
-		const nf_bk_matrix *cand[7];
-		int nc = 0;
-		if (l < 0) {
-			cand[nc++] = &w->cls;
-		} else {
-			const nf_fwd_layer *L = &w->layers[l];
-			cand[nc++] = &L->wq, cand[nc++] = &L->wk, cand[nc++] = &L->wv;
-			cand[nc++] = &L->wo, cand[nc++] = &L->w1, cand[nc++] = &L->w2;
-			cand[nc++] = &L->w3;
-		}
-		for (int i = 0; i < nc; i++) {
+		for (size_t i = 0; i < (l < 0 ? 1 : a->n_tensors); i++) {
+			const nf_bk_matrix *m = l < 0 ? &w->cls
+						      : nf_fwd_layer_matrix(&w->layers[l], a->tensors[i].id);
 			int seen = 0;
+			if (!m)
+				continue;
 			for (int j = 0; j < n; j++)
-				seen |= shapes[j]->rows == cand[i]->rows &&
-					shapes[j]->cols == cand[i]->cols && shapes[j]->kind == cand[i]->kind;
+				seen |= shapes[j]->rows == m->rows && shapes[j]->cols == m->cols &&
+					shapes[j]->kind == m->kind;
 			if (!seen && n < MAX_SHAPES)
-				shapes[n++] = cand[i];
+				shapes[n++] = m;
 		}
 	}
 

@@ -13,6 +13,7 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "cmd/nimfactory/registry_cli.h"
+#include "engine/arch.h"
 #include "engine/engine.h"
 #include "images/inspect.h"
 #include "util/error.h"
@@ -50,8 +51,8 @@ static int inspect_engine(const char *dir, int as_json)
 	const json_t *prov = json_object_get(cfg, "provenance");
 	const json_t *quant = json_object_get(cfg, "quantization");
 	printf("engine      %s\n", dir);
-	printf("model       llama: dim %d, hidden %d, %d layers, %d heads (%d kv), vocab %d, context %d\n",
-	       c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size,
+	printf("model       %s: dim %d, hidden %d, %d layers, %d heads (%d kv), vocab %d, context %d\n",
+	       nf_arch_get(c->arch)->name, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size,
 	       c->max_seq_len);
 	printf("precision   %s", nf_precision_name(nf_engine_precision(e)));
 	if (json_is_object(quant))

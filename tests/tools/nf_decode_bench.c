@@ -83,7 +83,9 @@ static int write_tokenizer(const char *path, int n)
 
 static int synthetic(const char *dir, int argc, char **argv)
 {
-	nf_model_config c = {768, 2048, 12, 12, 12, 32000, 1024, 1e-5f, 10000.0f, true};
+	nf_model_config c = {.dim = 768, .hidden_dim = 2048, .n_layers = 12, .n_heads = 12,
+			     .n_kv_heads = 12, .vocab_size = 32000, .max_seq_len = 1024,
+			     .norm_eps = 1e-5f, .rope_theta = 10000.0f, .shared_classifier = true};
 	nf_engine_build_opts o = {0};
 	nf_model *m = NULL;
 	char *tok = NULL;

@@ -400,12 +400,14 @@ static void hf_cases(void)
 	{
 		static const char *s = CFG(", \"rope_scaling\": {\"type\": \"linear\"}");
 		REFUSED(nf_ckpt_hf_config_parse(&c, s, strlen(s), "c.json"), NF_EUNSUPPORTED,
-			"c.json: \"rope_scaling\" is not supported", "config.json rope_scaling");
+			"c.json: rope_scaling \"linear\" is not supported (default, llama3)",
+			"config.json rope_scaling linear");
 	}
 	{
 		static const char *s = CFG(", \"architectures\": [\"GPT2LMHeadModel\"]");
 		REFUSED(nf_ckpt_hf_config_parse(&c, s, strlen(s), "c.json"), NF_EUNSUPPORTED,
-			"c.json: \"architectures\" does not name LlamaForCausalLM", "config.json other arch");
+			"c.json: \"architectures\" names none of LlamaForCausalLM, MistralForCausalLM, "
+			"Qwen2ForCausalLM", "config.json other arch");
 	}
 #undef CFG
 	nf_model_free(m);
