@@ -278,3 +278,23 @@ int nf_arch_gguf_rope_type(nf_model_config *c, const char *s, size_t len, const 
 	return nf_error_set(NF_EINPUT, "%s: unknown rope scaling type \"%.*s\"", what,
 			    (int)(len > 64 ? 64 : len), s);
 }
+
+int nf_arch_rope_heads(const nf_arch_tensor *t, const nf_model_config *c)
+{
+	return t->rope == NF_R_Q ? c->n_heads : t->rope == NF_R_KV ? c->n_kv_heads : 0;
+}
+
+void nf_arch_permute_rows(float *dst, const float *src, int heads, int hs, int cols, bool to_hf)
+{
+	int half = hs / 2;
+	for (int h = 0; h < heads; h++)
+		for (int j = 0; j < 2; j++)
+			for (int i = 0; i < half; i++) {
+				size_t hf = (size_t)(h * hs + j * half + i) * (size_t)cols;
+				size_t l2 = (size_t)(h * hs + 2 * i + j) * (size_t)cols;
+				if (to_hf)
+					memcpy(dst + hf, src + l2, (size_t)cols * sizeof(float));
+				else
+					memcpy(dst + l2, src + hf, (size_t)cols * sizeof(float));
+			}
+}

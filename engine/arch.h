@@ -165,4 +165,10 @@ int nf_arch_gguf_set(nf_model_config *c, const nf_arch_gguf_key *k, double v, co
  * stores Llama 3 scaling as a rope_freqs tensor, not as a type). */
 int nf_arch_gguf_rope_type(nf_model_config *c, const char *s, size_t len, const char *what);
 
+/* The heads whose rows a rotate-half copy permutes in tensor t (0: none). */
+int nf_arch_rope_heads(const nf_arch_tensor *t, const nf_model_config *c);
+/* Rotate-half (HF; GGUF for qwen2) rows -> interleaved rows, per head of hs
+ * rows of cols floats; or back when to_hf.  dst and src must not overlap. */
+void nf_arch_permute_rows(float *dst, const float *src, int heads, int hs, int cols, bool to_hf);
+
 #endif

@@ -20,12 +20,14 @@
 #include "engine/safetensors.h"
 
 typedef enum nf_ckpt_format {
-	NF_CKPT_AUTO,    /* a directory is hf; a .safetensors file is hf; else llama2.c */
+	NF_CKPT_AUTO,    /* a directory is hf; a .safetensors file is hf; a file that starts
+			    with "GGUF" is gguf; else llama2.c */
 	NF_CKPT_LLAMA2C,
 	NF_CKPT_HF,
+	NF_CKPT_GGUF,
 } nf_ckpt_format;
 
-/* Parse "auto" | "llama2c" | "hf"; NF_EINPUT otherwise. */
+/* Parse "auto" | "llama2c" | "hf" | "gguf"; NF_EINPUT otherwise. */
 int nf_ckpt_format_parse(nf_ckpt_format *out, const char *name);
 
 /* Load a checkpoint.  Every inconsistency (truncated, oversized, header dims
@@ -47,6 +49,11 @@ int nf_ckpt_load_llama2c(nf_model **out, const char *path);
 /* path: a folder, a .safetensors file (config.json beside it) or a
  * model.safetensors.index.json file. */
 int nf_ckpt_load_hf(nf_model **out, const char *path);
+/* A GGUF v2/v3 file (llama, qwen2 architectures; every tensor type of
+ * engine/gguf.h dequantized to float32; q/k in the interleaved order). */
+int nf_ckpt_load_gguf(nf_model **out, const char *path);
+/* The format nf_ckpt_load would pick for path under NF_CKPT_AUTO. */
+nf_ckpt_format nf_ckpt_sniff(const char *path);
 
 /* Parse a Hugging Face config.json (len bytes, need not be NUL-terminated)
  * into *out and validate it; `what` names it in messages.  model_type /

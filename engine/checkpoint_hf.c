@@ -396,22 +396,6 @@ static int load_tensor(hf_src *s, float *dst, const char *name, uint64_t rows, u
 	return 0;
 }
 
-/* HF (rotate-half) rows -> llama2.c (interleaved) rows, per head; or back. */
-static void permute_rows(float *dst, const float *src, int heads, int hs, int cols, bool to_hf)
-{
-	int half = hs / 2;
-	for (int h = 0; h < heads; h++)
-		for (int j = 0; j < 2; j++)
-			for (int i = 0; i < half; i++) {
-				size_t hf = (size_t)(h * hs + j * half + i) * (size_t)cols;
-				size_t l2 = (size_t)(h * hs + 2 * i + j) * (size_t)cols;
-				if (to_hf)
-					memcpy(dst + hf, src + l2, (size_t)cols * sizeof(float));
-				else
-					memcpy(dst + l2, src + hf, (size_t)cols * sizeof(float));
-			}
-}
-
 static char *dirname_of(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -464,12 +448,6 @@ static uint64_t hf_cols(const nf_arch_tensor *t, const nf_model_config *c)
 	return t->cols == NF_D_NONE ? 0 : nf_arch_dim_value(t->cols, c);
 }
 
-/* The heads whose rows HF permutes in tensor t (0: not permuted). */
-static int rope_heads(const nf_arch_tensor *t, const nf_model_config *c)
-{
-	return t->rope == NF_R_Q ? c->n_heads : t->rope == NF_R_KV ? c->n_kv_heads : 0;
-}
-
 /* Every tensor of m's table from the checkpoint, q and k rows (and biases)
  * un-permuted to the interleaved order. */
 static int load_tensors(hf_src *s, nf_model *m)
@@ -485,7 +463,7 @@ static int load_tensors(hf_src *s, nf_model *m)
 		const nf_arch_tensor *t = &a->tensors[i];
 		uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
 		uint64_t slice = rows * (cols ? cols : 1);
-		int heads = rope_heads(t, c), layers = t->per_layer ? c->n_layers : 1;
+		int heads = nf_arch_rope_heads(t, c), layers = t->per_layer ? c->n_layers : 1;
 		if (!nf_arch_present(t, c))
 			continue;
 		for (int l = 0; l < layers; l++) {
@@ -494,7 +472,7 @@ static int load_tensors(hf_src *s, nf_model *m)
 			    (err = load_tensor(s, heads ? s->tmp : dst, name, rows, cols)))
 				return err;
 			if (heads)
-				permute_rows(dst, s->tmp, heads, nf_model_head_size(c),
+				nf_arch_permute_rows(dst, s->tmp, heads, nf_model_head_size(c),
 					     cols ? (int)cols : 1, false);
 		}
 	}
@@ -741,12 +719,12 @@ static int put_slice(hf_out *o, const nf_model *m, const nf_arch_tensor *t, int 
 	const nf_model_config *c = &m->cfg;
 	uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
 	const float *src = *nf_model_slot((nf_model *)m, t->id) + (size_t)l * rows * (cols ? cols : 1);
-	int heads = rope_heads(t, c), err;
+	int heads = nf_arch_rope_heads(t, c), err;
 	char name[256];
 	if ((err = nf_arch_format_name(name, sizeof name, t->hf, l)))
 		return err;
 	if (heads) {
-		permute_rows(o->perm, src, heads, nf_model_head_size(c), cols ? (int)cols : 1, true);
+		nf_arch_permute_rows(o->perm, src, heads, nf_model_head_size(c), cols ? (int)cols : 1, true);
 		src = o->perm;
 	}
 	return put_tensor(o, name, src, rows, cols);
