@@ -261,8 +261,9 @@ static int check_tensor(const char *name, uint32_t type, int n_dims, const uint6
 	if (n_dims < 1 || n_dims > NF_GGUF_MAX_DIMS)
 		return nf_error_set(NF_EINTERNAL, "gguf writer: %s: %d dims", name, n_dims);
 	for (int d = 0; d < n_dims; d++)
-		if (!nf_u64_mul(&n, n, ne[d]))
-			return nf_error_set(NF_EINTERNAL, "gguf writer: %s: dims overflow", name);
+		if (ne[d] == 0 || !nf_u64_mul(&n, n, ne[d]))
+			return nf_error_set(NF_EINTERNAL, "gguf writer: %s: dim %d is 0 or overflows",
+					    name, d);
 	if (nf_ggml_row_bytes(&want, type, n) || want != n_bytes || n_bytes > SIZE_MAX / 2)
 		return nf_error_set(NF_EINTERNAL, "gguf writer: %s: %llu bytes do not fit its type "
 				    "and dims", name, (unsigned long long)n_bytes);

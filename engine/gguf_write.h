@@ -52,7 +52,7 @@ int nf_gguf_writer_add_raw(nf_gguf_writer *w, const char *key, uint32_t type, co
 
 /* ---- tensors ---- */
 
-/* A tensor of a type this reader knows; ne has n_dims entries (1..4) and
+/* A tensor of a type this reader knows; ne has n_dims entries (1..4, each > 0) and
  * n_bytes must be what type and dims need.  data is copied. */
 int nf_gguf_writer_add_tensor(nf_gguf_writer *w, const char *name, nf_ggml_type type, int n_dims,
 			      const uint64_t *ne, const void *data, uint64_t n_bytes);

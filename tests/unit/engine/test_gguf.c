@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
@@ -236,6 +237,65 @@ static void test_round_trip(uint32_t version)
 	nf_gguf_free(g);
 	free(copy);
 	free(p);
+}
+
+/* The file API: a written file opens mapped; a lie in it is named by path;
+ * a missing file and a folder are refused as such. */
+static void test_files(void)
+{
+	char dir[] = "/tmp/nf_test_gguf_XXXXXX", path[64];
+	nf_gguf_writer *w;
+	nf_gguf *g = NULL;
+	uint64_t ne = 32;
+	uint8_t q[34] = {0};
+	uint32_t v = 0;
+
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/x.gguf", dir);
+	nf_gguf_writer_new(&w);
+	nf_gguf_writer_add_u32(w, "general.alignment", 64);
+	nf_gguf_writer_add_tensor(w, "a", NF_GGML_Q8_0, 1, &ne, q, 34);
+	nf_gguf_writer_add_tensor(w, "b", NF_GGML_Q8_0, 1, &ne, q, 34);
+	is_int(nf_gguf_writer_write(w, path), 0, "writer writes a file");
+	nf_gguf_writer_free(w);
+	ok(nf_gguf_open(&g, path) == 0 && nf_gguf_get_u32(g, "general.alignment", &v) == 0 && v == 64,
+	   "it opens mapped, alignment 64");
+	ok(g && nf_gguf_tensor_at(g, 1)->offset % 64 == 0 &&
+	   nf_gguf_tensor_at(g, 1)->offset == nf_gguf_tensor_at(g, 0)->offset + 64,
+	   "tensors placed at multiples of 64");
+	is_str(g ? nf_gguf_path(g) : NULL, path, "path kept for messages");
+	nf_gguf_free(g);
+	g = NULL;
+	snprintf(path, sizeof(path), "%s/missing.gguf", dir);
+	is_int(nf_gguf_open(&g, path), NF_ENOTFOUND, "missing file");
+	ok(!g && strstr(nf_error_last(), "missing.gguf"), "message names it");
+	is_int(nf_gguf_open(&g, dir), NF_EIO, "a folder is refused");
+	snprintf(path, sizeof(path), "%s/x.gguf", dir);
+	remove(path);
+	rmdir(dir);
+}
+
+/* The writer refuses what would make a file it cannot describe honestly. */
+static void test_writer_refuses(void)
+{
+	nf_gguf_writer *w;
+	uint64_t ne[2] = {32, 2}, zero = 0;
+	uint8_t q[68] = {0};
+	uint32_t v = 1;
+
+	nf_gguf_writer_new(&w);
+	ok(nf_gguf_writer_add_tensor(w, "a", NF_GGML_Q8_0, 2, ne, q, 34) < 0, "bytes that do not fit the dims");
+	ok(nf_gguf_writer_add_tensor(w, "a", (nf_ggml_type)10, 2, ne, q, 68) < 0, "unknown type");
+	ok(nf_gguf_writer_add_tensor(w, "a", NF_GGML_Q8_0, 0, ne, q, 0) < 0, "0 dims");
+	ok(nf_gguf_writer_add_tensor(w, "", NF_GGML_Q8_0, 2, ne, q, 68) < 0, "empty name");
+	ok(nf_gguf_writer_add_tensor(w, "a", NF_GGML_Q8_0, 1, &zero, q, 0) < 0, "a dim of 0");
+	is_int(nf_gguf_writer_add_tensor(w, "a", NF_GGML_Q8_0, 2, ne, q, 68), 0, "a good tensor");
+	ok(nf_gguf_writer_add_scalar(w, "s", NF_GGUF_STRING, &v) < 0, "a string is no scalar");
+	ok(nf_gguf_writer_add_array(w, "s", NF_GGUF_ARRAY, &v, 1) < 0, "no numeric array of arrays");
+	nf_gguf_writer_free(w);
 }
 
 /* --------------------------------------------------------------- lies */
@@ -806,6 +866,8 @@ int main(void)
 {
 	test_round_trip(3);
 	test_round_trip(2);
+	test_files();
+	test_writer_refuses();
 	test_header_lies();
 	test_value_lies();
 	test_nested();
