@@ -588,8 +588,8 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 		goto done;
 	}
 	cfg = nf_engine_config(srv->engine);
-	if (nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len, true,
-				false, &tokens, &n_tokens) < 0) {
+	if (nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len,
+				NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, &tokens, &n_tokens) < 0) {
 		ret = fail(c, srv, ep, 400, "invalid_request_error", NULL, "cannot tokenize the prompt: %s",
 			   nf_error_last());
 		goto done;
