@@ -94,8 +94,10 @@ static int compile(tok_pre *p, const char *src, uint32_t opts, const char *what)
 {
 	int code;
 	PCRE2_SIZE at;
+	/* PCRE2 refuses UCP beside LITERAL, where it would mean nothing anyway */
+	uint32_t ucp = opts & PCRE2_LITERAL ? 0 : PCRE2_UCP;
 	pcre2_code *re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED,
-				       PCRE2_UTF | PCRE2_UCP | opts, &code, &at, NULL);
+				       PCRE2_UTF | ucp | opts, &code, &at, NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(code, msg, sizeof(msg));
@@ -254,6 +256,8 @@ typedef struct splitter {
 static int piece(splitter *sp, size_t s, size_t e, bool is_match)
 {
 	int err = 0;
+	if (s >= e)
+		return 0; /* Hugging Face makes no piece of an empty gap: it changes no state */
 	switch (sp->behavior) {
 	case SPLIT_REMOVED:
 		return is_match ? 0 : spans_push(sp->out, s, e);
