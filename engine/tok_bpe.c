@@ -115,11 +115,8 @@ static void heap_push(heap *h, merge m)
 	}
 }
 
-static merge heap_pop(heap *h)
+static void sift_down(heap *h, size_t i)
 {
-	merge top = h->a[0];
-	size_t i = 0;
-	h->a[0] = h->a[--h->n];
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, best = i;
 		if (l < h->n && merge_before(&h->a[l], &h->a[best]))
@@ -133,7 +130,21 @@ static merge heap_pop(heap *h)
 		h->a[best] = tmp;
 		i = best;
 	}
+}
+
+static merge heap_pop(heap *h)
+{
+	merge top = h->a[0];
+	h->a[0] = h->a[--h->n];
+	sift_down(h, 0);
 	return top;
+}
+
+/* Order entries appended without sifting: O(n) instead of n pushes. */
+static void heap_build(heap *h)
+{
+	for (size_t i = h->n / 2; i-- > 0;)
+		sift_down(h, i);
 }
 
 void tok_work_release(tok_work *w)
@@ -179,13 +190,21 @@ int tok_work_reserve(tok_work *w, size_t n, size_t max_len)
 
 /* Queue the merge of symbols a and b: by rank when the tokenizer has a merge
  * list, else by the score of their concatenation when that is a token. */
-static void try_pair(const nf_tokenizer *t, tok_work *w, heap *h, int a, int b)
+static void queue(heap *h, merge m, bool sift)
+{
+	if (sift)
+		heap_push(h, m);
+	else
+		h->a[h->n++] = m;
+}
+
+static void try_pair(const nf_tokenizer *t, tok_work *w, heap *h, int a, int b, bool sift)
 {
 	int x = w->ids[a], y = w->ids[b], id;
 	if (!t->scores) {
 		const tok_pair *p = tok_pair_find(t, x, y);
 		if (p)
-			heap_push(h, (merge){-(double)p->rank, a, b, x, y, p->id});
+			queue(h, (merge){-(double)p->rank, a, b, x, y, p->id}, sift);
 		return;
 	}
 	size_t lx = t->len[x], ly = t->len[y];
@@ -195,7 +214,7 @@ static void try_pair(const nf_tokenizer *t, tok_work *w, heap *h, int a, int b)
 	memcpy(w->buf + lx, t->tok[y], ly);
 	id = tok_lookup(t, w->buf, lx + ly);
 	if (id >= 0)
-		heap_push(h, (merge){t->scores[id], a, b, x, y, id});
+		queue(h, (merge){t->scores[id], a, b, x, y, id}, sift);
 }
 
 int tok_merge_emit(const nf_tokenizer *t, tok_work *w, size_t n, tok_ids *out)
@@ -207,7 +226,8 @@ int tok_merge_emit(const nf_tokenizer *t, tok_work *w, size_t n, tok_ids *out)
 		w->prev[i] = (int)i - 1;
 	}
 	for (size_t i = 0; i + 1 < n; i++)
-		try_pair(t, w, &h, (int)i, (int)i + 1);
+		try_pair(t, w, &h, (int)i, (int)i + 1, false);
+	heap_build(&h);
 	while (h.n > 0) {
 		merge m = heap_pop(&h);
 		/* stale: a side was merged away or changed since this was queued */
@@ -220,9 +240,9 @@ int tok_merge_emit(const nf_tokenizer *t, tok_work *w, size_t n, tok_ids *out)
 		if (w->next[m.left] >= 0)
 			w->prev[w->next[m.left]] = m.left;
 		if (w->prev[m.left] >= 0)
-			try_pair(t, w, &h, w->prev[m.left], m.left);
+			try_pair(t, w, &h, w->prev[m.left], m.left, true);
 		if (w->next[m.left] >= 0)
-			try_pair(t, w, &h, m.left, w->next[m.left]);
+			try_pair(t, w, &h, m.left, w->next[m.left], true);
 	}
 	for (int i = n ? 0 : -1; i >= 0; i = w->next[i])
 		if ((err = tok_ids_push(out, w->ids[i])))

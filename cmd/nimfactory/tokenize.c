@@ -23,12 +23,13 @@
 
 #define MAX_INPUT (64u << 20) /* bound on --file */
 
+/* One line each: bad input is one line on stderr. */
 static const char tokenize_usage[] =
-	"usage: nimfactory tokenize ENGINE_DIR|OUT|HF_DIR [--profile P] (--text TEXT|--file F)\n"
-	"                           [--json] [--no-special]\n";
+	"usage: nimfactory tokenize ENGINE_DIR|OUT|HF_DIR [--profile P] (--text TEXT|--file F) "
+	"[--json] [--no-special]\n";
 static const char detokenize_usage[] =
-	"usage: nimfactory detokenize ENGINE_DIR|OUT|HF_DIR [--profile P]\n"
-	"                             (--ids \"1 2 3\"|--file F|--json '[1,2,3]') [--special]\n";
+	"usage: nimfactory detokenize ENGINE_DIR|OUT|HF_DIR [--profile P] "
+	"(--ids \"1 2 3\"|--file F|--json '[1,2,3]') [--special]\n";
 
 /* A folder holding a tokenizer as it is, else the engine folder of a build output. */
 static int open_tokenizer(nf_tokenizer **out, const char *path, const char *profile)

@@ -241,6 +241,40 @@ def writer_check(name, src, tok):
         "%s: our tokenizer_config.json names the BOS token and add_bos_token" % name, cfg)
 
 
+def one_line_exit2(args, name):
+    rc, out, err = run(args)
+    tap(rc == 2 and out == b"" and err.count("\n") == 1, "%s: exit 2, one line on stderr" % name,
+        "rc %d stdout %r stderr %r" % (rc, out[:80], err))
+
+
+def cli_checks(d):
+    """Bad input, the llama2.c engine folder, and the JSON array form."""
+    one_line_exit2(["detokenize", d, "--ids", "1 99999999"], "an id out of range")
+    one_line_exit2(["detokenize", d, "--json", "[1, \"x\"]"], "a JSON id that is not a number")
+    one_line_exit2(["detokenize", d, "--ids", "1 two"], "an id that is not a number")
+    one_line_exit2(["tokenize", d], "neither --text nor --file")
+    one_line_exit2(["tokenize", os.path.join(WORK, "nowhere"), "--text", "x"], "no such folder")
+    bad = os.path.join(WORK, "damaged")
+    os.makedirs(bad, exist_ok=True)
+    with open(os.path.join(bad, "tokenizer.json"), "w") as f:
+        f.write('{"model": {"type": "BPE", "vocab": {"a": 0,}}}')
+    one_line_exit2(["tokenize", bad, "--text", "x"], "a damaged tokenizer.json")
+    rc, out, err = run(["detokenize", bad, "--ids", "0"])
+    tap(rc == 2 and "tokenizer.json: 1:" in err, "its message names the file and line:col", err)
+    eng = os.path.join(WORK, "llama2c-engine")
+    os.makedirs(eng, exist_ok=True)
+    with open(os.path.join(SHARED, "models/stories260K/tok512.bin"), "rb") as f:
+        data = f.read()
+    with open(os.path.join(eng, "tokenizer.bin"), "wb") as f:
+        f.write(data)
+    rc, out, err = run(["tokenize", eng, "--text", "Once upon a time"])
+    tap(rc == 0 and out == b"1 403 407 261 378\n", "tokenizer.bin: BOS and run.c's ids (%r)" % out, err)
+    rc, out, err = run(["tokenize", eng, "--text", "Once upon a time", "--json"])
+    tap(rc == 0 and out == b"[1,403,407,261,378]\n", "--json prints a JSON array (%r)" % out, err)
+    rc, out, err = run(["detokenize", eng, "--ids", "1 403 407 261 378"])
+    tap(rc == 0 and out == b"Once upon a time", "detokenize prints the text and nothing else (%r)" % out, err)
+
+
 def main():
     tokens, merges, types, template = gguf_vocab()
     for name in ("smollm", "gpt2", "llama3", "qwen2"):
@@ -267,6 +301,7 @@ def main():
     differ = all(any(built[a].encode(t).ids != built[b].encode(t).ids for t in CORPUS)
                  for a in built for b in built if a < b)
     tap(differ, "the trained vocabulary tells every pair of families apart on the corpus")
+    cli_checks(os.path.join(WORK, "smollm"))
     tok, cfg = sentencepiece()
     d = os.path.join(WORK, "spm")
     save(tok, cfg, d)

@@ -147,8 +147,9 @@ static void config_and_dir(void)
 	}
 	nf_tokenizer_free(t);
 	unlink(jp);
-	REFUSED(nf_tokenizer_load_dir(&t, dir, 0), NF_ENOTFOUND,
-		nf_strdup_printf("%s: no tokenizer.json or tokenizer.bin", dir), "an empty folder");
+	char *want = nf_strdup_printf("%s: no tokenizer.json or tokenizer.bin", dir);
+	REFUSED(nf_tokenizer_load_dir(&t, dir, 0), NF_ENOTFOUND, want, "an empty folder");
+	free(want);
 	free(jp);
 	free(cp);
 	nf_fs_remove_tree(dir);
