@@ -549,11 +549,11 @@ static int model_flags(hf *h, const json_t *m)
 		if (!json_is_string(unk))
 			return BAD(h, "model.unk_token is not a string", h->what);
 		h->t->unk = tok_lookup(h->t, json_string_value(unk), json_string_length(unk));
+		/* its type stays: Hugging Face matches and skips it only when it is an
+		 * added special token */
 		if (h->t->unk < 0)
 			return BAD(h, "model.unk_token '%.40s' is not a token", h->what,
 				   json_string_value(unk));
-		if (h->t->type[h->t->unk] == NF_TOKTYPE_NORMAL)
-			h->t->type[h->t->unk] = NF_TOKTYPE_UNKNOWN;
 	}
 	return 0;
 }

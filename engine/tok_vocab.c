@@ -566,7 +566,7 @@ static int spec_vocab(nf_tokenizer *t, const nf_tokenizer_spec *s, const char *w
 		t->type[i] = s->types ? (uint8_t)s->types[i] : NF_TOKTYPE_NORMAL;
 	}
 	err = tok_set_tokens(t, strs, lens, what);
-	if (!err && s->scores) {
+	if (!err && s->scores && s->kind == NF_TOK_SPM) { /* bpe merges by rank only */
 		if (!(t->scores = malloc((size_t)s->n_tokens * sizeof(float))))
 			err = nf_error_set(NF_ENOMEM, "%s: out of memory", what);
 		else

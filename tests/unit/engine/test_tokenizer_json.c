@@ -94,6 +94,20 @@ static void behaviors(void)
 	}
 }
 
+/* Llama 3's ignore_merges: a word that is a token is taken whole (ids from HF). */
+static void ignore_merges(void)
+{
+	static const char *fmt = "{\"model\":{\"type\":\"BPE\",\"ignore_merges\":%s,"
+				 "\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"ab\":3,\"abc\":4,\"bc\":5},"
+				 "\"merges\":[\"b c\",\"a b\"]}}";
+	char *off = nf_strdup_printf(fmt, "false"), *on = nf_strdup_printf(fmt, "true");
+	ok(ids_are(off, "abc", (int[]){0, 5}, 2), "merges alone: a|bc");
+	ok(ids_are(on, "abc", (int[]){4}, 1) && ids_are(on, "abcabc", (int[]){0, 5, 0, 5}, 4),
+	   "ignore_merges: the word 'abc' whole, 'abcabc' by merges");
+	free(off);
+	free(on);
+}
+
 static void metaspace(void)
 {
 	static const char json[] =
@@ -237,6 +251,7 @@ static void damaged(void)
 int main(void)
 {
 	behaviors();
+	ignore_merges();
 	metaspace();
 	config_and_dir();
 	damaged();
