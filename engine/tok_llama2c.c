@@ -113,6 +113,8 @@ int nf_tokenizer_load_mem(nf_tokenizer **out, const void *data, size_t len, int 
 		goto done;
 	t->bos = NF_TOKEN_BOS;
 	t->eos = NF_TOKEN_EOS;
+	/* "\n<s>\n" and "\n</s>\n" are markers, not text: decoded only on request */
+	t->type[NF_TOKEN_BOS] = t->type[NF_TOKEN_EOS] = NF_TOKTYPE_CONTROL;
 	t->add_bos = true;
 	if ((err = tok_finish(t, what)))
 		goto done;

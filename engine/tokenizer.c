@@ -244,10 +244,10 @@ const char *nf_tokenizer_decode_flags(const nf_tokenizer *t, int prev, int token
 	*len = 0;
 	if (token < 0 || token >= t->n)
 		return "";
-	if (t->kind == NF_TOK_LLAMA2C)
-		return decode_llama2c(t, prev, token, len);
 	if (is_special(t, token) && !special)
 		return "";
+	if (t->kind == NF_TOK_LLAMA2C)
+		return decode_llama2c(t, prev, token, len);
 	s = t->dec[token];
 	l = t->dec_len[token];
 	/* the decoder drops the space its normalizer put before the first word;
