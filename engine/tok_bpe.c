@@ -16,9 +16,13 @@
 #include "util/error.h"
 #include "util/banned.h"
 
+/* A queued merge.  key orders the heap with one compare, smallest first:
+ * the priority in the high half (rank, or the score flipped so that higher
+ * scores are smaller), the left symbol's position in the low half, so ties
+ * go to the leftmost pair. */
 typedef struct merge {
-	double prio;    /* higher first */
-	int left, right;
+	uint64_t key;
+	int right;
 	int lid, rid, id; /* ids when queued; stale when the symbols changed */
 } merge;
 
@@ -95,9 +99,23 @@ size_t tok_utf8_len(const char *s, size_t len)
 
 static bool merge_before(const merge *a, const merge *b)
 {
-	if (a->prio != b->prio)
-		return a->prio > b->prio;
-	return a->left < b->left;
+	return a->key < b->key;
+}
+
+static int merge_left(const merge *m)
+{
+	return (int)(uint32_t)m->key;
+}
+
+/* Higher scores first: the float's bits made to sort as unsigned, inverted. */
+static uint32_t score_order(float f)
+{
+	uint32_t u;
+	if (f == 0)
+		f = 0; /* -0 and +0 tie, as they compare equal */
+	memcpy(&u, &f, sizeof(u));
+	u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+	return ~u;
 }
 
 static void heap_push(heap *h, merge m)
@@ -204,7 +222,8 @@ static void try_pair(const nf_tokenizer *t, tok_work *w, heap *h, int a, int b, 
 	if (!t->scores) {
 		const tok_pair *p = tok_pair_find(t, x, y);
 		if (p)
-			queue(h, (merge){-(double)p->rank, a, b, x, y, p->id}, sift);
+			queue(h, (merge){(uint64_t)(uint32_t)p->rank << 32 | (uint32_t)a, b, x, y,
+					 p->id}, sift);
 		return;
 	}
 	size_t lx = t->len[x], ly = t->len[y];
@@ -214,7 +233,8 @@ static void try_pair(const nf_tokenizer *t, tok_work *w, heap *h, int a, int b, 
 	memcpy(w->buf + lx, t->tok[y], ly);
 	id = tok_lookup(t, w->buf, lx + ly);
 	if (id >= 0)
-		queue(h, (merge){t->scores[id], a, b, x, y, id}, sift);
+		queue(h, (merge){(uint64_t)score_order(t->scores[id]) << 32 | (uint32_t)a, b, x, y,
+				 id}, sift);
 }
 
 int tok_merge_emit(const nf_tokenizer *t, tok_work *w, size_t n, tok_ids *out)
@@ -230,19 +250,19 @@ int tok_merge_emit(const nf_tokenizer *t, tok_work *w, size_t n, tok_ids *out)
 	heap_build(&h);
 	while (h.n > 0) {
 		merge m = heap_pop(&h);
+		int left = merge_left(&m);
 		/* stale: a side was merged away or changed since this was queued */
-		if (w->ids[m.left] != m.lid || w->ids[m.right] != m.rid ||
-		    w->next[m.left] != m.right)
+		if (w->ids[left] != m.lid || w->ids[m.right] != m.rid || w->next[left] != m.right)
 			continue;
-		w->ids[m.left] = m.id;
+		w->ids[left] = m.id;
 		w->ids[m.right] = -1;
-		w->next[m.left] = w->next[m.right];
-		if (w->next[m.left] >= 0)
-			w->prev[w->next[m.left]] = m.left;
-		if (w->prev[m.left] >= 0)
-			try_pair(t, w, &h, w->prev[m.left], m.left, true);
-		if (w->next[m.left] >= 0)
-			try_pair(t, w, &h, m.left, w->next[m.left], true);
+		w->next[left] = w->next[m.right];
+		if (w->next[left] >= 0)
+			w->prev[w->next[left]] = left;
+		if (w->prev[left] >= 0)
+			try_pair(t, w, &h, w->prev[left], left, true);
+		if (w->next[left] >= 0)
+			try_pair(t, w, &h, left, w->next[left], true);
 	}
 	for (int i = n ? 0 : -1; i >= 0; i = w->next[i])
 		if ((err = tok_ids_push(out, w->ids[i])))
