@@ -575,10 +575,19 @@ static int map_weights(nf_engine *e, const char *path)
 	return err;
 }
 
+/* Every id the tokenizer gives must index the embedding. */
+static int check_tokenizer(const nf_engine *e, const char *dir)
+{
+	if (nf_tokenizer_vocab_size(e->tok) > e->cfg.vocab_size)
+		return nf_error_set(NF_EINPUT, "%s: the tokenizer has %d tokens, the model %d", dir,
+				    nf_tokenizer_vocab_size(e->tok), e->cfg.vocab_size);
+	return 0;
+}
+
 int nf_engine_open(nf_engine **out, const char *dir, int threads)
 {
 	nf_engine *e = NULL;
-	char *cpath = NULL, *wpath = NULL, *tpath = NULL, *tacpath = NULL;
+	char *cpath = NULL, *wpath = NULL, *tacpath = NULL;
 	size_t len;
 	int err = 0;
 	*out = NULL;
@@ -587,7 +596,6 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 	if (!e || !(e->dir = nf_path_join(dir, "")) ||
 	    !(cpath = nf_path_join(dir, "config.json")) ||
 	    !(wpath = nf_path_join(dir, "weights.safetensors")) ||
-	    !(tpath = nf_path_join(dir, "tokenizer.bin")) ||
 	    !(tacpath = nf_path_join(dir, "tactics.json"))) {
 		err = nf_error_set(NF_ENOMEM, "engine: out of memory");
 		goto done;
@@ -597,7 +605,8 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 		goto done;
 	copy_weights(e);
 	if ((err = map_weights(e, wpath)) ||
-	    (err = nf_tokenizer_load(&e->tok, tpath, e->cfg.vocab_size)) ||
+	    (err = nf_tokenizer_load_dir(&e->tok, dir, e->cfg.vocab_size)) ||
+	    (err = check_tokenizer(e, dir)) ||
 	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) || (err = tile_weights(e)) ||
 	    (err = nf_fwd_new(&e->fwd, &e->cfg, &e->w, nf_cpu_best(), threads)) ||
 	    (err = nf_tactics_apply(e->fwd, tacpath)))
@@ -605,7 +614,6 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 done:
 	free(cpath);
 	free(wpath);
-	free(tpath);
 	free(tacpath);
 	if (err) {
 		nf_engine_free(e);

@@ -174,8 +174,8 @@ int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_ge
 	if (p->max_tokens < 0)
 		return nf_error_set(NF_EINPUT, "generate: max_tokens %d is negative", p->max_tokens);
 	if ((err = nf_sampler_init(&smp, c->vocab_size, p->temperature, p->top_p, p->seed)) ||
-	    (err = nf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? prompt_len : 0, true,
-				       false, &toks, &ntoks)) ||
+	    (err = nf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? prompt_len : 0,
+				       NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, &toks, &ntoks)) ||
 	    (err = nf_seq_new(&seq, e)))
 		goto done;
 	if (ntoks == 0 || ntoks > (size_t)c->max_seq_len) {
@@ -203,7 +203,7 @@ int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_ge
 			st.prefill_seconds = t_first - t0;
 			st.first_token_seconds = t_first - t0;
 		}
-		if (p->stop_at_eos && (next == NF_TOKEN_EOS || next == NF_TOKEN_BOS))
+		if (p->stop_at_eos && (nf_tokenizer_is_eog(tok, next) || next == nf_tokenizer_bos(tok)))
 			break;
 		st.generated_tokens++;
 		size_t len = 0;

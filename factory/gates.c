@@ -106,7 +106,7 @@ static int correctness_case(nf_gate_case *c, nf_engine *e, const nf_model *ref, 
 	double err_max = 0, err_sum = 0, t0 = now_seconds();
 
 	c->first_mismatch = -1;
-	rc = nf_tokenizer_encode(tok, prompt, strlen(prompt), true, false, &toks, &nt);
+	rc = nf_tokenizer_encode(tok, prompt, strlen(prompt), NF_TOK_ADD_SPECIAL, &toks, &nt);
 	if (rc < 0)
 		goto done;
 	if (nt == 0 || nt >= (size_t)cfg->max_seq_len) {
@@ -146,7 +146,8 @@ static int correctness_case(nf_gate_case *c, nf_engine *e, const nf_model *ref, 
 		compared++;
 		(*progress)++;
 		nf_log_progress(log, stage, *progress, progress_total);
-		if (compared >= o->max_tokens || next == NF_TOKEN_EOS || next == NF_TOKEN_BOS)
+		if (compared >= o->max_tokens || nf_tokenizer_is_eog(tok, next) ||
+		    next == nf_tokenizer_bos(tok))
 			break;
 		token = next;
 	}

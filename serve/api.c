@@ -568,11 +568,13 @@ static enum MHD_Result answer_pending(struct MHD_Connection *c, nf_server *srv, 
 	return send_json(c, srv, ep, 200, o);
 }
 
-/* The request's one call of the tokenizer: BOS, no EOS. */
+/* The request's one call of the tokenizer: the special tokens the model's
+ * tokenizer adds (BOS where it adds one), and control tokens written in the
+ * prompt (a rendered chat template's) matched whole. */
 static int tokenize_prompt(const nf_server *srv, const nf_serve_req *req, int **tokens, size_t *n_tokens)
 {
-	return nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len, true,
-				   false, tokens, n_tokens);
+	return nf_tokenizer_encode(nf_engine_tokenizer(srv->engine), req->prompt, req->prompt_len,
+				   NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, tokens, n_tokens);
 }
 
 /* Worker: queue the tokens on the scheduler (cn->job) or fill cn->err.

@@ -148,7 +148,7 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 	size_t len = 0;
 	const char *piece;
 	int hit;
-	if (token == NF_TOKEN_EOS || token == NF_TOKEN_BOS) {
+	if (nf_tokenizer_is_eog(tok, token) || token == nf_tokenizer_bos(tok)) {
 		job_finish(s, j, "stop");
 		return 1;
 	}

@@ -19,6 +19,8 @@ int nf_cmd_plan(int argc, char **argv);
 int nf_cmd_build(int argc, char **argv);
 int nf_cmd_run(int argc, char **argv);
 int nf_cmd_convert(int argc, char **argv);
+int nf_cmd_tokenize(int argc, char **argv);
+int nf_cmd_detokenize(int argc, char **argv);
 int nf_cmd_inspect(int argc, char **argv);
 int nf_cmd_push(int argc, char **argv);
 int nf_cmd_promote(int argc, char **argv);

@@ -15,6 +15,8 @@ static const struct nf_command commands[] = {
 	{"plan", nf_cmd_plan, "show the profiles and stages a build would run"},
 	{"run", nf_cmd_run, "generate text with a built engine"},
 	{"inspect", nf_cmd_inspect, "describe an engine, an OCI layout or a build output"},
+	{"tokenize", nf_cmd_tokenize, "print the token ids of a text (engine, build output or HF folder)"},
+	{"detokenize", nf_cmd_detokenize, "print the text of token ids"},
 	{"convert", nf_cmd_convert, "rewrite a checkpoint (llama2.c <-> Hugging Face layout)"},
 	{"push", nf_cmd_push, "push an image of an OCI layout (with its gate report) to a registry"},
 	{"promote", nf_cmd_promote, "copy a gated image between registry repositories by mounting"},

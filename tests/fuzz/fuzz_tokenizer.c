@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (nf_tokenizer_vocab_size(t) != vocab)
 		abort();
-	if (nf_tokenizer_encode(t, text, k, true, true, &ids, &n) == 0) {
+	if (nf_tokenizer_encode(t, text, k, NF_TOK_ADD_BOS | NF_TOK_ADD_EOS, &ids, &n) == 0) {
 		if (n < 2 || n > k + 3)
 			abort();
 		for (size_t i = 0; i < n; i++) {

@@ -109,7 +109,7 @@ static int stepwise(nf_engine *e, const char *prompt, const nf_gen_params *p, in
 	size_t nt = 0;
 	float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
 	if (!lg || nf_sampler_init(&smp, c->vocab_size, p->temperature, p->top_p, p->seed) ||
-	    nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), true, false, &toks, &nt) ||
+	    nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), NF_TOK_ADD_BOS, &toks, &nt) ||
 	    nf_seq_new(&s, e))
 		goto done;
 	int pos = 0;

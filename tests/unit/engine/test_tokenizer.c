@@ -170,7 +170,7 @@ int main(void)
 	ok(nf_fs_read_file(&raw, &raw_len, path, 1 << 20) == 0 && ref_load(&rv, raw, raw_len, 512) == 0,
 	   "reference vocabulary read");
 
-	is_int(nf_tokenizer_encode(t, "Once upon a time", 16, true, false, &tok, &n), 0,
+	is_int(nf_tokenizer_encode(t, "Once upon a time", 16, NF_TOK_ADD_BOS, &tok, &n), 0,
 	       "encode Once upon a time");
 	ok(n >= 2 && tok[0] == NF_TOKEN_BOS, "starts with BOS (%zu tokens)", n);
 	{
@@ -190,7 +190,7 @@ int main(void)
 		size_t dl;
 		char *back;
 
-		is_int(nf_tokenizer_encode(t, x, strlen(x), true, true, &tok, &n), 0,
+		is_int(nf_tokenizer_encode(t, x, strlen(x), NF_TOK_ADD_BOS | NF_TOK_ADD_EOS, &tok, &n), 0,
 		       "encode text %zu", k);
 		for (size_t i = 0; i < n; i++)
 			in_range &= tok[i] >= 0 && tok[i] < 512;
@@ -213,7 +213,7 @@ int main(void)
 			total += ul;
 		}
 		big[total] = 0;
-		is_int(nf_tokenizer_encode(t, big, total, true, false, &tok, &n), 0,
+		is_int(nf_tokenizer_encode(t, big, total, NF_TOK_ADD_BOS, &tok, &n), 0,
 		       "encode %zu bytes", total);
 		char *back = malloc(total + 64);
 		size_t l = 0;
@@ -234,7 +234,7 @@ int main(void)
 		free(tok);
 	}
 	/* empty text: BOS only, no dummy prefix */
-	is_int(nf_tokenizer_encode(t, "", 0, true, false, &tok, &n), 0, "encode empty");
+	is_int(nf_tokenizer_encode(t, "", 0, NF_TOK_ADD_BOS, &tok, &n), 0, "encode empty");
 	ok(n == 1 && tok[0] == NF_TOKEN_BOS, "empty text is BOS only");
 	free(tok);
 	/* not NUL-terminated: only len bytes are read */
@@ -242,8 +242,8 @@ int main(void)
 		char buf[5] = {'a', 'b', 'c', 'X', 'Y'};
 		int *t2 = NULL;
 		size_t n2;
-		ok(nf_tokenizer_encode(t, buf, 3, false, false, &tok, &n) == 0 &&
-		   nf_tokenizer_encode(t, "abc", 3, false, false, &t2, &n2) == 0 && n == n2 &&
+		ok(nf_tokenizer_encode(t, buf, 3, 0, &tok, &n) == 0 &&
+		   nf_tokenizer_encode(t, "abc", 3, 0, &t2, &n2) == 0 && n == n2 &&
 		   memcmp(tok, t2, n * sizeof(int)) == 0, "only len bytes are encoded");
 		free(tok);
 		free(t2);
@@ -275,13 +275,13 @@ int main(void)
 			return done_testing();
 		}
 		/* " aaa": symbols ' ' a a a; pairs " a"(5) at 0 and "aa"(5) at 1 -> leftmost " a" */
-		is_int(nf_tokenizer_encode(t, "aaa", 3, false, false, &tok, &n), 0, "mini encode");
+		is_int(nf_tokenizer_encode(t, "aaa", 3, 0, &tok, &n), 0, "mini encode");
 		/* leftmost first gives [" a"]["aa"]; "aa" first would give [" "]["aa"]["a"] */
 		ok(n == 2 && tok[0] == 6 && tok[1] == 5,
 		   "leftmost tie merges first: [ a][aa] (got %zu tokens)", n);
 		free(tok);
 		/* a byte with no fallback token in a tiny vocab is an error, not a crash */
-		is_int(nf_tokenizer_encode(t, "z", 1, false, false, &tok, &n), NF_EINPUT,
+		is_int(nf_tokenizer_encode(t, "z", 1, 0, &tok, &n), NF_EINPUT,
 		       "missing byte fallback is NF_EINPUT");
 		is_str(nf_error_last(), "encode: offset 0: byte 0x7A has no token", "its message");
 		nf_tokenizer_free(t);

@@ -156,6 +156,19 @@ int main(void)
 		nf_textstream_push(&t, "\xac", 1);
 		is_int(nf_textstream_ready(&t, 0), 4, "complete character released");
 		nf_textstream_release(&t);
+		/* a byte-level tokenizer gives a 4-byte emoji (U+1F600) one byte per token */
+		nf_textstream_init(&t, NULL, 0, 1024);
+		nf_textstream_push(&t, "x", 1);
+		size_t held[3];
+		for (int k = 0; k < 3; k++) {
+			nf_textstream_push(&t, &"\xf0\x9f\x98"[k], 1);
+			held[k] = nf_textstream_ready(&t, 0);
+		}
+		ok(held[0] == 1 && held[1] == 1 && held[2] == 1,
+		   "the first three bytes of a 4-byte emoji are held back");
+		nf_textstream_push(&t, "\x80", 1);
+		is_int(nf_textstream_ready(&t, 0), 5, "the emoji is released whole with its fourth byte");
+		nf_textstream_release(&t);
 		nf_textstream_init(&t, NULL, 0, 4);
 		ok(nf_textstream_push(&t, "12345", 5) < 0, "text bounded");
 		nf_textstream_release(&t);

@@ -45,7 +45,7 @@ static nf_job *submit(nf_sched *s, nf_engine *e, const char *prompt, int max_tok
 	p.stop = stop;
 	p.n_stop = n_stop;
 	p.t_arrival = nf_sched_now();
-	*rc = nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), true, false, &toks, &n);
+	*rc = nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), NF_TOK_ADD_BOS, &toks, &n);
 	if (*rc == 0)
 		*rc = nf_sched_submit(&j, s, toks, n, &p);
 	free(toks);
