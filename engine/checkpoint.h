@@ -52,6 +52,21 @@ int nf_ckpt_load_hf(nf_model **out, const char *path);
 /* A GGUF v2/v3 file (llama, qwen2 architectures; every tensor type of
  * engine/gguf.h dequantized to float32; q/k in the interleaved order). */
 int nf_ckpt_load_gguf(nf_model **out, const char *path);
+typedef struct nf_gguf nf_gguf;
+typedef struct nf_tokenizer nf_tokenizer;
+
+/* The tokenizer a GGUF file carries (tokenizer.ggml.*, its chat template);
+ * vocab_size > 0 must equal its token count. */
+int nf_tokenizer_from_gguf(nf_tokenizer **out, const nf_gguf *g, int vocab_size);
+
+/* The tokenizer that goes with a checkpoint: tokenizer_path when given (a
+ * llama2.c tokenizer.bin for llama2.c checkpoints, else a folder holding
+ * tokenizer.json and tokenizer_config.json), else a GGUF file's own, else
+ * the tokenizer.json beside Hugging Face weights.  A llama2.c checkpoint
+ * without tokenizer_path is NF_EINPUT. */
+int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_format fmt,
+			   const char *tokenizer_path, int vocab_size);
+
 /* The format nf_ckpt_load would pick for path under NF_CKPT_AUTO. */
 nf_ckpt_format nf_ckpt_sniff(const char *path);
 

@@ -1,6 +1,7 @@
 /*
  * engine.c - engine folders: nf_engine_build quantizes a model and writes
- * config.json, weights.safetensors, tactics.json and tokenizer.bin;
+ * config.json, weights.safetensors, tactics.json and the tokenizer files
+ * (engine_tokenizer.c);
  * nf_engine_open validates and mmaps them; nf_seq and nf_engine_step run
  * the batched forward pass (forward.c) on the CPU backend.
  */
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/arch.h"
+#include "engine/engine_tokenizer.h"
 #include "engine/cpu/cpu.h"
 #include "engine/forward.h"
 #include "engine/quant.h"
@@ -164,8 +166,7 @@ static int check_json_object(const char *text, const char *what)
 }
 
 static int write_config(const char *dir, const nf_model_config *cfg,
-			const nf_engine_build_opts *o, const char *wsha, uint64_t wbytes,
-			const char *tsha)
+			const nf_engine_build_opts *o, json_t *files)
 {
 	json_t *root = NULL;
 	char *body = NULL, *text = NULL, *path = NULL;
@@ -176,13 +177,12 @@ static int write_config(const char *dir, const nf_model_config *cfg,
 				       "scale_tensor_suffix", ".scale", "activations",
 				       "int8 per-vector dynamic")
 			   : json_pack("{s:s}", "weights", "fp32");
-	root = json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:s, s:o, s:s, s:{s:{s:s, s:I}, s:{s:s}}}",
+	root = json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:s, s:o, s:s, s:O}",
 			 "format", ENGINE_FORMAT, "format_version", ENGINE_FORMAT_VERSION, "tool",
 			 "name", "nimfactory", "version", NF_VERSION, "model", config_model_json(cfg),
 			 "precision", nf_precision_name(o->precision), "quantization", quant,
 			 "weight_layout", "row-major (out, in), layers stacked, 64-byte aligned",
-			 "files", "weights.safetensors", "sha256", wsha, "bytes", (json_int_t)wbytes,
-			 "tokenizer.bin", "sha256", tsha);
+			 "files", files);
 	if (!root) {
 		err = nf_error_set(NF_ENOMEM, "engine build: cannot make config.json");
 		goto done;
@@ -225,13 +225,12 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 	nf_st_writer *wr = NULL;
 	void *bufs[NF_T_COUNT] = {0};
 	float *scales[NF_T_COUNT] = {0};
-	char *wpath = NULL, *tpath = NULL, *tacpath = NULL, *tokbuf = NULL;
-	nf_tokenizer *tok = NULL;
+	char *wpath = NULL, *tacpath = NULL;
+	json_t *files = NULL;
 	nf_fwd_weights fw = {0};
 	tensor_spec specs[NF_T_COUNT];
-	char wsha[NF_SHA256_HEX_LEN + 1], tsha[NF_SHA256_HEX_LEN + 1];
+	char wsha[NF_SHA256_HEX_LEN + 1];
 	uint64_t wbytes = 0;
-	size_t toklen = 0;
 	int err, n;
 
 	if ((err = nf_model_config_validate(&m->cfg, "engine build")))
@@ -240,21 +239,15 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 		return nf_error_set(NF_EUNSUPPORTED,
 				    "engine build: precision %s is not supported by the CPU backend",
 				    nf_precision_name(o->precision));
-	if (!o->tokenizer_path)
-		return nf_error_set(NF_EINPUT, "engine build: no tokenizer given");
 	if ((err = check_json_object(o->profile_json, "profile")) ||
 	    (err = check_json_object(o->provenance_json, "provenance")))
 		return err;
-	if ((err = nf_fs_read_file(&tokbuf, &toklen, o->tokenizer_path, TOKENIZER_MAX)) ||
-	    (err = nf_tokenizer_load_mem(&tok, tokbuf, toklen, m->cfg.vocab_size,
-					 o->tokenizer_path)))
-		goto done;
 	if ((err = nf_fs_mkdir_p(dir, 0755)))
 		goto done;
 	wpath = nf_path_join(dir, "weights.safetensors");
-	tpath = nf_path_join(dir, "tokenizer.bin");
 	tacpath = nf_path_join(dir, "tactics.json");
-	if (!wpath || !tpath || !tacpath) {
+	files = json_object();
+	if (!wpath || !tacpath || !files) {
 		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
 		goto done;
 	}
@@ -306,10 +299,14 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 	}
 	if ((err = nf_st_writer_finish(wr, wpath)))
 		goto done;
-	if ((err = nf_fs_write_atomic(tpath, tokbuf, toklen, 0644)))
+	if ((err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)))
 		goto done;
-	if ((err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)) ||
-	    (err = nf_sha256_hex(tsha, tokbuf, toklen)))
+	if (json_object_set_new(files, "weights.safetensors",
+				json_pack("{s:s, s:I}", "sha256", wsha, "bytes", (json_int_t)wbytes))) {
+		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
+		goto done;
+	}
+	if ((err = nf_engine_tokenizer_write(files, dir, o, m->cfg.vocab_size)))
 		goto done;
 	if ((err = nf_fwd_weights_prepare(&fw, &m->cfg)) ||
 	    (err = nf_tactics_write(tacpath, &fw, &m->cfg, o->autotune && !o->tactics_report,
@@ -321,7 +318,7 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 	    (err = nf_tactics_write(o->tactics_report, &fw, &m->cfg, 1, o->threads)))
 		goto done;
 	/* config.json last: a folder with it is complete */
-	err = write_config(dir, &m->cfg, o, wsha, wbytes, tsha);
+	err = write_config(dir, &m->cfg, o, files);
 done:
 	if (err)
 		nf_error_wrap(err, "engine build %s", dir);
@@ -331,10 +328,8 @@ done:
 		free(bufs[i]);
 		free(scales[i]);
 	}
-	nf_tokenizer_free(tok);
-	free(tokbuf);
+	json_decref(files);
 	free(wpath);
-	free(tpath);
 	free(tacpath);
 	return err;
 }
@@ -644,18 +639,24 @@ void nf_engine_free(nf_engine *e)
 
 int nf_engine_verify(const nf_engine *e)
 {
-	const char *names[] = {"weights.safetensors", "tokenizer.bin"};
 	json_t *root = json_loads(e->config_json, 0, NULL);
-	int err = 0;
-	for (size_t i = 0; i < 2 && !err; i++) {
+	json_t *files = json_object_get(root, "files"), *v;
+	const char *name;
+	int err = json_is_object(files) && json_object_size(files) >= 2
+			  ? 0
+			  : nf_error_set(NF_EINPUT, "%s/config.json: no \"files\" to check", e->dir);
+	json_object_foreach(files, name, v) {
 		char hex[NF_SHA256_HEX_LEN + 1];
-		char *path = nf_path_join(e->dir, names[i]);
-		const char *want = json_string_value(
-			json_object_get(json_object_get(json_object_get(root, "files"), names[i]), "sha256"));
-		if (!path)
+		const char *want = json_string_value(json_object_get(v, "sha256"));
+		char *path;
+		if (err)
+			break;
+		if (!want || strchr(name, '/') || name[0] == '.') {
+			err = nf_error_set(NF_EINPUT, "%s/config.json: bad entry for %s", e->dir, name);
+			break;
+		}
+		if (!(path = nf_path_join(e->dir, name)))
 			err = nf_error_set(NF_ENOMEM, "engine: out of memory");
-		else if (!want)
-			err = nf_error_set(NF_EINPUT, "%sconfig.json: no sha256 for %s", e->dir, names[i]);
 		else if (!(err = nf_sha256_file_hex(hex, path)) && strcmp(hex, want) != 0)
 			err = nf_error_set(NF_EINPUT, "%s: sha256 %s does not match config.json (%s)",
 					   path, hex, want);

@@ -6,7 +6,9 @@
  *   config.json         model config, precision, profile, provenance, tool version
  *   weights.safetensors quantized tensors, scales beside them, 64-byte aligned
  *   tactics.json        per GEMM shape: chosen kernel, measured or modelled, timings
- *   tokenizer.bin       the llama2.c-format tokenizer the model was trained with
+ *   tokenizer.bin       a llama2.c model's tokenizer, or for every other model
+ *   tokenizer.json      its tokenizer in Hugging Face's format, and
+ *   tokenizer_config.json  the special tokens and the chat template
  *
  * Running: a sequence (nf_seq) owns its KV cache; nf_engine_step advances a
  * batch of sequences by one token each, so concurrent requests share the
@@ -43,7 +45,11 @@ int nf_precision_cpu_supported(nf_precision p);
 
 typedef struct nf_engine_build_opts {
 	nf_precision precision;
-	const char *tokenizer_path;  /* copied into the engine as tokenizer.bin */
+	/* Exactly one of: */
+	const char *tokenizer_path;  /* a llama2.c tokenizer, copied in as tokenizer.bin */
+	const nf_tokenizer *tokenizer; /* any other: written as tokenizer.json and
+					  tokenizer_config.json (with its chat template,
+					  which must render) */
 	const char *profile_json;    /* canonical profile JSON object, stored verbatim (may be NULL) */
 	const char *provenance_json; /* JSON object: recipe digest, source digests, tool version (may be NULL) */
 	int threads;                 /* autotuning threads; 0 = all cores */
@@ -77,7 +83,7 @@ uint64_t nf_engine_weight_bytes(const nf_engine *e);
 /* Name of the CPU kernel family in use ("avx512-vnni", "avx2", "scalar"). */
 const char *nf_engine_kernel_name(const nf_engine *e);
 
-/* Recompute the sha256 of weights.safetensors and tokenizer.bin and compare
+/* Recompute the sha256 of every file config.json lists and compare
  * them with config.json (opening does not hash; call this to check). */
 int nf_engine_verify(const nf_engine *e);
 /* Force a kernel family ("avx512-vnni", "avx2", "scalar") for every GEMM,
