@@ -109,9 +109,9 @@ static int f_tojson(nf_jctx *c, const nf_jnode *at, nf_jv *v, nf_jv **args, cons
 	nf_jjson_opts o = {.ensure_ascii = ascii && nf_jv_truthy(ascii), .sort_keys = sort && nf_jv_truthy(sort),
 			   .indent = -1, .item_sep = ", ", .key_sep = ": "};
 	if (indent && indent->kind != JV_NONE) {
-		if (indent->kind != JV_INT || indent->u.i < 0 || indent->u.i > 64)
-			return nf_jerr(c, at, "tojson's indent must be an integer from 0 to 64");
-		o.indent = (long)indent->u.i;
+		if (indent->kind != JV_INT || indent->u.i > 64)
+			return nf_jerr(c, at, "tojson's indent must be an integer up to 64");
+		o.indent = indent->u.i < 0 ? 0 : (long)indent->u.i; /* json.dumps: a negative indent is 0 */
 		o.item_sep = ",";
 	}
 	if (seps && seps->kind != JV_NONE) {

@@ -290,12 +290,15 @@ static void after_tag(lexer *L, int strip, bool block, bool *line_starting)
 	}
 }
 
-static int lex_tag(lexer *L, char close, bool *line_starting)
+/* The inside of a {{ }} or {% %} whose opening (at line:col) was just passed. */
+static int lex_tag(lexer *L, char close, bool *line_starting, unsigned line, unsigned col)
 {
-	unsigned line = L->line, col = L->col;
+	nf_jtok *begin = push(L, close == '%' ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, NULL, 0);
 	L->depth = 0;
-	if (!push(L, close == '%' ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, NULL, 0))
+	if (!begin)
 		return mem_err(L);
+	begin->line = line;
+	begin->col = col;
 	for (;;) {
 		int strip, err = 0;
 		skip_ws(L);
@@ -415,8 +418,9 @@ int nf_jinja_lex(nf_jtok **out, size_t *n, nf_jarena *a, const char *src, size_t
 		if (tag[1] == '#') {
 			err = lex_comment(&L, &line_starting);
 		} else {
+			unsigned line = L.line, col = L.col;
 			advance(&L, open);
-			err = lex_tag(&L, tag[1] == '%' ? '%' : '}', &line_starting);
+			err = lex_tag(&L, tag[1] == '%' ? '%' : '}', &line_starting, line, col);
 		}
 		if (err)
 			return err;
