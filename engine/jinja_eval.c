@@ -175,7 +175,7 @@ static nf_jv *item_of(nf_jctx *c, nf_jv *obj, nf_jv *key)
 {
 	size_t at;
 	bool int_key = key->kind == JV_INT || key->kind == JV_BOOL;
-	long long i = key->kind == JV_INT ? key->u.i : key->u.b;
+	long long i = key->kind == JV_INT ? key->u.i : key->kind == JV_BOOL ? key->u.b : 0;
 	if (obj->kind == JV_DICT || obj->kind == JV_NS || obj->kind == JV_LOOP) {
 		nf_jv *v = nf_jv_dict_find(obj, key);
 		return v ? v : nf_jv_undef(c, key->kind == JV_STR ? key->u.s.p : "item");
