@@ -263,6 +263,46 @@ static int want_int(nf_jctx *c, const nf_jnode *at, const nf_jv *v, long long de
 	return 0;
 }
 
+/* str.find: the code point index of sub in s, or -1. */
+static long long str_find(const nf_jv *s, const nf_jv *sub)
+{
+	const char *hit = find_sub(s->u.s.p, s->u.s.n, sub->u.s.p, sub->u.s.n);
+	return hit ? (long long)nf_utf8_count(s->u.s.p, (size_t)(hit - s->u.s.p)) : -1;
+}
+
+/* str.count: non-overlapping occurrences; the empty string occurs between every character. */
+static long long str_count(const nf_jv *s, const nf_jv *sub)
+{
+	long long k = 0;
+	if (!sub->u.s.n)
+		return (long long)nf_utf8_count(s->u.s.p, s->u.s.n) + 1;
+	for (const char *p = s->u.s.p, *end = p + s->u.s.n, *hit;
+	     (hit = find_sub(p, (size_t)(end - p), sub->u.s.p, sub->u.s.n)); k++)
+		p = hit + sub->u.s.n;
+	return k;
+}
+
+/* sep.join(list): the list's strings with sep between them. */
+static int str_join(nf_jctx *c, const nf_jnode *at, const nf_jv *sep, const nf_jv *list, nf_jv **out)
+{
+	nf_jbuf b = {.c = c};
+	int err;
+	if (!list || list->kind != JV_LIST)
+		return nf_jerr(c, at, "join needs a list");
+	for (size_t i = 0; i < list->u.l.n; i++) {
+		if ((err = want_str(c, at, list->u.l.v[i], "each item joined")))
+			return err;
+		if (i)
+			nf_jbuf_add(&b, sep->u.s.p, sep->u.s.n);
+		nf_jbuf_add(&b, list->u.l.v[i]->u.s.p, list->u.l.v[i]->u.s.n);
+	}
+	if (b.failed || !(*out = nf_jv_new(c, JV_STR)))
+		return nf_jerr_mem(c, at);
+	(*out)->u.s.p = b.p ? b.p : "";
+	(*out)->u.s.n = b.n;
+	return 0;
+}
+
 static int call_str_method(nf_jctx *c, const nf_jnode *at, int id, nf_jv *s, nf_jv **args,
 			   const char **names, size_t nargs, nf_jv **out)
 {
@@ -299,37 +339,12 @@ static int call_str_method(nf_jctx *c, const nf_jnode *at, int id, nf_jv *s, nf_
 			return err;
 		return nf_jreplace(c, s, a0, a1, n, out) ? nf_jerr_mem(c, at) : 0;
 	case M_FIND:
-	case M_COUNT: {
+	case M_COUNT:
 		if ((err = want_str(c, at, a0, "the substring")))
 			return err;
-		const char *hit = find_sub(s->u.s.p, s->u.s.n, a0->u.s.p, a0->u.s.n);
-		if (id == M_FIND) {
-			*out = nf_jv_int(c, hit ? (long long)nf_utf8_count(s->u.s.p, (size_t)(hit - s->u.s.p)) : -1);
-			break;
-		}
-		long long k = 0;
-		for (const char *p = s->u.s.p, *end = p + s->u.s.n; a0->u.s.n && (hit = find_sub(p, (size_t)(end - p), a0->u.s.p, a0->u.s.n)); k++)
-			p = hit + a0->u.s.n;
-		*out = nf_jv_int(c, a0->u.s.n ? k : (long long)nf_utf8_count(s->u.s.p, s->u.s.n) + 1);
+		*out = nf_jv_int(c, id == M_FIND ? str_find(s, a0) : str_count(s, a0));
 		break;
-	}
-	case M_JOIN: {
-		nf_jbuf b = {.c = c};
-		if (!a0 || a0->kind != JV_LIST)
-			return nf_jerr(c, at, "join needs a list");
-		for (size_t i = 0; i < a0->u.l.n; i++) {
-			if ((err = want_str(c, at, a0->u.l.v[i], "each item joined")))
-				return err;
-			if (i)
-				nf_jbuf_add(&b, s->u.s.p, s->u.s.n);
-			nf_jbuf_add(&b, a0->u.l.v[i]->u.s.p, a0->u.l.v[i]->u.s.n);
-		}
-		if (b.failed || !(*out = nf_jv_new(c, JV_STR)))
-			return nf_jerr_mem(c, at);
-		(*out)->u.s.p = b.p ? b.p : "";
-		(*out)->u.s.n = b.n;
-		break;
-	}
+	case M_JOIN: return str_join(c, at, s, a0, out);
 	}
 	return *out ? 0 : nf_jerr_mem(c, at);
 }

@@ -18,6 +18,7 @@ typedef struct parser {
 	const nf_jtok *t;
 	size_t n, i;
 	size_t depth;
+	int loops; /* for bodies open around here: break and continue need one */
 } parser;
 
 /* A growable array of node pointers (and keyword names) in the arena. */
@@ -742,7 +743,12 @@ static int parse_for(parser *P, nf_jnode **out)
 		return err;
 	if (is_name(P, "recursive"))
 		return perr(P, "%srecursive loops are not supported", "");
-	if ((err = end_block(P)) || (err = parse_body(P, &n->c, ends)))
+	P->loops++;
+	err = end_block(P);
+	if (!err)
+		err = parse_body(P, &n->c, ends);
+	P->loops--;
+	if (err)
 		return err;
 	if (accept_name(P, "else") && ((err = end_block(P)) || (err = parse_body(P, &n->d, endfor))))
 		return err;
@@ -787,6 +793,8 @@ static int parse_macro(parser *P, nf_jnode **out)
 		return err;
 	n->name = name->text;
 	n->name_len = name->len;
+	int loops = P->loops; /* a macro body is outside any loop */
+	P->loops = 0;
 	while (!is_op(P, ")")) {
 		const nf_jtok *pname = cur(P);
 		nf_jnode *p = mk(P, JN_NAME, pname);
@@ -803,6 +811,7 @@ static int parse_macro(parser *P, nf_jnode **out)
 	}
 	if (err || (err = expect_op(P, ")")) || (err = end_block(P)) || (err = parse_body(P, &n->b, ends)))
 		return err;
+	P->loops = loops;
 	vec_into(n, &v);
 	P->i++;
 	(void)accept_name(P, name->text); /* {% endmacro name %} */
@@ -841,6 +850,8 @@ static int parse_statement(parser *P, nf_jnode **out)
 		return parse_set(P, out);
 	if (is_name(P, "macro"))
 		return parse_macro(P, out);
+	if ((is_name(P, "break") || is_name(P, "continue")) && !P->loops)
+		return perr(P, "'%s' outside a for loop", t->text);
 	if (is_name(P, "break"))
 		return parse_simple(P, out, JN_BREAK, NULL);
 	if (is_name(P, "continue"))

@@ -169,6 +169,8 @@ static void test_methods_filters(void)
 	is_render("{{ s.startswith('h') }}{{ s.endswith(('x', 'lo')) }}{{ 'Hi There'.upper() }}{{ 'Hi'.lower() }}"
 		  "{{ 'hello wORLD'.title() }}{{ 'hELLO'.capitalize() }}{{ 'aXa'.replace('a', 'b') }}",
 		  "TrueTrueHI THEREhiHello WorldHellobXb", "string methods");
+	is_render("{{ s.find('l') }}{{ s.find('z') }}{{ 'aaa'.count('a') }}{{ 'ab'.count('') }}{{ '-'.join(['a', 'b']) }}",
+		  "2-133a-b", "find, count, join");
 	is_render("{{ d.get('a') }}{{ d.get('zz') }}{{ d.get('zz', 5) }}{{ d.keys()|list }}{{ d.values()|length }}{{ d.items()|list }}",
 		  "1None5['a', 'b']2[('a', 1), ('b', [1, 'x'])]", "dict methods");
 	is_render("[{{ msgs[1].content|trim }}][{{ xs|length }}{{ s|length }}{{ d|length }}][{{ 'aB'|upper }}{{ 'aB'|lower }}]",
@@ -215,6 +217,9 @@ static void test_errors(void)
 	is_error("{{ 99999999999999999999 }}", "t.jinja:1:4: integer literal too large", "huge integer literal");
 	is_error("\n\n   {{ raise_exception('Conversation roles must alternate') }}",
 		 "t.jinja:3:22: Conversation roles must alternate", "raise_exception names the call");
+	is_error("{% if t %}{% break %}{% endif %}", "t.jinja:1:14: 'break' outside a for loop", "break outside a loop");
+	is_error("{% for x in xs %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}",
+		 "t.jinja:1:36: 'continue' outside a for loop", "continue in a macro in a loop");
 	is_error("{{ xs|frob }}", "t.jinja:1:6: no filter named 'frob'", "unknown filter");
 	is_error("{{ 1 / 0 }}", "t.jinja:1:6: division by zero", "division by zero");
 	is_error("{{ 'a' + 1 }}", "t.jinja:1:8: unsupported operand type(s) for +: 'str' and 'int'", "type error");
