@@ -897,8 +897,11 @@ static int parse_body(parser *P, nf_jnode **out, const char *const *ends)
 		const nf_jtok *t = cur(P);
 		nf_jnode *n = NULL;
 		if (t->kind == JT_EOF) {
-			if (ends)
-				return perr(P, "unexpected end of template, expected '%s'", ends[0]);
+			size_t k = 0;
+			while (ends && ends[k + 1])
+				k++;
+			if (ends) /* name the closing tag: {% endif %}, not {% elif %} */
+				return perr(P, "unexpected end of template, expected '%s'", ends[k]);
 			break;
 		}
 		if (t->kind == JT_TEXT) {

@@ -205,7 +205,7 @@ static void test_errors(void)
 {
 	is_error("{{ 1 + }}", "t.jinja:1:8: unexpected '}}'", "expression cut short");
 	is_error("{{ 1 +", "t.jinja:1:1: unclosed variable tag", "tag cut short");
-	is_error("ok\n  {% if x %}\nno end", "t.jinja:3:7: unexpected end of template, expected 'elif'",
+	is_error("ok\n  {% if x %}\nno end", "t.jinja:3:7: unexpected end of template, expected 'endif'",
 		 "an if without endif");
 	is_error("{% frobnicate %}", "t.jinja:1:4: unknown or unexpected tag 'frobnicate'", "unknown tag");
 	is_error("{% for x in xs %}{% endif %}", "t.jinja:1:21: unknown or unexpected tag 'endif'", "mismatched end tag");
