@@ -407,7 +407,7 @@ static int select_items(nf_jctx *c, const nf_jnode *at, nf_jv *v, nf_jv **args, 
 {
 	nf_jv *l = NULL, *r = nf_jv_new(c, JV_LIST);
 	size_t skip = attr ? 1 : 0;
-	int err = items_of(c, at, v, &l);
+	int err = nf_jv_truthy(v) ? items_of(c, at, v, &l) : items_of(c, at, r, &l); /* jinja2: "if seq:" */
 	if (err)
 		return err;
 	if (!r)
@@ -467,7 +467,7 @@ static int f_map(nf_jctx *c, const nf_jnode *at, nf_jv *v, nf_jv **args, const c
 {
 	nf_jv *l = NULL, *r = nf_jv_new(c, JV_LIST), *attr = nf_jarg(args, names, nargs, (size_t)-1, "attribute");
 	nf_jv *def = nf_jarg(args, names, nargs, (size_t)-1, "default");
-	int err = items_of(c, at, v, &l);
+	int err = r && !nf_jv_truthy(v) ? items_of(c, at, r, &l) : items_of(c, at, v, &l); /* jinja2: "if seq:" */
 	if (err)
 		return err;
 	if (!r)
@@ -607,9 +607,9 @@ int nf_jtest(nf_jctx *c, const nf_jnode *at, const char *name, nf_jv *v, nf_jv *
 		*out = nargs >= 1 && (args[0] == v || (args[0]->kind == k && (k == JV_NONE || (k == JV_BOOL && args[0]->u.b == v->u.b))));
 	else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
 		long long d = !strcmp(name, "divisibleby") ? (nargs >= 1 && args[0]->kind == JV_INT ? args[0]->u.i : 0) : 2;
-		if (k != JV_INT || d == 0)
+		if ((k != JV_INT && k != JV_BOOL) || d == 0)
 			return nf_jerr(c, at, "the '%s' test needs integers (and a non-zero divisor)", name);
-		long long r = d == -1 ? 0 : v->u.i % d;
+		long long x = k == JV_INT ? v->u.i : v->u.b, r = d == -1 ? 0 : x % d; /* a bool is an int */
 		*out = name[0] == 'o' ? r != 0 : r == 0;
 	} else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
 		return str_case_test(c, at, v, name[0] == 'u', out);
