@@ -74,6 +74,7 @@ convs = {
     "hostile_content": ([m("user", "quotes ' \" and \\ backslash\nnew line\ttab\r\n{{ x }} {% if %} {# c #}"),
                          m("assistant", "  unicode: é 日本語 🦙 \u00a0nbsp\u2028sep  "),
                          m("user", "  padded \n\n ")], None),
+    "reasoning": ([m("user", "2+2?"), m("assistant", "<think>\nadd them\n</think>\n\n4"), m("user", "and 3+3?")], None),
     "broken_alternation": ([m("user", "one"), m("user", "two")], None),
     "assistant_first": ([m("assistant", "I start"), m("user", "ok")], None),
     "tools": ([m("system", "Use tools."), m("user", "Weather in Paris?"),
