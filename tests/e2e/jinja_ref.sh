@@ -7,6 +7,8 @@
 # template must refuse), with and without add_generation_prompt.  Each pair
 # must render to the same bytes, or both must fail; when jinja2 fails through
 # raise_exception, nf_jinja_tool's message must carry the same text.
+# (Mistral Small 3.1 prints strftime_now's date: a run across local midnight
+# would see two dates; TZ=UTC keeps that to one second a day.)
 set -u
 NF_SRC=${NF_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 NF_BUILD=${NF_BUILD:-$NF_SRC/build}
@@ -18,6 +20,7 @@ if [ ! -x "$TOOL" ]; then
 fi
 . "$NF_SRC/tests/pyref.sh"
 pyref_python
+export TZ=UTC
 W=$(mktemp -d "${TMPDIR:-/tmp}/nf-jinja-ref.XXXXXX")
 [ -n "${NF_KEEP:-}" ] || trap 'rm -rf "$W"' EXIT INT TERM
 . "$NF_SRC/tests/tap.sh"
@@ -75,6 +78,8 @@ convs = {
                          m("assistant", "  unicode: é 日本語 🦙 \u00a0nbsp\u2028sep  "),
                          m("user", "  padded \n\n ")], None),
     "reasoning": ([m("user", "2+2?"), m("assistant", "<think>\nadd them\n</think>\n\n4"), m("user", "and 3+3?")], None),
+    "content_parts": ([m("user", [{"type": "text", "text": "Describe "}, {"type": "image_url", "image_url": {"url": "x"}},
+                                  {"type": "text", "text": " please"}])], None),
     "broken_alternation": ([m("user", "one"), m("user", "two")], None),
     "assistant_first": ([m("assistant", "I start"), m("user", "ok")], None),
     "tools": ([m("system", "Use tools."), m("user", "Weather in Paris?"),
