@@ -7,8 +7,8 @@
 # template must refuse), with and without add_generation_prompt.  Each pair
 # must render to the same bytes, or both must fail; when jinja2 fails through
 # raise_exception, nf_jinja_tool's message must carry the same text.
-# (Mistral Small 3.1 prints strftime_now's date: a run across local midnight
-# would see two dates; TZ=UTC keeps that to one second a day.)
+# (Mistral Small 3.1 prints strftime_now's date, so a run that spans
+# midnight UTC could see two dates; the whole run takes seconds.)
 set -u
 NF_SRC=${NF_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 NF_BUILD=${NF_BUILD:-$NF_SRC/build}
