@@ -35,10 +35,14 @@ static int parse_body(parser *P, nf_jnode **out, const char *const *ends);
 
 static const nf_jtok *cur(const parser *P) { return &P->t[P->i < P->n ? P->i : P->n - 1]; }
 
+/* "WHAT:LINE:COL: message" at token t; fmt has one %s for arg, or none when arg is NULL. */
 static int perr_at(parser *P, const nf_jtok *t, const char *fmt, const char *arg)
 {
 	char msg[256];
-	snprintf(msg, sizeof(msg), fmt, arg);
+	if (arg)
+		snprintf(msg, sizeof(msg), fmt, arg);
+	else
+		snprintf(msg, sizeof(msg), "%s", fmt);
 	return nf_error_set(NF_EINPUT, "%s:%u:%u: %s", P->what, t->line, t->col, msg);
 }
 
@@ -46,7 +50,7 @@ static int perr(parser *P, const char *fmt, const char *arg) { return perr_at(P,
 
 static int pmem(parser *P)
 {
-	return P->a->over ? perr(P, "%stemplate too large", "")
+	return P->a->over ? perr(P, "template too large", NULL)
 			  : nf_error_set(NF_ENOMEM, "%s: out of memory", P->what);
 }
 
@@ -168,7 +172,7 @@ static void vec_into(nf_jnode *n, const nodevec *v)
 static int enter(parser *P)
 {
 	if (++P->depth > NF_JINJA_MAX_NEST)
-		return perr(P, "%snesting too deep", "");
+		return perr(P, "nesting too deep", NULL);
 	return 0;
 }
 
@@ -326,7 +330,7 @@ static int parse_args(parser *P, nf_jnode *n)
 			kw = cur(P)->text;
 			P->i += 2;
 		} else if (v.n && v.names[v.n - 1]) {
-			return perr(P, "%spositional argument after a keyword argument", "");
+			return perr(P, "positional argument after a keyword argument", NULL);
 		}
 		if (!(err = parse_expr(P, &e, true)))
 			err = vec_push(P, &v, e, kw);
@@ -742,7 +746,7 @@ static int parse_for(parser *P, nf_jnode **out)
 	if (accept_name(P, "if") && (err = parse_expr(P, &n->e, false)))
 		return err;
 	if (is_name(P, "recursive"))
-		return perr(P, "%srecursive loops are not supported", "");
+		return perr(P, "recursive loops are not supported", NULL);
 	P->loops++;
 	err = end_block(P);
 	if (!err)
@@ -771,7 +775,7 @@ static int parse_set(parser *P, nf_jnode **out)
 	if (accept_op(P, "="))
 		return (err = parse_tuple(P, &n->b, true)) ? err : end_block(P);
 	if (n->a->kind != JN_NAME)
-		return perr(P, "%sexpected '='", "");
+		return perr(P, "expected '='", NULL);
 	n->kind = JN_SET_BLOCK;
 	if ((err = end_block(P)) || (err = parse_body(P, &n->b, ends)))
 		return err;
