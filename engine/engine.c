@@ -32,7 +32,6 @@
 #define ENGINE_FORMAT "nimfactory-engine"
 #define ENGINE_FORMAT_VERSION 1
 #define CONFIG_MAX (1u << 20)
-#define TOKENIZER_MAX (64u << 20)
 
 struct nf_engine {
 	char *dir;

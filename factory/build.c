@@ -42,6 +42,7 @@ typedef struct build_ctx {
 	char source_digest[NF_SHA256_HEX_LEN + 1];
 	char tok_digest[NF_SHA256_HEX_LEN + 1];
 	nf_model *model;
+	nf_tokenizer *tokenizer; /* NULL for llama2.c models (tok_path is their tokenizer) */
 	nf_gate_results results;
 } build_ctx;
 
@@ -115,20 +116,32 @@ static int stage_fetch(build_ctx *b)
 	return fetch_one(b, st, &b->recipe->model.tokenizer, &b->tok_path, b->tok_digest);
 }
 
+/* The loader for the recipe's source format (auto: sniffed from the file). */
+static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
+{
+	switch (f) {
+	case NF_FORMAT_HF: return NF_CKPT_HF;
+	case NF_FORMAT_LLAMA2C: return NF_CKPT_LLAMA2C;
+	case NF_FORMAT_GGUF: return NF_CKPT_GGUF;
+	default: return nf_ckpt_sniff(path);
+	}
+}
+
 static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
-	nf_ckpt_format fmt = b->recipe->model.source.format == NF_FORMAT_HF        ? NF_CKPT_HF
-			     : b->recipe->model.source.format == NF_FORMAT_LLAMA2C ? NF_CKPT_LLAMA2C
-										   : NF_CKPT_AUTO;
+	nf_ckpt_format fmt = ckpt_format(b->recipe->model.source.format, b->model_path);
 	double t0 = now_seconds();
 	int err;
 
 	nf_log_stage_begin(b->log, "convert", "loading the checkpoint");
 	err = nf_ckpt_load(&b->model, b->model_path, fmt);
-	if (!err && !b->tok_path)
+	if (!err && fmt == NF_CKPT_LLAMA2C && !b->tok_path)
 		err = nf_error_set(NF_EINPUT, "%s: model.tokenizer: this model needs a tokenizer",
 				   b->recipe->file);
+	if (!err && fmt != NF_CKPT_LLAMA2C)
+		err = nf_ckpt_load_tokenizer(&b->tokenizer, b->model_path, fmt, b->tok_path,
+					     b->model->cfg.vocab_size);
 	if (!err)
 		memcpy(st->key, b->source_digest, sizeof(st->key));
 	st->seconds = now_seconds() - t0;
@@ -199,7 +212,8 @@ static int stage_compile(build_ctx *b, size_t i)
 	}
 	nf_engine_build_opts eo = {
 		.precision = p->precision,
-		.tokenizer_path = b->tok_path,
+		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
+		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
 		.threads = b->opts->threads,
@@ -478,6 +492,7 @@ done:
 			    b.recipe->image.repository, b.recipe->image.tag);
 	nf_gate_results_release(&b.results);
 	nf_model_free(b.model);
+	nf_tokenizer_free(b.tokenizer);
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);
