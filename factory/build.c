@@ -127,6 +127,21 @@ static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
 	}
 }
 
+/* serving.chat_template against what the model brings: "auto" is the
+ * model's template when it has one, else plain; "model" needs one. */
+static int resolve_chat_template(build_ctx *b)
+{
+	nf_chat_template t = b->recipe->serving.chat_template;
+	bool has = b->tokenizer && nf_tokenizer_chat_template(b->tokenizer);
+	if (t == NF_CHAT_MODEL && !has)
+		return nf_error_set(NF_EINPUT, "%s: serving.chat_template is model, but the model has "
+				    "no chat template", b->recipe->file);
+	if (t == NF_CHAT_AUTO)
+		t = has ? NF_CHAT_MODEL : NF_CHAT_PLAIN;
+	b->plan->chat_template = nf_chat_template_name(t);
+	return 0;
+}
+
 static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
@@ -142,6 +157,8 @@ static int stage_convert(build_ctx *b)
 	if (!err && fmt != NF_CKPT_LLAMA2C)
 		err = nf_ckpt_load_tokenizer(&b->tokenizer, b->model_path, fmt, b->tok_path,
 					     b->model->cfg.vocab_size);
+	if (!err)
+		err = resolve_chat_template(b);
 	if (!err)
 		memcpy(st->key, b->source_digest, sizeof(st->key));
 	st->seconds = now_seconds() - t0;

@@ -106,7 +106,9 @@ static int correctness_case(nf_gate_case *c, nf_engine *e, const nf_model *ref, 
 	double err_max = 0, err_sum = 0, t0 = now_seconds();
 
 	c->first_mismatch = -1;
-	rc = nf_tokenizer_encode(tok, prompt, strlen(prompt), NF_TOK_ADD_SPECIAL, &toks, &nt);
+	/* a gate prompt is model input: control tokens written in it are tokens */
+	rc = nf_tokenizer_encode(tok, prompt, strlen(prompt), NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL,
+				 &toks, &nt);
 	if (rc < 0)
 		goto done;
 	if (nt == 0 || nt >= (size_t)cfg->max_seq_len) {

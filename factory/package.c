@@ -259,10 +259,11 @@ int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, con
 		prefs[i] = nf_precision_name(r->serving.precision_preference[i]);
 	nf_manifest_info info = {
 		.model_name = r->model.name,
-		.model_family = "llama",
+		.model_family = nf_model_family_name(r->model.family),
 		.model_version = r->model.version,
 		.recipe_digest = plan->recipe_digest,
-		.chat_template = nf_chat_template_name(r->serving.chat_template),
+		.chat_template = plan->chat_template ? plan->chat_template
+						     : nf_chat_template_name(r->serving.chat_template),
 		.precision_preference = prefs,
 		.n_precision_preference = r->serving.n_precision_preference,
 		.tp_preference = r->serving.tensor_parallel_preference,

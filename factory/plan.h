@@ -59,6 +59,10 @@ typedef struct nf_plan {
 	size_t n_dropped;
 	nf_stage *stages;     /* owned, dependency order */
 	size_t n_stages;
+	/* The chat template nimserve renders with ("model" or a built-in), known
+	 * once the checkpoint is loaded (serving.chat_template auto resolved);
+	 * NULL before: the recipe's own value. */
+	const char *chat_template;
 } nf_plan;
 
 /* Expand r into a plan.  Caller owns *out (nf_plan_free). */

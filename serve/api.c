@@ -90,6 +90,8 @@ struct nf_server {
 	pthread_mutex_t waiters_mu;
 	waiter *waiters;       /* under waiters_mu */
 	nf_workq *prep;        /* parses, renders and tokenizes completions off the HTTP thread */
+	nf_chat_format chat;   /* how chat messages become a prompt (set when ready) */
+	nf_jinja *chat_jinja;  /* owned: the model's template when the manifest says "model" */
 	pthread_mutex_t submit_mu; /* a worker's submit against nf_server_quiesce */
 };
 
@@ -617,7 +619,7 @@ static void prep_completion(nf_server *srv, conn *cn)
 	int *tokens = NULL;
 	size_t n_tokens = 0;
 	if (nf_serve_req_parse(&cn->req, &cn->err, cn->body.data ? cn->body.data : "", cn->body.len, cn->chat,
-			       srv->manifest->chat_template) < 0)
+			       &srv->chat) < 0)
 		goto done;
 	if (strcmp(cn->req->model, srv->manifest->model_name) != 0) {
 		nf_api_error_set(&cn->err, 404, "invalid_request_error", "model_not_found", "model",
@@ -1193,6 +1195,28 @@ int nf_server_port(const nf_server *s)
 	return s->port;
 }
 
+/* The chat format of the manifest: a built-in, or the engine's own
+ * template compiled once here (a template the build checked; an engine
+ * without one cannot serve "model"). */
+static int chat_format_init(nf_server *s, const nf_engine *e)
+{
+	const nf_tokenizer *t = nf_engine_tokenizer(e);
+	const char *src = nf_tokenizer_chat_template(t);
+	s->chat = nf_chat_format_builtin(s->manifest->chat_template);
+	if (s->manifest->chat_template != NF_CHAT_MODEL)
+		return 0;
+	if (!src)
+		return nf_error_set(NF_EINPUT, "serving.chat_template is \"model\" but the engine's "
+				    "tokenizer has no chat template");
+	int err = nf_jinja_compile(&s->chat_jinja, src, strlen(src), "chat_template");
+	if (err)
+		return err;
+	s->chat.jinja = s->chat_jinja;
+	s->chat.bos = nf_tokenizer_bos_text(t);
+	s->chat.eos = nf_tokenizer_eos_text(t);
+	return 0;
+}
+
 int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
 {
 	const nf_manifest *m = s->manifest;
@@ -1200,6 +1224,9 @@ int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
 	json_t *o, *gpus, *cfgj;
 	json_error_t jerr;
 	const char *cj = nf_engine_config_json(e);
+	int err = chat_format_init(s, e);
+	if (err)
+		return err;
 	s->engine = e;
 	s->sched = sched;
 	gpus = json_array();
@@ -1276,6 +1303,7 @@ void nf_server_free(nf_server *s)
 	pthread_mutex_destroy(&s->waiters_mu);
 	pthread_mutex_destroy(&s->submit_mu);
 	free(s->metadata);
+	nf_jinja_free(s->chat_jinja);
 	free(s->reason);
 	free(s);
 }

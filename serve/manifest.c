@@ -286,7 +286,7 @@ static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const ch
 	if ((rc = get_str(&s, c, v, "serving.chat_template", 0)) < 0)
 		goto done;
 	if (nf_chat_template_parse(&m->chat_template, s) < 0) {
-		rc = at_err(c, v, "serving.chat_template: expected plain, llama2 or chatml");
+		rc = at_err(c, v, "serving.chat_template: expected model, plain, llama2 or chatml");
 		goto done;
 	}
 	free(s);
@@ -505,6 +505,7 @@ const char *nf_chat_template_name(nf_chat_template t)
 	case NF_CHAT_PLAIN: return "plain";
 	case NF_CHAT_LLAMA2: return "llama2";
 	case NF_CHAT_CHATML: return "chatml";
+	case NF_CHAT_MODEL: return "model";
 	}
 	return "?";
 }
@@ -517,6 +518,8 @@ int nf_chat_template_parse(nf_chat_template *out, const char *name)
 		*out = NF_CHAT_LLAMA2;
 	else if (!strcmp(name, "chatml"))
 		*out = NF_CHAT_CHATML;
+	else if (!strcmp(name, "model"))
+		*out = NF_CHAT_MODEL;
 	else
 		return nf_error_set(NF_EINPUT, "unknown chat template '%s'", name);
 	return 0;

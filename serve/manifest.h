@@ -27,6 +27,7 @@ typedef enum nf_chat_template {
 	NF_CHAT_PLAIN,
 	NF_CHAT_LLAMA2,
 	NF_CHAT_CHATML,
+	NF_CHAT_MODEL, /* the engine's own Jinja template (tokenizer_config.json) */
 } nf_chat_template;
 
 typedef enum nf_gate_state {

@@ -142,7 +142,7 @@ static int parse_stop(nf_serve_req *r, nf_api_error *err, json_t *v)
 	return 0;
 }
 
-static int parse_messages(nf_sbuf *out, nf_api_error *err, json_t *v, nf_chat_template tmpl)
+static int parse_messages(nf_sbuf *out, nf_api_error *err, json_t *v, const nf_chat_format *fmt)
 {
 	nf_chat_msg *msgs = NULL;
 	size_t n, i;
@@ -223,8 +223,16 @@ static int parse_messages(nf_sbuf *out, nf_api_error *err, json_t *v, nf_chat_te
 			goto done;
 		}
 	}
-	if (nf_template_render(out, tmpl, msgs, n) < 0) {
-		rc = fail(err, 400, NULL, "messages", "the rendered prompt exceeds %u bytes", NF_REQ_MAX_PROMPT);
+	if ((rc = nf_template_render(out, fmt, msgs, n)) < 0) {
+		if (rc == NF_ENOMEM)
+			rc = fail(err, 500, NULL, NULL, "out of memory");
+		else if (fmt->kind == NF_CHAT_MODEL)
+			/* the template's own refusal (raise_exception) or its output bound */
+			rc = fail(err, 400, NULL, "messages", "the model's chat template: %.400s",
+				  nf_error_last());
+		else
+			rc = fail(err, 400, NULL, "messages", "the rendered prompt exceeds %u bytes",
+				  NF_REQ_MAX_PROMPT);
 		goto done;
 	}
 	rc = 0;
@@ -316,7 +324,7 @@ static int check_neutral(nf_api_error *err, json_t *root)
 }
 
 int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, size_t len,
-		       int chat, nf_chat_template tmpl)
+		       int chat, const nf_chat_format *fmt)
 {
 	json_t *root = NULL, *v;
 	json_error_t jerr;
@@ -371,7 +379,7 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 			rc = fail(err, 400, NULL, "messages", "'messages' is required");
 			goto done;
 		}
-		if ((rc = parse_messages(&prompt, err, v, tmpl)) < 0)
+		if ((rc = parse_messages(&prompt, err, v, fmt)) < 0)
 			goto done;
 	} else {
 		if (!(v = json_object_get(root, "prompt"))) {
@@ -460,8 +468,8 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 		}
 		r->include_usage = iu && json_is_true(iu);
 	}
-	if (chat && nf_template_stop(tmpl)) {
-		r->stop[r->n_stop] = strdup(nf_template_stop(tmpl));
+	if (chat && nf_template_stop(fmt->kind)) {
+		r->stop[r->n_stop] = strdup(nf_template_stop(fmt->kind));
 		if (!r->stop[r->n_stop]) {
 			rc = fail(err, 500, NULL, NULL, "out of memory");
 			goto done;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "serve/manifest.h"
+#include "serve/template.h"
 
 #define NF_REQ_MAX_STOP 4
 #define NF_REQ_MAX_STOP_LEN 256
@@ -53,7 +54,7 @@ typedef struct nf_serve_req {
 /* Parse body; on failure returns a negative code and fills err (status 400/422).
  * Caller owns *out (nf_serve_req_free). */
 int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, size_t len,
-		       int chat, nf_chat_template tmpl);
+		       int chat, const nf_chat_format *fmt);
 void nf_serve_req_free(nf_serve_req *r); /* NULL is fine */
 
 #endif

@@ -1,8 +1,11 @@
 /*
- * template.c - rendering chat messages through plain, llama2 and chatml.
+ * template.c - rendering chat messages through plain, llama2, chatml or the
+ * model's own Jinja template.
  */
 #include "serve/template.h"
 
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -55,10 +58,46 @@ static int render_llama2(nf_sbuf *out, const nf_chat_msg *msgs, size_t n)
 	return rc;
 }
 
-int nf_template_render(nf_sbuf *out, nf_chat_template t, const nf_chat_msg *msgs, size_t n)
+/* The messages as the JSON list a Jinja chat template iterates. */
+static json_t *messages_json(const nf_chat_msg *msgs, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++) {
+		json_t *m = json_pack("{s:s, s:s%}", "role", role_name(msgs[i].role), "content",
+				      msgs[i].content, msgs[i].len);
+		if (!m || json_array_append_new(a, m)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static int render_model(nf_sbuf *out, const nf_chat_format *f, const nf_chat_msg *msgs, size_t n)
+{
+	json_t *conv = messages_json(msgs, n);
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+	if (!conv)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	rc = nf_jinja_render_chat(&text, &len, f->jinja, conv, f->bos, f->eos, true,
+				  out->max - out->len);
+	if (rc == 0)
+		rc = nf_sbuf_add(out, text, len);
+	free(text);
+	json_decref(conv);
+	return rc;
+}
+
+int nf_template_render(nf_sbuf *out, const nf_chat_format *f, const nf_chat_msg *msgs, size_t n)
 {
 	int rc = 0;
-	switch (t) {
+	switch (f->kind) {
+	case NF_CHAT_MODEL:
+		if (!f->jinja)
+			return nf_error_set(NF_EINTERNAL, "chat template 'model' without a template");
+		return render_model(out, f, msgs, n);
 	case NF_CHAT_PLAIN:
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			if (i)

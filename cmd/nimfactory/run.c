@@ -11,6 +11,7 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "cmd/nimfactory/output.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "util/error.h"
@@ -18,7 +19,7 @@
 #include "util/banned.h"
 
 static const char run_usage[] =
-	"usage: nimfactory run ENGINE_DIR [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
+	"usage: nimfactory run ENGINE_DIR [--prompt TEXT | --chat TEXT] [--max-tokens N] [--temperature T]\n"
 	"                      [--top-p P] [--seed S] [--threads N] [--quiet]\n"
 	"       nimfactory run OUT_DIR --profile NAME|ID [options]   (a build's output)\n";
 
@@ -35,6 +36,7 @@ int nf_cmd_run(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{"prompt", required_argument, NULL, 'p'},
+		{"chat", required_argument, NULL, 'C'},
 		{"max-tokens", required_argument, NULL, 'n'},
 		{"temperature", required_argument, NULL, 't'},
 		{"top-p", required_argument, NULL, 'P'},
@@ -45,8 +47,9 @@ int nf_cmd_run(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *prompt = "", *profile = NULL;
-	char *engine_dir = NULL;
+	const char *prompt = "", *profile = NULL, *chat = NULL;
+	char *engine_dir = NULL, *rendered = NULL;
+	size_t rendered_len = 0;
 	nf_gen_params params = {.max_tokens = 256, .temperature = 0.0f, .top_p = 1.0f, .seed = 0,
 				.stop_at_eos = 1};
 	nf_gen_stats stats = {0};
@@ -59,6 +62,7 @@ int nf_cmd_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "p:n:t:s:j:qh", options, NULL)) != -1) {
 		switch (c) {
 		case 'p': prompt = optarg; break;
+		case 'C': chat = optarg; break;
 		case 'n': err = nf_parse_long(&max_tokens, optarg, 0, 1 << 20, "--max-tokens"); break;
 		case 't': err = nf_parse_double(&temperature, optarg, 0, 100, "--temperature"); break;
 		case 'P': err = nf_parse_double(&top_p, optarg, 0, 1, "--top-p"); break;
@@ -83,6 +87,11 @@ int nf_cmd_run(int argc, char **argv)
 	err = nf_output_engine_dir(&engine_dir, argv[optind], profile);
 	if (!err)
 		err = nf_engine_open(&engine, engine_dir, (int)threads);
+	/* --chat: one user message through the model's own chat template */
+	if (!err && chat && !(err = nf_chat_render_user(&rendered, &rendered_len,
+							nf_engine_tokenizer(engine), chat,
+							strlen(chat))))
+		prompt = rendered;
 	if (err)
 		goto done;
 	err = nf_generate(engine, prompt, strlen(prompt), &params, print_piece, NULL, &stats);
@@ -99,5 +108,6 @@ int nf_cmd_run(int argc, char **argv)
 done:
 	nf_engine_free(engine);
 	free(engine_dir);
+	free(rendered);
 	return err ? nf_cmd_fail("run", err) : NF_EXIT_OK;
 }

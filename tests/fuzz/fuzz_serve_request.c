@@ -124,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 	memset(&e, 0, sizeof e);
-	rc = nf_serve_req_parse(&r, &e, (const char *)data, size, chat, tmpl);
+	nf_chat_format fmt = nf_chat_format_builtin(tmpl);
+	rc = nf_serve_req_parse(&r, &e, (const char *)data, size, chat, &fmt);
 	if (rc < 0) {
 		if (r)
 			abort();

@@ -19,7 +19,7 @@ static int status_of(const char *body, int chat, const char *param)
 	nf_serve_req *r = NULL;
 	nf_api_error e;
 	memset(&e, 0, sizeof e);
-	if (nf_serve_req_parse(&r, &e, body, strlen(body), chat, NF_CHAT_PLAIN) == 0) {
+	if (nf_serve_req_parse(&r, &e, body, strlen(body), chat, &(nf_chat_format){.kind = NF_CHAT_PLAIN}) == 0) {
 		nf_serve_req_free(r);
 		return 200;
 	}
@@ -39,7 +39,7 @@ int main(void)
 	body = "{\"model\":\"m\",\"prompt\":\"Once\",\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
 	       "\"seed\":42,\"stop\":[\"a\",\"bc\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
 	       "\"n\":1,\"user\":\"u\",\"echo\":false,\"logprobs\":null,\"presence_penalty\":0}";
-	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, NF_CHAT_PLAIN), 0, "full completion request parses");
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0, "full completion request parses");
 	if (r) {
 		is_str(r->prompt, "Once", "prompt");
 		is_int(r->max_tokens, 7, "max_tokens");
@@ -51,7 +51,7 @@ int main(void)
 		r = NULL;
 	}
 	body = "{\"model\":\"m\",\"prompt\":[\"x\"],\"stop\":\"\\n\"}";
-	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, NF_CHAT_PLAIN), 0,
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
 	       "prompt as a one-element list, stop as a string");
 	if (r) {
 		ok(r->max_tokens == -1 && r->temperature == 1.0f && r->n_stop == 1 && !strcmp(r->stop[0], "\n"), "defaults");
@@ -103,7 +103,7 @@ int main(void)
 	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 1, "tools"), 422, "tools: 422");
 
 	body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"}]}";
-	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, NF_CHAT_CHATML), 0, "chatml request");
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_CHATML}), 0, "chatml request");
 	if (r) {
 		is_str(r->prompt, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n", "chatml render");
 		ok(r->n_stop == 1 && !strcmp(r->stop[0], "<|im_end|>"), "chatml implies <|im_end|> as a stop");
@@ -115,15 +115,15 @@ int main(void)
 				       {NF_ROLE_ASSISTANT, "A1", 2}, {NF_ROLE_USER, "U2", 2}};
 		nf_sbuf b;
 		nf_sbuf_init(&b, 4096);
-		is_int(nf_template_render(&b, NF_CHAT_LLAMA2, msgs, 4), 0, "llama2 render");
+		is_int(nf_template_render(&b, &(nf_chat_format){.kind = NF_CHAT_LLAMA2}, msgs, 4), 0, "llama2 render");
 		is_str(b.data, "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 [INST] U2 [/INST]", "llama2 text");
 		nf_sbuf_release(&b);
 		nf_sbuf_init(&b, 4096);
-		is_int(nf_template_render(&b, NF_CHAT_PLAIN, msgs, 4), 0, "plain render");
+		is_int(nf_template_render(&b, &(nf_chat_format){.kind = NF_CHAT_PLAIN}, msgs, 4), 0, "plain render");
 		is_str(b.data, "S\nU1\nA1\nU2", "plain text");
 		nf_sbuf_release(&b);
 		nf_sbuf_init(&b, 8);
-		ok(nf_template_render(&b, NF_CHAT_CHATML, msgs, 4) < 0, "render bounded by the buffer cap");
+		ok(nf_template_render(&b, &(nf_chat_format){.kind = NF_CHAT_CHATML}, msgs, 4) < 0, "render bounded by the buffer cap");
 		nf_sbuf_release(&b);
 	}
 
