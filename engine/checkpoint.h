@@ -67,6 +67,11 @@ int nf_tokenizer_from_gguf(nf_tokenizer **out, const nf_gguf *g, int vocab_size)
 int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_format fmt,
 			   const char *tokenizer_path, int vocab_size);
 
+/* Write t beside a Hugging Face checkpoint in dir: tokenizer.json,
+ * tokenizer_config.json (with the chat template) and generation_config.json
+ * (BOS and EOS ids).  NF_EUNSUPPORTED for a llama2.c tokenizer. */
+int nf_ckpt_write_hf_tokenizer(const char *dir, const nf_tokenizer *t);
+
 /* The format nf_ckpt_load would pick for path under NF_CKPT_AUTO. */
 nf_ckpt_format nf_ckpt_sniff(const char *path);
 

@@ -11,6 +11,7 @@
 #include "engine/checkpoint.h"
 
 #include "engine/arch.h"
+#include "engine/tokenizer.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -790,4 +791,35 @@ done:
 	free(o.perm);
 	free(st_path);
 	return err;
+}
+
+/* ------------------------------------------------------- the tokenizer */
+
+/* generation_config.json: the ids generation starts and stops with. */
+static int write_generation_config(const char *dir, const nf_tokenizer *t)
+{
+	json_t *root = json_object();
+	char *text = NULL, *path = nf_path_join(dir, "generation_config.json");
+	int err = 0;
+	if (root && nf_tokenizer_bos(t) >= 0)
+		json_object_set_new(root, "bos_token_id", json_integer(nf_tokenizer_bos(t)));
+	if (root && nf_tokenizer_eos(t) >= 0)
+		json_object_set_new(root, "eos_token_id", json_integer(nf_tokenizer_eos(t)));
+	if (root)
+		json_object_set_new(root, "transformers_version", json_string("4.44.0"));
+	text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	if (!text || !path)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	else
+		err = nf_fs_write_atomic(path, text, strlen(text), 0644);
+	json_decref(root);
+	free(text);
+	free(path);
+	return err;
+}
+
+int nf_ckpt_write_hf_tokenizer(const char *dir, const nf_tokenizer *t)
+{
+	int err = nf_tokenizer_write_hf(t, dir);
+	return err ? err : write_generation_config(dir, t);
 }

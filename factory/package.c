@@ -182,12 +182,13 @@ static int add_weights_layer(nf_oci_image *img, const char *oci, const nf_packag
 	return err;
 }
 
-/* What is per profile and small: config, tactics, tokenizer, and a link to
- * the shared weights. */
+/* What is per profile and small: config, tactics, the tokenizer files of
+ * either kind (engine_tokenizer.h), and a link to the shared weights. */
 static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
 			    int64_t epoch, const nf_profile *p, const char *weights_hex)
 {
-	static const char *const files[] = {"config.json", "tactics.json", "tokenizer.bin"};
+	static const char *const files[] = {"config.json", "tactics.json", "tokenizer.bin",
+					    "tokenizer.json", "tokenizer_config.json"};
 	nf_oci_layer *l = NULL;
 	nf_oci_layer_desc ld;
 	char *src_dir = nf_strdup_printf("%s/engines/%s", o->out_dir, p->id);

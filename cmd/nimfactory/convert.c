@@ -1,6 +1,8 @@
 /*
  * convert.c - `nimfactory convert SRC DEST`: rewrite a checkpoint in another
- * layout (llama2.c -> Hugging Face config.json + safetensors, or back).
+ * layout: llama2.c or GGUF -> a Hugging Face folder (config.json, safetensors,
+ * and for a GGUF its tokenizer: tokenizer.json, tokenizer_config.json with
+ * the chat template, generation_config.json), or Hugging Face -> llama2.c.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -9,11 +11,12 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "engine/checkpoint.h"
+#include "engine/tokenizer.h"
 #include "util/error.h"
 #include "util/banned.h"
 
 static const char convert_usage[] =
-	"usage: nimfactory convert SRC DEST [--from auto|llama2c|hf] [--to hf|llama2c]\n"
+	"usage: nimfactory convert SRC DEST [--from auto|llama2c|hf|gguf] [--to hf|llama2c]\n"
 	"                          [--dtype F32|F16|BF16]\n";
 
 static int parse_dtype(nf_dtype *out, const char *s)
@@ -41,6 +44,7 @@ int nf_cmd_convert(int argc, char **argv)
 	nf_ckpt_format from = NF_CKPT_AUTO, to = NF_CKPT_HF;
 	nf_dtype dtype = NF_DTYPE_F32;
 	nf_model *model = NULL;
+	nf_tokenizer *tok = NULL;
 	int c, err = 0;
 
 	optind = 1;
@@ -51,6 +55,9 @@ int nf_cmd_convert(int argc, char **argv)
 			err = nf_ckpt_format_parse(&to, optarg);
 			if (!err && to == NF_CKPT_AUTO)
 				err = nf_error_set(NF_EINPUT, "--to: name the format: hf or llama2c");
+			if (!err && to == NF_CKPT_GGUF)
+				err = nf_error_set(NF_EUNSUPPORTED, "--to gguf: writing GGUF is not "
+						   "supported (hf or llama2c)");
 			break;
 		case 'd': err = parse_dtype(&dtype, optarg); break;
 		case 'h': fputs(convert_usage, stdout); return NF_EXIT_OK;
@@ -63,12 +70,19 @@ int nf_cmd_convert(int argc, char **argv)
 		fputs(convert_usage, stderr);
 		return NF_EXIT_INPUT;
 	}
+	if (from == NF_CKPT_AUTO)
+		from = nf_ckpt_sniff(argv[optind]);
 	err = nf_ckpt_load(&model, argv[optind], from);
+	/* a GGUF carries its tokenizer and chat template: they come along */
+	if (!err && from == NF_CKPT_GGUF && to == NF_CKPT_HF)
+		err = nf_ckpt_load_tokenizer(&tok, argv[optind], from, NULL, model->cfg.vocab_size);
 	if (err)
 		goto done;
-	if (to == NF_CKPT_HF)
+	if (to == NF_CKPT_HF) {
 		err = nf_ckpt_write_hf(argv[optind + 1], model, dtype);
-	else if (dtype != NF_DTYPE_F32)
+		if (!err && tok)
+			err = nf_ckpt_write_hf_tokenizer(argv[optind + 1], tok);
+	} else if (dtype != NF_DTYPE_F32)
 		err = nf_error_set(NF_EINPUT, "--dtype: llama2.c checkpoints are float32 only");
 	else
 		err = nf_ckpt_write_llama2c(argv[optind + 1], model);
@@ -77,5 +91,6 @@ int nf_cmd_convert(int argc, char **argv)
 			to == NF_CKPT_HF ? "Hugging Face layout" : "llama2.c");
 done:
 	nf_model_free(model);
+	nf_tokenizer_free(tok);
 	return err ? nf_cmd_fail("convert", err) : NF_EXIT_OK;
 }
