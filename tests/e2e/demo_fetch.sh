@@ -22,7 +22,7 @@ trap cleanup EXIT INT TERM
 . "$SRC/tests/tap.sh"
 
 start_server() { # start_server ROOT
-	"$BUILD/tools/nf_test_httpd" --root "$1" --max-seconds 120 --log "$W/requests.log" >"$W/port" &
+	"$BUILD/tools/nf_test_httpd" --root "$1" --max-seconds 600 --log "$W/requests.log" >"$W/port" &
 	SERVER_PID=$!
 	i=0
 	while [ ! -s "$W/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
