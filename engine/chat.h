@@ -1,6 +1,7 @@
 /*
- * chat.h - a model's chat template applied to a conversation of one user
- * message: the prompt `nimfactory run --chat` feeds the model.
+ * chat.h - a model's chat template: the build's check that it renders, and
+ * a conversation of one user message through it (the prompt `nimfactory run
+ * --chat` feeds the model).
  */
 #ifndef NF_ENGINE_CHAT_H
 #define NF_ENGINE_CHAT_H
@@ -15,5 +16,12 @@
  * refuses the conversation (with its line:col). */
 int nf_chat_render_user(char **out, size_t *len, const nf_tokenizer *t, const char *text,
 			size_t text_len);
+
+/* Render t's chat template over a sample conversation (system, user,
+ * assistant, user; and without the system turn when the template refuses
+ * one, as Gemma's do), as the build checks it before making engines.
+ * NF_EINPUT "what:LINE:COL: ..." when it does not compile or render, or
+ * when t has no template. */
+int nf_chat_template_check(const nf_tokenizer *t, const char *what);
 
 #endif

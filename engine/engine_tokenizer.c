@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/jinja.h"
+#include "engine/chat.h"
 #include "engine/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -15,7 +15,6 @@
 #include "util/banned.h"
 
 #define TOKENIZER_MAX (64u << 20)
-#define CHECK_MAX_OUT (1u << 20)
 
 /* files[name] = {"sha256": hex of dir/name}. */
 static int record(json_t *files, const char *dir, const char *name)
@@ -26,48 +25,6 @@ static int record(json_t *files, const char *dir, const char *name)
 	free(path);
 	if (!err && json_object_set_new(files, name, json_pack("{s:s}", "sha256", hex)))
 		err = nf_error_set(NF_ENOMEM, "out of memory");
-	return err;
-}
-
-/* A conversation that exercises what templates branch on: a system turn,
- * alternating user and assistant turns, and the generation prompt. */
-static json_t *sample_conversation(void)
-{
-	return json_pack("[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]", "role", "system", "content",
-			 "You are a helpful assistant.", "role", "user", "content", "Hello!", "role",
-			 "assistant", "content", "Hi! How can I help?", "role", "user", "content",
-			 "What is the capital of France?");
-}
-
-/* Render once with a system message and, when that raises (Gemma's
- * templates refuse a system role), once without: a template that renders
- * neither conversation cannot serve chat. */
-int nf_engine_chat_template_check(const char *tmpl, const nf_tokenizer *t, const char *what)
-{
-	nf_jinja *j = NULL;
-	json_t *conv = sample_conversation();
-	char *out = NULL;
-	size_t len;
-	int err = conv ? nf_jinja_compile(&j, tmpl, strlen(tmpl), what)
-		       : nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_jinja_render_chat(&out, &len, j, conv, nf_tokenizer_bos_text(t),
-					   nf_tokenizer_eos_text(t), true, CHECK_MAX_OUT);
-	if (err == NF_EINPUT && j) {
-		char *first = strdup(nf_error_last());
-		json_array_remove(conv, 0);
-		err = nf_jinja_render_chat(&out, &len, j, conv, nf_tokenizer_bos_text(t),
-					   nf_tokenizer_eos_text(t), true, CHECK_MAX_OUT);
-		if (err && first)
-			nf_error_set(err, "%s", first);
-		free(first);
-	}
-	if (!err && len == 0)
-		err = nf_error_set(NF_EINPUT, "%s: the chat template renders a conversation as nothing",
-				   what);
-	free(out);
-	nf_jinja_free(j);
-	json_decref(conv);
 	return err;
 }
 
@@ -99,7 +56,7 @@ static int write_hf(json_t *files, const char *dir, const nf_tokenizer *t, int v
 	if (nf_tokenizer_vocab_size(t) > vocab_size)
 		return nf_error_set(NF_EINPUT, "engine build: the tokenizer has %d tokens, the model %d",
 				    nf_tokenizer_vocab_size(t), vocab_size);
-	if (tmpl && (err = nf_engine_chat_template_check(tmpl, t, "chat_template")))
+	if (tmpl && (err = nf_chat_template_check(t, "chat_template")))
 		return err;
 	if ((err = nf_tokenizer_write_hf(t, dir)) || (err = record(files, dir, "tokenizer.json")))
 		return err;

@@ -19,8 +19,4 @@
 int nf_engine_tokenizer_write(json_t *files, const char *dir, const nf_engine_build_opts *o,
 			      int vocab_size);
 
-/* Render a model's chat template over a sample conversation, as the engine
- * build checks it; what names it in messages. */
-int nf_engine_chat_template_check(const char *tmpl, const nf_tokenizer *t, const char *what);
-
 #endif

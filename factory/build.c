@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/chat.h"
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
 #include "factory/cache.h"
@@ -139,7 +140,9 @@ static int resolve_chat_template(build_ctx *b)
 	if (t == NF_CHAT_AUTO)
 		t = has ? NF_CHAT_MODEL : NF_CHAT_PLAIN;
 	b->plan->chat_template = nf_chat_template_name(t);
-	return 0;
+	/* a template that cannot render fails the build before any engine is made */
+	int err = t == NF_CHAT_MODEL ? nf_chat_template_check(b->tokenizer, "chat_template") : 0;
+	return err ? nf_error_wrap(err, "%s", b->model_path) : 0;
 }
 
 static int stage_convert(build_ctx *b)
