@@ -9,19 +9,15 @@
 #endif
 #include "engine/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "util/checked.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/banned.h"
 
 #define GGUF_DEFAULT_ALIGN 32
@@ -531,45 +527,20 @@ static nf_gguf *gguf_new(const char *what)
 
 int nf_gguf_open(nf_gguf **out, const char *path)
 {
-	int fd, err;
-	struct stat st;
+	const void *map;
 	nf_gguf *g;
-	void *map;
+	int err;
 
 	*out = NULL;
 	if (!(g = gguf_new(path)))
 		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = nf_error_set(errno == ENOENT ? NF_ENOTFOUND : NF_EIO, "%s: %s", path,
-				   strerror(errno));
-		goto fail;
+	if ((err = nf_fs_map_file(&map, &g->size, path))) {
+		nf_gguf_free(g);
+		return err;
 	}
-	if (fstat(fd, &st) < 0) {
-		err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = nf_error_set(NF_EIO, "%s: not a regular file", path);
-		goto fail;
-	}
-	g->size = (size_t)st.st_size;
-	if (g->size > 0) {
-		map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			err = nf_error_set(NF_EIO, "%s: mmap: %s", path, strerror(errno));
-			goto fail;
-		}
-		g->base = map;
-		g->mapped = true;
-	}
-	close(fd);
+	g->base = map;
+	g->mapped = map != NULL;
 	return gguf_open_parsed(out, g);
-fail:
-	if (fd >= 0)
-		close(fd);
-	nf_gguf_free(g);
-	return err;
 }
 
 int nf_gguf_open_mem(nf_gguf **out, const void *data, size_t len, const char *what)
@@ -588,7 +559,7 @@ void nf_gguf_free(nf_gguf *g)
 	if (!g)
 		return;
 	if (g->mapped)
-		munmap((void *)g->base, g->size);
+		nf_fs_unmap_file(g->base, g->size);
 	for (uint64_t i = 0; g->kv && i < g->n_kv; i++) {
 		free(g->kv[i].key);
 		free(g->kv[i].str_at);

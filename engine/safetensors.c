@@ -9,16 +9,12 @@
 #include "engine/safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "util/checked.h"
 #include "util/error.h"
@@ -243,10 +239,9 @@ static int st_open_buf(nf_st_file **out, nf_st_file *f)
 
 int nf_st_open(nf_st_file **out, const char *path)
 {
-	int fd = -1, err = 0;
-	struct stat st;
 	nf_st_file *f = NULL;
-	void *map;
+	const void *map;
+	int err;
 
 	*out = NULL;
 	f = calloc(1, sizeof(*f));
@@ -254,37 +249,13 @@ int nf_st_open(nf_st_file **out, const char *path)
 		free(f);
 		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = nf_error_set(errno == ENOENT ? NF_ENOTFOUND : NF_EINPUT, "%s: %s", path,
-				   strerror(errno));
-		goto fail;
+	if ((err = nf_fs_map_file(&map, &f->size, path))) {
+		nf_st_close(f);
+		return err;
 	}
-	if (fstat(fd, &st) < 0) {
-		err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = nf_error_set(NF_EINPUT, "%s: not a regular file", path);
-		goto fail;
-	}
-	f->size = (size_t)st.st_size;
-	if (f->size > 0) {
-		map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			err = nf_error_set(NF_EIO, "%s: mmap: %s", path, strerror(errno));
-			goto fail;
-		}
-		f->base = map;
-		f->mapped = true;
-	}
-	close(fd);
+	f->base = map;
+	f->mapped = map != NULL;
 	return st_open_buf(out, f);
-fail:
-	if (fd >= 0)
-		close(fd);
-	nf_st_close(f);
-	return err;
 }
 
 int nf_st_open_mem(nf_st_file **out, const void *data, size_t len, const char *what)
@@ -305,7 +276,7 @@ void nf_st_close(nf_st_file *f)
 	if (!f)
 		return;
 	if (f->mapped)
-		munmap((void *)f->base, f->size);
+		nf_fs_unmap_file(f->base, f->size);
 	json_decref(f->root);
 	free(f->tensors);
 	free(f->by_name);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -349,4 +350,36 @@ int nf_fs_copy_tree(const char *src, const char *dst)
 	if (mkdir(dst, st.st_mode & 0777) < 0)
 		return nf_error_set(NF_EIO, "%s: mkdir: %s", dst, strerror(errno));
 	return nf_fs_each_child(src, copy_child, (void *)dst);
+}
+
+int nf_fs_map_file(const void **base, size_t *size, const char *path)
+{
+	struct stat st;
+	int err = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+	*base = NULL;
+	*size = 0;
+	if (fd < 0)
+		return nf_error_set(errno == ENOENT ? NF_ENOTFOUND : NF_EINPUT, "%s: %s", path,
+				    strerror(errno));
+	if (fstat(fd, &st) < 0)
+		err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		err = nf_error_set(NF_EINPUT, "%s: not a regular file", path);
+	else if (st.st_size > 0) {
+		void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED)
+			err = nf_error_set(NF_EIO, "%s: mmap: %s", path, strerror(errno));
+		else {
+			*base = map;
+			*size = (size_t)st.st_size;
+		}
+	}
+	close(fd);
+	return err;
+}
+
+void nf_fs_unmap_file(const void *base, size_t size)
+{
+	if (base)
+		munmap((void *)base, size);
 }

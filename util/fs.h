@@ -16,6 +16,13 @@
  */
 int nf_fs_read_file(char **out, size_t *len, const char *path, size_t max_len);
 
+/* Map a regular file read-only and private: *base (NULL for an empty file)
+ * and *size.  NF_ENOTFOUND when it does not exist, NF_EINPUT when it cannot
+ * be opened or is not a regular file, NF_EIO when it cannot be mapped.
+ * Release with nf_fs_unmap_file. */
+int nf_fs_map_file(const void **base, size_t *size, const char *path);
+void nf_fs_unmap_file(const void *base, size_t size); /* NULL is fine */
+
 /* Write data to path atomically; mode is the file mode (e.g. 0644). */
 int nf_fs_write_atomic(const char *path, const void *data, size_t len, int mode);
 

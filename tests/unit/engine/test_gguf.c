@@ -272,7 +272,7 @@ static void test_files(void)
 	snprintf(path, sizeof(path), "%s/missing.gguf", dir);
 	is_int(nf_gguf_open(&g, path), NF_ENOTFOUND, "missing file");
 	ok(!g && strstr(nf_error_last(), "missing.gguf"), "message names it");
-	is_int(nf_gguf_open(&g, dir), NF_EIO, "a folder is refused");
+	is_int(nf_gguf_open(&g, dir), NF_EINPUT, "a folder is refused");
 	snprintf(path, sizeof(path), "%s/x.gguf", dir);
 	remove(path);
 	rmdir(dir);
