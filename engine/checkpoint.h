@@ -60,10 +60,10 @@ typedef struct nf_tokenizer nf_tokenizer;
 int nf_tokenizer_from_gguf(nf_tokenizer **out, const nf_gguf *g, int vocab_size);
 
 /* The tokenizer that goes with a checkpoint: tokenizer_path when given (a
- * llama2.c tokenizer.bin for llama2.c checkpoints, else a folder holding
- * tokenizer.json and tokenizer_config.json), else a GGUF file's own, else
- * the tokenizer.json beside Hugging Face weights.  A llama2.c checkpoint
- * without tokenizer_path is NF_EINPUT. */
+ * folder holding tokenizer.json and tokenizer_config.json, a tokenizer.json
+ * file with its config beside it, or a llama2.c tokenizer.bin), else a GGUF
+ * file's own, else the tokenizer.json beside Hugging Face weights.  A
+ * llama2.c checkpoint without tokenizer_path is NF_EINPUT. */
 int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_format fmt,
 			   const char *tokenizer_path, int vocab_size);
 

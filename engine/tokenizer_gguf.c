@@ -228,6 +228,25 @@ done:
 	return err;
 }
 
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+/* The tokenizer of the folder a file is in (its tokenizer.json and
+ * tokenizer_config.json). */
+static int load_parent_dir(nf_tokenizer **out, const char *file, int vocab_size)
+{
+	const char *slash = strrchr(file, '/');
+	char *dir = slash ? strndup(file, (size_t)(slash - file)) : strdup(".");
+	if (!dir)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	int err = nf_tokenizer_load_dir(out, *dir ? dir : "/", vocab_size);
+	free(dir);
+	return err;
+}
+
 int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_format fmt,
 			   const char *tokenizer_path, int vocab_size)
 {
@@ -237,11 +256,9 @@ int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_f
 	if (tokenizer_path) {
 		if (nf_fs_is_dir(tokenizer_path))
 			return nf_tokenizer_load_dir(out, tokenizer_path, vocab_size);
-		if (fmt == NF_CKPT_LLAMA2C)
-			return nf_tokenizer_load(out, tokenizer_path, vocab_size);
-		return nf_error_set(NF_EINPUT, "%s: a tokenizer for a %s checkpoint is a folder "
-				    "holding tokenizer.json", tokenizer_path,
-				    fmt == NF_CKPT_GGUF ? "gguf" : "hf");
+		if (has_suffix(tokenizer_path, "tokenizer.json"))
+			return load_parent_dir(out, tokenizer_path, vocab_size);
+		return nf_tokenizer_load(out, tokenizer_path, vocab_size);
 	}
 	if (fmt == NF_CKPT_GGUF) {
 		nf_gguf *g = NULL;
@@ -251,18 +268,9 @@ int nf_ckpt_load_tokenizer(nf_tokenizer **out, const char *model_path, nf_ckpt_f
 		nf_gguf_free(g);
 		return err;
 	}
-	if (fmt == NF_CKPT_HF) {
-		char *dir = nf_fs_is_dir(model_path) ? strdup(model_path) : NULL;
-		if (!dir) {
-			const char *slash = strrchr(model_path, '/');
-			dir = slash ? strndup(model_path, (size_t)(slash - model_path)) : strdup(".");
-		}
-		if (!dir)
-			return nf_error_set(NF_ENOMEM, "out of memory");
-		int err = nf_tokenizer_load_dir(out, dir, vocab_size);
-		free(dir);
-		return err;
-	}
+	if (fmt == NF_CKPT_HF)
+		return nf_fs_is_dir(model_path) ? nf_tokenizer_load_dir(out, model_path, vocab_size)
+						: load_parent_dir(out, model_path, vocab_size);
 	return nf_error_set(NF_EINPUT, "%s: a llama2.c checkpoint does not hold its tokenizer; "
 			    "name one", model_path);
 }

@@ -128,6 +128,20 @@ static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
 	}
 }
 
+/* The model's tokenizer.  A llama2.c tokenizer.bin (the recipe's file,
+ * whatever the checkpoint's format) goes into the engines as that file:
+ * b->tokenizer stays NULL for it. */
+static int load_tokenizer(build_ctx *b, nf_ckpt_format fmt)
+{
+	int err = nf_ckpt_load_tokenizer(&b->tokenizer, b->model_path, fmt, b->tok_path,
+					 b->model->cfg.vocab_size);
+	if (!err && nf_tokenizer_kind(b->tokenizer) == NF_TOK_LLAMA2C) {
+		nf_tokenizer_free(b->tokenizer);
+		b->tokenizer = NULL;
+	}
+	return err;
+}
+
 /* serving.chat_template against what the model brings: "auto" is the
  * model's template when it has one, else plain; "model" needs one. */
 static int resolve_chat_template(build_ctx *b)
@@ -157,9 +171,8 @@ static int stage_convert(build_ctx *b)
 	if (!err && fmt == NF_CKPT_LLAMA2C && !b->tok_path)
 		err = nf_error_set(NF_EINPUT, "%s: model.tokenizer: this model needs a tokenizer",
 				   b->recipe->file);
-	if (!err && fmt != NF_CKPT_LLAMA2C)
-		err = nf_ckpt_load_tokenizer(&b->tokenizer, b->model_path, fmt, b->tok_path,
-					     b->model->cfg.vocab_size);
+	if (!err && (fmt != NF_CKPT_LLAMA2C || b->tok_path))
+		err = load_tokenizer(b, fmt);
 	if (!err)
 		err = resolve_chat_template(b);
 	if (!err)

@@ -25,6 +25,7 @@
 
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
+#include "tests/rng.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/parse.h"
@@ -197,14 +198,6 @@ static int cmd_bench(const nf_gguf *g)
 
 /* ---------------------------------------------------------- random file */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Clear the top exponent bit of a 16-bit float field whose exponent is all
  * ones (mask), so that it is finite: random scales must not make inf or NaN,
  * which would compare by accident rather than by value. */
@@ -255,7 +248,7 @@ static int add_random_tensors(nf_gguf_writer *w, uint64_t seed)
 		if (!(p = malloc((size_t)n_bytes)))
 			return nf_error_set(NF_ENOMEM, "out of memory");
 		for (size_t i = 0; i < n_bytes; i++)
-			p[i] = (uint8_t)(splitmix64(&seed) >> 56);
+			p[i] = (uint8_t)(nf_test_rng(&seed) >> 56);
 		make_finite(p, type, (size_t)n_bytes);
 		err = nf_gguf_writer_add_tensor(w, name, (nf_ggml_type)type, 2, ne, p, n_bytes);
 		free(p);
@@ -347,7 +340,7 @@ static int cmd_seeds(const char *dir)
 			if (!ne[0])
 				continue;
 			for (size_t i = 0; i < n_bytes; i++)
-				block[i] = (uint8_t)(splitmix64(&seed) >> 56);
+				block[i] = (uint8_t)(nf_test_rng(&seed) >> 56);
 			make_finite(block, type, (size_t)n_bytes);
 			err = nf_gguf_writer_add_tensor(w, nf_ggml_type_name(type), (nf_ggml_type)type, 1,
 							ne, block, n_bytes);

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/reference.h"
 #include "engine/safetensors.h"
+#include "tests/rng.h"
 #include "tests/tap.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -27,20 +28,6 @@
 #define POSITIONS 24
 
 static char tokpath[1024], root[1024];
-
-static uint64_t rng(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [-a, a). */
-static float unif(uint64_t *s, double a)
-{
-	return (float)(((double)(rng(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * a);
-}
 
 /* The base config: 2 layers, GQA (4 heads, 2 KV heads, head size 16), the
  * 512-token vocabulary of the shared tokenizer. */
@@ -71,7 +58,7 @@ static nf_model *synth(const nf_model_config *c, uint64_t seed)
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++)
-		((float *)m->mem)[i] = unif(&seed, 0.15);
+		((float *)m->mem)[i] = nf_test_unif(&seed, 0.15);
 	const nf_arch *a = nf_arch_get(c->arch);
 	for (size_t i = 0; i < a->n_tensors; i++) {
 		const nf_arch_tensor *t = &a->tensors[i];
@@ -80,7 +67,7 @@ static nf_model *synth(const nf_model_config *c, uint64_t seed)
 		float *p = nf_arch_present(t, c) ? *nf_model_slot(m, t->id) : NULL;
 		nf_arch_elems(&e, t, c);
 		for (uint64_t k = 0; p && k < e; k++)
-			p[k] = norm ? 1.0f + unif(&seed, 0.1) : t->cols == NF_D_NONE ? unif(&seed, 0.5) : p[k];
+			p[k] = norm ? 1.0f + nf_test_unif(&seed, 0.1) : t->cols == NF_D_NONE ? nf_test_unif(&seed, 0.5) : p[k];
 	}
 	return m;
 }

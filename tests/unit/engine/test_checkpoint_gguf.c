@@ -19,24 +19,12 @@
 #include "engine/checkpoint.h"
 #include "engine/gguf_write.h"
 #include "engine/reference.h"
+#include "tests/rng.h"
 #include "tests/tap.h"
 #include "util/error.h"
 #include "util/fs.h"
 
 static char root[1024];
-
-static uint64_t rng(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static float unif(uint64_t *s, double a)
-{
-	return (float)(((double)(rng(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * a);
-}
 
 static nf_model_config base_cfg(nf_arch_id arch, bool tied)
 {
@@ -62,7 +50,7 @@ static nf_model *synth(const nf_model_config *c, uint64_t seed)
 	if (nf_model_alloc(&m, c) || nf_model_param_count(&n, c))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		((float *)m->mem)[i] = unif(&seed, 0.2);
+		((float *)m->mem)[i] = nf_test_unif(&seed, 0.2);
 	return m;
 }
 
