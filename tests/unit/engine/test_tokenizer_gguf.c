@@ -180,7 +180,7 @@ static void sentencepiece(void)
 	is_int(nf_tokenizer_from_gguf(&t, g, 512), 0, "its tokenizer loads %s", nf_error_last());
 	ok(t && nf_tokenizer_kind(t) == NF_TOK_SPM, "as SentencePiece BPE");
 	for (size_t i = 0; t && ref && i < sizeof corpus / sizeof corpus[0]; i++)
-		ok(same_ids(ref, t, corpus[i]), "same ids as llama2.c's tokenizer: \"%.30s\"", corpus[i]);
+		ok(same_ids(ref, t, corpus[i]), "same ids as llama2.c's tokenizer on corpus text %zu", i);
 	nf_gguf_free(g);
 	nf_tokenizer_free(t);
 	g = NULL;
