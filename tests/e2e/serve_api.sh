@@ -174,14 +174,15 @@ wait "$CURL"
 is "$(tail -n 2 "$W/drain.sse" | head -n 1)" "data: [DONE]" "the in-flight stream finished before exit"
 is "$(code "$U/v1/health/live")" 000 "no longer listening"
 
-# a bounded queue: past it 429 with Retry-After
+# a bounded queue: past it 429 with Retry-After (each request runs ~1 s, so all six
+# arrive while the first one runs, however slowly a loaded machine starts them)
 start_server small --max-batch 1 --max-queue 1 --step-delay-us 5000 || { echo "Bail out! small server"; exit 1; }
 SMALL=$PID
 U="http://127.0.0.1:$PORT"
 CPIDS=""
 for i in $(seq 1 6); do
 	timeout 60 curl -s -D "$W/q.h.$i" -o /dev/null -w '%{http_code}\n' "$U/v1/completions" \
-		-d '{"model":"stories260k","prompt":"Once","max_tokens":40}' >"$W/q.$i" &
+		-d '{"model":"stories260k","prompt":"Once","max_tokens":200}' >"$W/q.$i" &
 	CPIDS="$CPIDS $!"
 done
 wait $CPIDS

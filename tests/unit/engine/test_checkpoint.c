@@ -63,7 +63,7 @@ int main(void)
 	ok(nf_ckpt_format_parse(&fmt, "hf") == 0 && fmt == NF_CKPT_HF, "format hf");
 	ok(nf_ckpt_format_parse(&fmt, "auto") == 0 && fmt == NF_CKPT_AUTO, "format auto");
 	is_int(nf_ckpt_format_parse(&fmt, "gguf2"), NF_EINPUT, "unknown format refused");
-	is_str(nf_error_last(), "unknown checkpoint format \"gguf2\" (auto, llama2c, hf)", "its message");
+	is_str(nf_error_last(), "unknown checkpoint format \"gguf2\" (auto, llama2c, hf, gguf)", "its message");
 
 	if (!nf_fs_exists(path)) {
 		skip("no %s", path);
