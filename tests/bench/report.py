@@ -268,11 +268,11 @@ def serve_main(a):
                                   ", load average %s before the runs" % a.load if a.load else ""),
         ("Command: `make bench BENCH=serve` (%d engine threads per server; clients stream "
          "completions one after another, temperature 0, prompts from "
-         "`build/bench/results/serve-prompts.txt`; %s; load generator `nf_loadgen` on the same 2 cores)."
+         "`build/bench/results/serve-prompts-MODEL.txt`; %s; load generator `nf_loadgen` on the same 2 cores)."
          % (a.threads, a.workload)) if a.workload else
         ("Command: `make bench BENCH=serve` (stories260K; %d engine threads per server; each client "
          "streams %d completions one after another, max_tokens %d, temperature 0, prompts from "
-         "`build/bench/results/serve-prompts.txt`; load generator `nf_loadgen` on the same 2 cores)."
+         "`build/bench/results/serve-prompts-MODEL.txt`; load generator `nf_loadgen` on the same 2 cores)."
          % (a.threads, a.requests, a.max_tokens)),
         ("Peer: %s; `-t %d -tb %d -np %d -c %d x context -cb` (%d slots of the model's whole context, continuous batching). "
          % (a.peer, a.threads, a.threads, a.slots, a.slots, a.slots)) +
