@@ -17,7 +17,9 @@
  * fields).  --chat sends each prompt as the one user message of a chat
  * completion ({"messages":[{"role":"user","content":PROMPT}]}, path
  * /v1/chat/completions unless --path or --url names one), so the server
- * renders it with its chat template.  --escapes decodes \n, \t and \\ in the
+ * renders it with its chat template; it asks for the usage chunk with
+ * "stream_options":{"include_usage":true}, which chat streams (llama-server's
+ * among them) send only when asked.  --escapes decodes \n, \t and \\ in the
  * prompts (a prompt already rendered through a chat template has newlines and
  * must fit on one line of --prompts FILE).  Requests are HTTP/1.0 POSTs of {"model","prompt","max_tokens",
  * "temperature":0,"stream":true}; the response may be chunked (llama-server
@@ -413,7 +415,8 @@ static int request_body(char *out, size_t cap, const char *esc)
 	if (g_chat)
 		return snprintf(out, cap,
 				"{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
-				"\"max_tokens\":%d,\"temperature\":0,\"stream\":true%s}",
+				"\"max_tokens\":%d,\"temperature\":0,\"stream\":true,"
+				"\"stream_options\":{\"include_usage\":true}%s}",
 				g_model, esc, g_max_tokens, eos);
 	return snprintf(out, cap,
 			"{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
