@@ -185,4 +185,5 @@ bench_chatml() {
 
 # The user question of the decode and prefill benchmarks' chat prompt (~37
 # tokens rendered); its greedy answer names Paris.
+# shellcheck disable=SC2034 # used by bench_decode.sh, bench_prefill.sh, bench_serve.sh
 BENCH_CHAT_QUESTION="What is the capital of France?"

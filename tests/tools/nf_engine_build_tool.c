@@ -4,14 +4,14 @@
  *
  *   nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR [--threads N] [--no-autotune]
  *
- * MODEL is any checkpoint nf_ckpt_load reads (llama2.c file, HF folder,
- * GGUF file).  TOKENIZER is a llama2.c tokenizer.bin, a folder holding
- * tokenizer.json and tokenizer_config.json, or "-": the checkpoint's own
- * (a GGUF file's metadata, the tokenizer.json beside HF weights), as
- * `nimfactory build` takes it.  PRECISION a canonical name ("fp32", "int8-wo", ...).  The engine is
- * autotuned on this CPU with N threads (default 0: all cores) unless
- * --no-autotune.  Exit 0; 2 on bad arguments or input; 4 on I/O errors;
- * one line on stderr naming the problem.
+ * MODEL is any checkpoint nf_ckpt_load reads (llama2.c file, HF folder, GGUF
+ * file).  TOKENIZER is a llama2.c tokenizer.bin, a folder holding
+ * tokenizer.json and tokenizer_config.json, or "-": the checkpoint's own (a
+ * GGUF file's metadata, the tokenizer.json beside HF weights), as
+ * `nimfactory build` takes it.  PRECISION a canonical name ("fp32",
+ * "int8-wo", ...).  The engine is autotuned on this CPU with N threads
+ * (default 0: all cores) unless --no-autotune.  Exit 0; 2 on bad arguments
+ * or input; 4 on I/O errors; one line on stderr naming the problem.
  */
 #include <stdio.h>
 #include <string.h>

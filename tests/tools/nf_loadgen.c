@@ -10,28 +10,28 @@
  *              [--ignore-eos] [--timeout S] [--json] [--gaps FILE]
  *              [--chat] [--escapes]
  *
- * --prompts FILE: one prompt per line (at most 256 lines of 4000 bytes); request
- * k of client i sends prompt (i + k * N) mod lines, so every run of the same
- * N and R sends the same prompts in the same order, whatever the server.
+ * --prompts FILE: one prompt per line (at most 256 lines of 4000 bytes);
+ * request k of client i sends prompt (i + k * N) mod lines, so every run of the
+ * same N and R sends the same prompts in the same order, whatever the server.
  * --ignore-eos adds "ignore_eos":true (llama.cpp; nimserve rejects unknown
  * fields).  --chat sends each prompt as the one user message of a chat
  * completion ({"messages":[{"role":"user","content":PROMPT}]}, path
- * /v1/chat/completions unless --path or --url names one), so the server
- * renders it with its chat template; it asks for the usage chunk with
+ * /v1/chat/completions unless --path or --url names one), so the server renders
+ * it with its chat template; it asks for the usage chunk with
  * "stream_options":{"include_usage":true}, which chat streams (llama-server's
  * among them) send only when asked.  --escapes decodes \n, \t and \\ in the
  * prompts (a prompt already rendered through a chat template has newlines and
- * must fit on one line of --prompts FILE).  Requests are HTTP/1.0 POSTs of {"model","prompt","max_tokens",
- * "temperature":0,"stream":true}; the response may be chunked (llama-server
- * answers HTTP/1.1 chunked) or not, and a stream ends at "data: [DONE]" or when
- * the server closes.  Generated tokens are the usage counts of the final chunk
- * (when a server sends none, the content chunks are counted and the output
- * says how many requests lacked usage).  TTFT runs from connect to the first
- * content chunk; inter-token gaps between content chunks, as the client sees
- * them.  --gaps FILE writes every gap as a line "CLIENT END_MS GAP_MS" (END_MS
- * from the start of the run), to see which steps make the tail.  Exit 0; 1
- * when any request failed (the first failure is on stderr); 2 on bad
- * arguments.
+ * must fit on one line of --prompts FILE).  Requests are HTTP/1.0 POSTs of
+ * {"model","prompt","max_tokens","temperature":0,"stream":true}; the response
+ * may be chunked (llama-server answers HTTP/1.1 chunked) or not, and a stream
+ * ends at "data: [DONE]" or when the server closes.  Generated tokens are the
+ * usage counts of the final chunk (when a server sends none, the content chunks
+ * are counted and the output says how many requests lacked usage).  TTFT runs
+ * from connect to the first content chunk; inter-token gaps between content
+ * chunks, as the client sees them.  --gaps FILE writes every gap as a line
+ * "CLIENT END_MS GAP_MS" (END_MS from the start of the run), to see which steps
+ * make the tail.  Exit 0; 1 when any request failed (the first failure is on
+ * stderr); 2 on bad arguments.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
