@@ -34,7 +34,7 @@
 #        message: each server renders it with the model's template
 #        (llama-server --jinja; nimserve's manifest says chat_template: model)
 # nimserve has no ignore-EOS switch, so tokens are the usage
-# counts each server reports (both generate the same greedy text). A run
+# counts each server reports (in fp32 both generate the same greedy text). A run
 # after a warm-up request; the run with the best tokens/s of a point is kept.
 # The table goes to stdout, build/bench/results/serve.{tsv,md} and
 # docs/benchmarks.md (between the bench:serve markers), with whether the
