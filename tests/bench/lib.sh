@@ -124,23 +124,66 @@ bench_synth_model() {
 # The same weights for both engines, rebuilt when stale: model $1 from
 # checkpoint $2 and tokenizer $3 at precision $4 as llama.cpp's GGUF
 # ($BB/gguf/NAME-TYPE.gguf) and as our engine ($BB/engines/NAME-PREC).
+# A tokenizer "-" means a GGUF checkpoint that carries its own: its engine is
+# built here, its llama.cpp file by bench_requant once llama.cpp is built.
 bench_prepare() {
 	name=$1 ckpt=$2 tok=$3 prec=$4
-	if [ ! -f "$ckpt" ] || [ ! -f "$tok" ]; then
+	if [ ! -f "$ckpt" ] || { [ "$tok" != - ] && [ ! -f "$tok" ]; }; then
 		bench_die "missing $ckpt or $tok"
 	fi
 	mkdir -p "$BB/gguf" "$BB/engines"
 	gt=$(bench_gguf_type "$prec")
 	gg=$BB/gguf/$name-$gt.gguf
-	if bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
+	if [ "$tok" != - ] && bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
 		"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
 			--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
 	fi
-	eng=$BB/engines/$name-$prec
-	if bench_stale "$eng/config.json" "$ckpt" "$tok" "$TOOLS/nf_engine_build_tool"; then
-		bench_log "building our $prec engine of $name"
+	bench_engine "$name" "$ckpt" "$tok" "$prec"
+}
+
+# Our engine $BB/engines/$1-$4 of checkpoint $2, tokenizer $3 ("-": its own).
+bench_engine() {
+	eng=$BB/engines/$1-$4
+	deps="$2 $TOOLS/nf_engine_build_tool"
+	[ "$3" = - ] || deps="$deps $3"
+	# shellcheck disable=SC2086
+	if bench_stale "$eng/config.json" $deps; then
+		bench_log "building our $4 engine of $1"
 		rm -rf "$eng"
-		"$TOOLS/nf_engine_build_tool" "$ckpt" "$tok" "$prec" "$eng" \
-			--threads "$THREADS" >&2 || bench_die "engine build of $name $prec failed"
+		"$TOOLS/nf_engine_build_tool" "$2" "$3" "$4" "$eng" \
+			--threads "$THREADS" >&2 || bench_die "engine build of $1 $4 failed"
 	fi
 }
+
+# llama.cpp's file of model $1 at our precision $2 from the GGUF checkpoint
+# $3: requantized by llama.cpp's own llama-quantize (F32 dequantizes, Q8_0
+# requantizes the dequantized weights, as our int8-wo engine is built from
+# them).  Needs LLAMA_BIN (bench_peer_wait).
+bench_requant() {
+	gt=$(bench_gguf_type "$2")
+	gg=$BB/gguf/$1-$gt.gguf
+	if bench_stale "$gg" "$3"; then
+		bench_log "llama-quantize $1 to $(echo "$gt" | tr '[:lower:]' '[:upper:]')"
+		"$LLAMA_BIN/llama-quantize" --allow-requantize "$3" "$gg.tmp" \
+			"$(echo "$gt" | tr '[:lower:]' '[:upper:]')" "$THREADS" >"$RESULTS/quantize-$1-$gt.log" 2>&1 ||
+			bench_die "llama-quantize of $1 to $gt failed (log: $RESULTS/quantize-$1-$gt.log)"
+		mv "$gg.tmp" "$gg"
+	fi
+}
+
+# SmolLM2-135M-Instruct, as the shared folder has it (GGUF, Q4_1 weights).
+bench_smollm2_gguf() {
+	echo "$SHARED_DIR/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+}
+
+# The ChatML prompt SmolLM2's own template renders for one user message $1
+# with its default system message and the assistant's turn opened (what a
+# chat request becomes); printed without a trailing newline of its own.
+bench_chatml() {
+	printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$1"
+}
+
+# The user question of the decode and prefill benchmarks' chat prompt (~37
+# tokens rendered); its greedy answer names Paris.
+# shellcheck disable=SC2034 # used by bench_decode.sh, bench_prefill.sh, bench_serve.sh
+BENCH_CHAT_QUESTION="What is the capital of France?"

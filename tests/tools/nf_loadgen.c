@@ -8,22 +8,30 @@
  *              [--path /v1/completions] [--clients N] [--requests R]
  *              [--max-tokens T] [--prompt TEXT | --prompts FILE] [--model NAME]
  *              [--ignore-eos] [--timeout S] [--json] [--gaps FILE]
+ *              [--chat] [--escapes]
  *
- * --prompts FILE: one prompt per line (at most 256 lines of 4000 bytes); request
- * k of client i sends prompt (i + k * N) mod lines, so every run of the same
- * N and R sends the same prompts in the same order, whatever the server.
+ * --prompts FILE: one prompt per line (at most 256 lines of 4000 bytes);
+ * request k of client i sends prompt (i + k * N) mod lines, so every run of the
+ * same N and R sends the same prompts in the same order, whatever the server.
  * --ignore-eos adds "ignore_eos":true (llama.cpp; nimserve rejects unknown
- * fields).  Requests are HTTP/1.0 POSTs of {"model","prompt","max_tokens",
- * "temperature":0,"stream":true}; the response may be chunked (llama-server
- * answers HTTP/1.1 chunked) or not, and a stream ends at "data: [DONE]" or when
- * the server closes.  Generated tokens are the usage counts of the final chunk
- * (when a server sends none, the content chunks are counted and the output
- * says how many requests lacked usage).  TTFT runs from connect to the first
- * content chunk; inter-token gaps between content chunks, as the client sees
- * them.  --gaps FILE writes every gap as a line "CLIENT END_MS GAP_MS" (END_MS
- * from the start of the run), to see which steps make the tail.  Exit 0; 1
- * when any request failed (the first failure is on stderr); 2 on bad
- * arguments.
+ * fields).  --chat sends each prompt as the one user message of a chat
+ * completion ({"messages":[{"role":"user","content":PROMPT}]}, path
+ * /v1/chat/completions unless --path or --url names one), so the server renders
+ * it with its chat template; it asks for the usage chunk with
+ * "stream_options":{"include_usage":true}, which chat streams (llama-server's
+ * among them) send only when asked.  --escapes decodes \n, \t and \\ in the
+ * prompts (a prompt already rendered through a chat template has newlines and
+ * must fit on one line of --prompts FILE).  Requests are HTTP/1.0 POSTs of
+ * {"model","prompt","max_tokens","temperature":0,"stream":true}; the response
+ * may be chunked (llama-server answers HTTP/1.1 chunked) or not, and a stream
+ * ends at "data: [DONE]" or when the server closes.  Generated tokens are the
+ * usage counts of the final chunk (when a server sends none, the content chunks
+ * are counted and the output says how many requests lacked usage).  TTFT runs
+ * from connect to the first content chunk; inter-token gaps between content
+ * chunks, as the client sees them.  --gaps FILE writes every gap as a line
+ * "CLIENT END_MS GAP_MS" (END_MS from the start of the run), to see which steps
+ * make the tail.  Exit 0; 1 when any request failed (the first failure is on
+ * stderr); 2 on bad arguments.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -71,6 +79,7 @@ typedef struct bytes {
 static const char *g_host = "127.0.0.1", *g_path = "/v1/completions", *g_model = "stories260k";
 static int g_port, g_requests = 4, g_max_tokens = 64, g_ignore_eos, g_clients = 1;
 static int g_timeout_s = 120;
+static int g_chat, g_escapes, g_path_set; /* --chat, --escapes, a path given */
 static char *g_req[MAX_PROMPTS]; /* the whole HTTP request for each prompt */
 static size_t g_req_len[MAX_PROMPTS];
 static int g_nprompts;
@@ -383,20 +392,54 @@ static int json_escape(char *out, size_t cap, const char *text)
 	return 0;
 }
 
+/* Decode \n, \t and \\ in place (--escapes); another backslash stays. */
+static void unescape(char *text)
+{
+	char *o = text;
+	for (const char *p = text; *p; p++) {
+		if (p[0] == '\\' && (p[1] == 'n' || p[1] == 't' || p[1] == '\\')) {
+			p++;
+			*o++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : '\\';
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+}
+
+/* The JSON body of a request for the escaped prompt esc into out (cap
+ * bytes; NULL, 0 to measure): snprintf's count. */
+static int request_body(char *out, size_t cap, const char *esc)
+{
+	const char *eos = g_ignore_eos ? ",\"ignore_eos\":true" : "";
+	if (g_chat)
+		return snprintf(out, cap,
+				"{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+				"\"max_tokens\":%d,\"temperature\":0,\"stream\":true,"
+				"\"stream_options\":{\"include_usage\":true}%s}",
+				g_model, esc, g_max_tokens, eos);
+	return snprintf(out, cap,
+			"{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
+			"\"stream\":true%s}",
+			g_model, esc, g_max_tokens, eos);
+}
+
 static int add_prompt(const char *text)
 {
-	char esc[MAX_PROMPT_BYTES * 6 + 1], head[512];
+	static char esc[MAX_PROMPT_BYTES * 6 + 1], raw[MAX_PROMPT_BYTES + 1];
+	char head[512];
 	int blen, hlen;
 	size_t total;
 	char *r;
-	if (g_nprompts == MAX_PROMPTS || strlen(text) > MAX_PROMPT_BYTES ||
-	    json_escape(esc, sizeof esc, text) < 0)
+	if (g_nprompts == MAX_PROMPTS || strlen(text) > MAX_PROMPT_BYTES)
 		return -1;
-	/* the body: model, escaped prompt, numbers; computed first for Content-Length */
-	blen = snprintf(NULL, 0,
-			"{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
-			"\"stream\":true%s}",
-			g_model, esc, g_max_tokens, g_ignore_eos ? ",\"ignore_eos\":true" : "");
+	memcpy(raw, text, strlen(text) + 1);
+	if (g_escapes)
+		unescape(raw);
+	if (json_escape(esc, sizeof esc, raw) < 0)
+		return -1;
+	/* the body first, for Content-Length */
+	blen = request_body(NULL, 0, esc);
 	hlen = snprintf(head, sizeof head,
 			"POST %s HTTP/1.0\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
 			"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n",
@@ -407,10 +450,7 @@ static int add_prompt(const char *text)
 	if (!(r = malloc(total + 1)))
 		return -1;
 	memcpy(r, head, (size_t)hlen);
-	snprintf(r + hlen, (size_t)blen + 1,
-		 "{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
-		 "\"stream\":true%s}",
-		 g_model, esc, g_max_tokens, g_ignore_eos ? ",\"ignore_eos\":true" : "");
+	request_body(r + hlen, (size_t)blen + 1, esc);
 	g_req[g_nprompts] = r;
 	g_req_len[g_nprompts] = total;
 	g_nprompts++;
@@ -474,7 +514,7 @@ static int parse_url(const char *url)
 			return -1;
 		memcpy(path, slash, strlen(slash) + 1);
 		if (strcmp(path, "/") != 0)
-			g_path = path;
+			g_path = path, g_path_set = 1;
 	}
 	g_host = host;
 	g_port = (int)port;
@@ -498,7 +538,8 @@ static void usage(void)
 	fprintf(stderr, "usage: nf_loadgen (--port P [--host IPV4] | --url http://IPV4:PORT[/PATH]) "
 			"[--path PATH] [--clients N] [--requests R] [--max-tokens T]\n"
 			"                  [--prompt TEXT | --prompts FILE] [--model NAME] "
-			"[--ignore-eos] [--timeout S] [--json] [--gaps FILE]\n");
+			"[--ignore-eos] [--timeout S] [--json] [--gaps FILE]\n"
+			"                  [--chat] [--escapes]\n");
 }
 
 int main(int argc, char **argv)
@@ -524,6 +565,14 @@ int main(int argc, char **argv)
 			g_ignore_eos = 1;
 			continue;
 		}
+		if (!strcmp(a, "--chat")) {
+			g_chat = 1;
+			continue;
+		}
+		if (!strcmp(a, "--escapes")) {
+			g_escapes = 1;
+			continue;
+		}
 		if (!v) {
 			fprintf(stderr, "nf_loadgen: %s needs a value\n", a);
 			return 2;
@@ -536,7 +585,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--url"))
 			bad |= parse_url(v);
 		else if (!strcmp(a, "--path"))
-			g_path = v;
+			g_path = v, g_path_set = 1;
 		else if (!strcmp(a, "--clients"))
 			bad |= num(&g_clients, v, 1, 1024);
 		else if (!strcmp(a, "--requests"))
@@ -559,6 +608,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (g_chat && !g_path_set)
+		g_path = "/v1/chat/completions";
 	if (bad || g_port == 0 || inet_pton(AF_INET, g_host, &ia) != 1 || g_path[0] != '/' ||
 	    strpbrk(g_path, " \r\n") ||
 	    strpbrk(g_model, "\"\\") || strlen(g_model) > 200 || strlen(g_host) > 63) {
