@@ -3,12 +3,13 @@
  * tokenizer_config.json) with jansson into the steps tok_pretok.c and
  * tok_bpe.c run.  Supported: model BPE (vocab, merges as "a b" strings or
  * pairs, byte_fallback, fuse_unk, ignore_merges, unk_token); normalizers
- * Sequence, Prepend, Replace(String), NFC, NFD, NFKC, NFKD, Lowercase, Strip;
- * added tokens with lstrip, rstrip and single_word; pre-tokenizers Sequence, ByteLevel,
- * Split, Digits, Metaspace; decoders Sequence, ByteLevel, Metaspace, Replace,
- * ByteFallback, Fuse, Strip; post-processors TemplateProcessing, ByteLevel,
- * Sequence.  Anything else is NF_EUNSUPPORTED naming its JSON path; a
- * damaged file is NF_EINPUT "FILE: what is wrong".
+ * Sequence, Prepend, Replace(String), NFC, NFD, NFKC, NFKD, Lowercase,
+ * Strip; added tokens with lstrip, rstrip and single_word (all matched on
+ * the raw text: `normalized` is not read); pre-tokenizers Sequence,
+ * ByteLevel, Split (also inverted), Digits, Metaspace; decoders Sequence,
+ * ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip; post-processors
+ * TemplateProcessing, ByteLevel, Sequence.  Anything else is NF_EUNSUPPORTED
+ * naming its JSON path; a damaged file is NF_EINPUT "FILE: what is wrong".
  */
 #include "engine/tok_internal.h"
 
@@ -167,7 +168,6 @@ static int behavior_of(hf *h, const json_t *o, const char *path, int *b)
 
 static int pre_one(hf *h, const json_t *n, const char *ty, const char *path, tok_pre *p)
 {
-	bool invert;
 	int err;
 	if (!strcmp(ty, "ByteLevel")) {
 		p->kind = PRE_BYTELEVEL;
@@ -183,9 +183,9 @@ static int pre_one(hf *h, const json_t *n, const char *ty, const char *path, tok
 		p->kind = PRE_SPLIT;
 		if ((err = get_pattern(h, n, path, &p->pattern, &p->use_regex)) ||
 		    (err = behavior_of(h, n, path, &p->behavior)) ||
-		    (err = get_bool(h, n, "invert", path, false, &invert)))
+		    (err = get_bool(h, n, "invert", path, false, &p->invert)))
 			return err;
-		return invert ? UNSUP(h, path, "Split with invert") : 0;
+		return 0;
 	}
 	if (!strcmp(ty, "Digits")) {
 		p->kind = PRE_DIGITS;

@@ -104,7 +104,7 @@ static json_t *pre_json(const tok_pre *p)
 	default:
 		return json_pack("{s:s,s:o,s:s,s:b}", "type", "Split", "pattern",
 				 pattern(p->pattern, p->use_regex), "behavior",
-				 behavior_name(p->behavior), "invert", 0);
+				 behavior_name(p->behavior), "invert", p->invert);
 	}
 }
 

@@ -54,6 +54,7 @@ typedef struct tok_pre {
 	int kind;
 	char *pattern;      /* split: the regex or string; metaspace: the replacement (owned) */
 	int behavior;       /* split */
+	bool invert;        /* split: the pattern matches the pieces kept as words */
 	bool individual;    /* digits */
 	bool prefix_space;  /* bytelevel: add_prefix_space */
 	bool use_regex;     /* bytelevel: split by GPT-2's regex; split: pattern is a regex */

@@ -285,6 +285,7 @@ int tok_normalize(const nf_tokenizer *t, const char *s, size_t len, bool first, 
 typedef struct splitter {
 	spans *out;
 	int behavior;
+	bool invert;      /* Split(invert): the matches are the words, the gaps the splits */
 	size_t base;      /* out->n when this span began */
 	bool prev_match;
 	bool pending;     /* MergedWithNext: a match waiting for the gap after it */
@@ -296,6 +297,7 @@ static int piece(splitter *sp, size_t s, size_t e, bool is_match)
 	int err = 0;
 	if (s >= e)
 		return 0; /* Hugging Face makes no piece of an empty gap: it changes no state */
+	is_match ^= sp->invert;
 	switch (sp->behavior) {
 	case SPLIT_REMOVED:
 		return is_match ? 0 : spans_push(sp->out, s, e);
@@ -396,7 +398,8 @@ static int behavior_of(const tok_pre *p)
 
 static int apply_step(const tok_pre *p, matcher *m, const char *s, spans *in, spans *out)
 {
-	splitter sp = {.out = out, .behavior = behavior_of(p)};
+	splitter sp = {.out = out, .behavior = behavior_of(p),
+		       .invert = p->kind == PRE_SPLIT && p->invert};
 	int err;
 	out->n = 0;
 	for (size_t k = 0; k < in->n; k++)

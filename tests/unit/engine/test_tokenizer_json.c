@@ -192,6 +192,39 @@ static void added_flags(void)
 	}
 }
 
+/* Split with invert: the pattern matches the words (ids from Hugging Face). */
+static void inverted(void)
+{
+	static const struct {
+		const char *behavior, *pattern;
+		int abc[6];
+		size_t n_abc;
+		int dad[3];
+		size_t n_dad;
+	} cases[] = {
+		{"Isolated", "{\"String\":\"-\"}", {0, 3, 1, 3, 3, 2}, 6, {3, 0, 3}, 3},
+		{"Isolated", "{\"Regex\":\"[ab]\"}", {0, 3, 1, 6, 2}, 5, {3, 0, 3}, 3},
+		{"Removed", "{\"String\":\"-\"}", {3, 3, 3}, 3, {3, 3}, 2},
+		{"Removed", "{\"Regex\":\"[ab]\"}", {0, 1}, 2, {0}, 1},
+		{"MergedWithPrevious", "{\"String\":\"-\"}", {0, 5, 3, 7}, 4, {3, 0, 3}, 3},
+		{"MergedWithPrevious", "{\"Regex\":\"[ab]\"}", {4, 1, 6, 2}, 4, {3, 4}, 2},
+		{"MergedWithNext", "{\"String\":\"-\"}", {4, 8, 3, 2}, 4, {3, 4}, 2},
+		{"MergedWithNext", "{\"Regex\":\"[ab]\"}", {0, 5, 6, 2}, 4, {3, 0, 3}, 3},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		char *pre = nf_strdup_printf("{\"type\":\"Split\",\"pattern\":%s,"
+					     "\"behavior\":\"%s\",\"invert\":true}",
+					     cases[k].pattern, cases[k].behavior);
+		char *json = with_pre(pre);
+		ok(ids_are(json, "a-b--c", cases[k].abc, cases[k].n_abc) &&
+		   ids_are(json, "-a-", cases[k].dad, cases[k].n_dad),
+		   "Split %s %s inverted gives Hugging Face's ids", cases[k].behavior,
+		   cases[k].pattern);
+		free(pre);
+		free(json);
+	}
+}
+
 /* Llama 3's ignore_merges: a word that is a token is taken whole (ids from HF). */
 static void ignore_merges(void)
 {
@@ -350,6 +383,7 @@ static void damaged(void)
 int main(void)
 {
 	behaviors();
+	inverted();
 	normalizers();
 	added_flags();
 	ignore_merges();
