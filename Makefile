@@ -28,7 +28,8 @@ endif
 
 CFLAGS_ALL := $(CFLAGS_BASE) $(SANFLAGS) $(EXTRA_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(EXTRA_LDFLAGS) $(LDFLAGS)
-LIBS := $(PKG_LIBS) -lm -ldl
+# libunistring has no pkg-config file: Unicode normalization for the tokenizers
+LIBS := $(PKG_LIBS) -lunistring -lm -ldl
 
 # Modules, lowest first: a module may use the ones before it (see docs/ARCHITECTURE.md).
 MODULES := util engine images factory serve

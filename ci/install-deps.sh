@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential pkg-config perl clang libclang-rt-14-dev
 libyaml-dev libjansson-dev libarchive-dev libcurl4-openssl-dev libgit2-dev
-libssl-dev libpcre2-dev libzstd-dev zlib1g-dev libmicrohttpd-dev libdeflate-dev
+libssl-dev libpcre2-dev libunistring-dev libzstd-dev zlib1g-dev libmicrohttpd-dev libdeflate-dev
 umoci skopeo docker-registry prometheus python3 python3-venv curl ca-certificates faketime"
 
 missing=""

@@ -3,11 +3,13 @@
  * tokenizer_config.json) with jansson into the steps tok_pretok.c and
  * tok_bpe.c run.  Supported: model BPE (vocab, merges as "a b" strings or
  * pairs, byte_fallback, fuse_unk, ignore_merges, unk_token); normalizers
- * Sequence, Prepend, Replace(String); pre-tokenizers Sequence, ByteLevel,
- * Split, Digits, Metaspace; decoders Sequence, ByteLevel, Metaspace, Replace,
- * ByteFallback, Fuse, Strip; post-processors TemplateProcessing, ByteLevel,
- * Sequence.  Anything else is NF_EUNSUPPORTED naming its JSON path; a
- * damaged file is NF_EINPUT "FILE: what is wrong".
+ * Sequence, Prepend, Replace(String), NFC, NFD, NFKC, NFKD, Lowercase,
+ * Strip; added tokens with lstrip, rstrip and single_word (all matched on
+ * the raw text: `normalized` is not read); pre-tokenizers Sequence,
+ * ByteLevel, Split (also inverted), Digits, Metaspace; decoders Sequence,
+ * ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip; post-processors
+ * TemplateProcessing, ByteLevel, Sequence.  Anything else is NF_EUNSUPPORTED
+ * naming its JSON path; a damaged file is NF_EINPUT "FILE: what is wrong".
  */
 #include "engine/tok_internal.h"
 
@@ -78,12 +80,27 @@ static int get_pattern(hf *h, const json_t *o, const char *path, char **out, boo
 
 /* ------------------------------------------------------- normalizer */
 
+/* The NORM_* of a normalizer type we implement, or 0. */
+static int norm_kind(const char *ty)
+{
+	static const struct {
+		const char *name;
+		int kind;
+	} kinds[] = {{"Prepend", NORM_PREPEND}, {"Replace", NORM_REPLACE}, {"NFC", NORM_NFC},
+		     {"NFD", NORM_NFD}, {"NFKC", NORM_NFKC}, {"NFKD", NORM_NFKD},
+		     {"Lowercase", NORM_LOWERCASE}, {"Strip", NORM_STRIP}};
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		if (!strcmp(ty, kinds[k].name))
+			return kinds[k].kind;
+	return 0;
+}
+
 static int normalizer(hf *h, const json_t *n, const char *path)
 {
 	const char *ty;
 	tok_norm *o;
 	bool rx = false;
-	int err;
+	int err, kind;
 	if (!n || json_is_null(n))
 		return 0;
 	if (!json_is_object(n) || !(ty = type_of(n)))
@@ -98,17 +115,20 @@ static int normalizer(hf *h, const json_t *n, const char *path)
 				return err;
 		return 0;
 	}
-	if (strcmp(ty, "Prepend") && strcmp(ty, "Replace"))
+	if (!(kind = norm_kind(ty)))
 		return UNSUP(h, path, ty);
 	if (h->t->n_norms >= TOK_MAX_STEPS)
 		return nf_error_set(NF_EUNSUPPORTED, "%s: %s: more than %d steps", h->what, path,
 				    TOK_MAX_STEPS);
 	o = &h->t->norms[h->t->n_norms++];
-	if (!strcmp(ty, "Prepend")) {
-		o->kind = NORM_PREPEND;
+	o->kind = kind;
+	if (kind == NORM_PREPEND)
 		return get_str(h, n, "prepend", path, &o->a);
-	}
-	o->kind = NORM_REPLACE;
+	if (kind == NORM_STRIP)
+		return (err = get_bool(h, n, "strip_left", path, true, &o->left)) ? err :
+		       get_bool(h, n, "strip_right", path, true, &o->right);
+	if (kind != NORM_REPLACE)
+		return 0; /* the Unicode forms and Lowercase have no parameters */
 	if ((err = get_pattern(h, n, path, &o->a, &rx)) ||
 	    (err = get_str(h, n, "content", path, &o->b)))
 		return err;
@@ -148,7 +168,6 @@ static int behavior_of(hf *h, const json_t *o, const char *path, int *b)
 
 static int pre_one(hf *h, const json_t *n, const char *ty, const char *path, tok_pre *p)
 {
-	bool invert;
 	int err;
 	if (!strcmp(ty, "ByteLevel")) {
 		p->kind = PRE_BYTELEVEL;
@@ -164,9 +183,9 @@ static int pre_one(hf *h, const json_t *n, const char *ty, const char *path, tok
 		p->kind = PRE_SPLIT;
 		if ((err = get_pattern(h, n, path, &p->pattern, &p->use_regex)) ||
 		    (err = behavior_of(h, n, path, &p->behavior)) ||
-		    (err = get_bool(h, n, "invert", path, false, &invert)))
+		    (err = get_bool(h, n, "invert", path, false, &p->invert)))
 			return err;
-		return invert ? UNSUP(h, path, "Split with invert") : 0;
+		return 0;
 	}
 	if (!strcmp(ty, "Digits")) {
 		p->kind = PRE_DIGITS;
@@ -407,12 +426,12 @@ static int added_one(hf *h, const json_t *a, size_t i, const char **strs, size_t
 	    (err = get_bool(h, a, "rstrip", "added_tokens[]", false, &rstrip)) ||
 	    (err = get_bool(h, a, "single_word", "added_tokens[]", false, &single)))
 		return err;
-	if (lstrip || rstrip || single)
-		return nf_error_set(NF_EUNSUPPORTED, "%s: added_tokens[%zu]: lstrip, rstrip and "
-				    "single_word are not supported", h->what, i);
 	if (!fill)
 		return id;
 	types[id] = special ? NF_TOKTYPE_CONTROL : NF_TOKTYPE_USER;
+	h->t->aflags[id] = (uint8_t)((lstrip ? TOK_ADDED_LSTRIP : 0) |
+				     (rstrip ? TOK_ADDED_RSTRIP : 0) |
+				     (single ? TOK_ADDED_SINGLE_WORD : 0));
 	if ((err = place(h, strs, lens, id, json_string_value(c), json_string_length(c),
 			 "added_tokens")))
 		return err;
@@ -454,7 +473,8 @@ static int fill_vocab(hf *h, const json_t *vocab, const json_t *added)
 	const char *key;
 	const json_t *v;
 	int err = 0, id;
-	if (!strs || !lens) {
+	t->aflags = calloc((size_t)t->n, 1);
+	if (!strs || !lens || !t->aflags) {
 		err = nf_error_set(NF_ENOMEM, "%s: out of memory", h->what);
 		goto done;
 	}

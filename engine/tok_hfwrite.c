@@ -65,8 +65,16 @@ static json_t *sequence(json_t *items, const char *key)
 
 static json_t *norm_json(const tok_norm *n)
 {
+	static const char *const plain[] = {[NORM_NFC] = "NFC", [NORM_NFD] = "NFD",
+					    [NORM_NFKC] = "NFKC", [NORM_NFKD] = "NFKD",
+					    [NORM_LOWERCASE] = "Lowercase"};
 	if (n->kind == NORM_PREPEND)
 		return json_pack("{s:s,s:s}", "type", "Prepend", "prepend", n->a);
+	if (n->kind == NORM_STRIP)
+		return json_pack("{s:s,s:b,s:b}", "type", "Strip", "strip_left", n->left,
+				 "strip_right", n->right);
+	if (n->kind != NORM_REPLACE)
+		return json_pack("{s:s}", "type", plain[n->kind]);
 	return json_pack("{s:s,s:o,s:s}", "type", "Replace", "pattern", pattern(n->a, false),
 			 "content", n->b);
 }
@@ -96,7 +104,7 @@ static json_t *pre_json(const tok_pre *p)
 	default:
 		return json_pack("{s:s,s:o,s:s,s:b}", "type", "Split", "pattern",
 				 pattern(p->pattern, p->use_regex), "behavior",
-				 behavior_name(p->behavior), "invert", 0);
+				 behavior_name(p->behavior), "invert", p->invert);
 	}
 }
 
@@ -289,8 +297,12 @@ static json_t *added_json(const nf_tokenizer *t)
 		bool sp = ty == NF_TOKTYPE_CONTROL || ty == NF_TOKTYPE_UNKNOWN;
 		if (!sp && ty != NF_TOKTYPE_USER)
 			continue;
+		unsigned f = t->aflags ? t->aflags[id] : 0;
 		if (!push(a, json_pack("{s:i,s:s%,s:b,s:b,s:b,s:b,s:b}", "id", id, "content",
-				       t->tok[id], (size_t)t->len[id], "single_word", 0, "lstrip", 0, "rstrip", 0,
+				       t->tok[id], (size_t)t->len[id],
+				       "single_word", !!(f & TOK_ADDED_SINGLE_WORD),
+				       "lstrip", !!(f & TOK_ADDED_LSTRIP),
+				       "rstrip", !!(f & TOK_ADDED_RSTRIP),
 				       "normalized", 0, "special", sp))) {
 			json_decref(a);
 			return NULL;

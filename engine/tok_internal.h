@@ -36,11 +36,16 @@ typedef struct tok_pairs {
 	size_t mask, n;
 } tok_pairs;
 
-enum tok_norm_kind { NORM_PREPEND = 1, NORM_REPLACE };
+enum tok_norm_kind { NORM_PREPEND = 1, NORM_REPLACE, NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD,
+		     NORM_LOWERCASE, NORM_STRIP };
 typedef struct tok_norm {
 	int kind;
 	char *a, *b; /* prepend: a; replace: a -> b (owned, NUL-terminated) */
+	bool left, right; /* strip */
 } tok_norm;
+
+/* Added-token flags (Hugging Face's AddedToken), per id in nf_tokenizer.aflags. */
+enum { TOK_ADDED_LSTRIP = 1, TOK_ADDED_RSTRIP = 2, TOK_ADDED_SINGLE_WORD = 4 };
 
 enum tok_pre_kind { PRE_SPLIT = 1, PRE_DIGITS, PRE_BYTELEVEL, PRE_METASPACE };
 enum tok_behavior { SPLIT_ISOLATED = 1, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT };
@@ -49,6 +54,7 @@ typedef struct tok_pre {
 	int kind;
 	char *pattern;      /* split: the regex or string; metaspace: the replacement (owned) */
 	int behavior;       /* split */
+	bool invert;        /* split: the pattern matches the pieces kept as words */
 	bool individual;    /* digits */
 	bool prefix_space;  /* bytelevel: add_prefix_space */
 	bool use_regex;     /* bytelevel: split by GPT-2's regex; split: pattern is a regex */
@@ -95,6 +101,7 @@ struct nf_tokenizer {
 	int *added;          /* ids matched whole before BPE, longest first */
 	size_t n_added;
 	int added_first[256];/* index into added of the first token starting with a byte, -1 */
+	uint8_t *aflags;     /* TOK_ADDED_* per id, or NULL when no token has any */
 	uint8_t *eog;
 	char *chat_template, *bos_text, *eos_text;
 	char byte_pieces[256][2];
@@ -163,6 +170,17 @@ void tok_pre_release(tok_pre *p);
 const char *tok_regex_gpt2(void);
 /* Set the pre-tokenizer steps of a GGUF tokenizer.ggml.pre name. */
 int tok_pre_named(nf_tokenizer *t, const char *name, const char *what);
+/* tok_unicode.c (libunistring).  NORM_NFC/NFD/NFKC/NFKD of s; *out is new. */
+int tok_unicode_normalize(int kind, const char *s, size_t len, char **out, size_t *out_len);
+/* Hugging Face's Lowercase of s; *out is new. */
+int tok_unicode_lower(const char *s, size_t len, char **out, size_t *out_len);
+/* Where the run of White_Space characters ending at s[at] starts. */
+size_t tok_space_before(const char *s, size_t at);
+/* Where the run of White_Space characters starting at s[at] ends (len: s's length). */
+size_t tok_space_after(const char *s, size_t len, size_t at);
+/* Whether the character before s[at] / at s[at] is a word character (\w). */
+bool tok_word_before(const char *s, size_t at);
+bool tok_word_at(const char *s, size_t len, size_t at);
 /* Length of the valid UTF-8 character at s (1..4), or 0 when s[0..] is not one. */
 size_t tok_utf8_len(const char *s, size_t len);
 

@@ -1,6 +1,7 @@
 /*
  * tok_pretok.c - normalizers and pre-tokenizers, as Hugging Face tokenizers
- * defines them: Prepend and Replace normalizers; Split (a PCRE2 regex with
+ * defines them: Prepend, Replace and Strip normalizers (NFC, NFD, NFKC, NFKD
+ * and Lowercase through tok_unicode.c); Split (a PCRE2 regex with
  * the Isolated, Removed, MergedWithPrevious or MergedWithNext behavior),
  * Digits, ByteLevel (GPT-2's split) and Metaspace pre-tokenizers.  Regexes
  * run with UTF and UCP (\p{L}, \s as Unicode defines them), JIT-compiled
@@ -215,6 +216,48 @@ static int first_pre(const nf_tokenizer *t, sbuf *b, bool first)
 	return 0;
 }
 
+/* Strip: White_Space off either end, in place. */
+static void strip(sbuf *b, bool left, bool right)
+{
+	size_t s = left ? tok_space_after(b->p, b->n, 0) : 0;
+	size_t e = right ? tok_space_before(b->p, b->n) : b->n;
+	if (e < s)
+		e = s; /* all space */
+	memmove(b->p, b->p + s, e - s);
+	b->n = e - s;
+	b->p[b->n] = '\0';
+}
+
+/* A step that rewrites the whole text through tok_unicode.c. */
+static int unicode_step(sbuf *b, int kind)
+{
+	char *p;
+	size_t n;
+	int err = kind == NORM_LOWERCASE ? tok_unicode_lower(b->p, b->n, &p, &n) :
+		  tok_unicode_normalize(kind, b->p, b->n, &p, &n);
+	if (err)
+		return err;
+	free(b->p);
+	b->p = p;
+	b->n = n;
+	return 0;
+}
+
+static int norm_step(const tok_norm *n, sbuf *b)
+{
+	switch (n->kind) {
+	case NORM_PREPEND:
+		return b->n ? prepend(b, n->a) : 0; /* Hugging Face leaves "" alone */
+	case NORM_REPLACE:
+		return replace(b, n->a, n->b);
+	case NORM_STRIP:
+		strip(b, n->left, n->right);
+		return 0;
+	default:
+		return unicode_step(b, n->kind);
+	}
+}
+
 int tok_normalize(const nf_tokenizer *t, const char *s, size_t len, bool first, char **out,
 		  size_t *out_len)
 {
@@ -223,13 +266,8 @@ int tok_normalize(const nf_tokenizer *t, const char *s, size_t len, bool first, 
 	*out = NULL;
 	if (!b.p)
 		return nf_error_set(NF_ENOMEM, "encode: out of memory");
-	for (size_t k = 0; k < t->n_norms && !err; k++) {
-		const tok_norm *n = &t->norms[k];
-		if (n->kind == NORM_PREPEND)
-			err = b.n ? prepend(&b, n->a) : 0;
-		else
-			err = replace(&b, n->a, n->b);
-	}
+	for (size_t k = 0; k < t->n_norms && !err; k++)
+		err = norm_step(&t->norms[k], &b);
 	if (!err)
 		err = first_pre(t, &b, first);
 	if (err) {
@@ -247,6 +285,7 @@ int tok_normalize(const nf_tokenizer *t, const char *s, size_t len, bool first, 
 typedef struct splitter {
 	spans *out;
 	int behavior;
+	bool invert;      /* Split(invert): the matches are the words, the gaps the splits */
 	size_t base;      /* out->n when this span began */
 	bool prev_match;
 	bool pending;     /* MergedWithNext: a match waiting for the gap after it */
@@ -258,6 +297,7 @@ static int piece(splitter *sp, size_t s, size_t e, bool is_match)
 	int err = 0;
 	if (s >= e)
 		return 0; /* Hugging Face makes no piece of an empty gap: it changes no state */
+	is_match ^= sp->invert;
 	switch (sp->behavior) {
 	case SPLIT_REMOVED:
 		return is_match ? 0 : spans_push(sp->out, s, e);
@@ -358,7 +398,8 @@ static int behavior_of(const tok_pre *p)
 
 static int apply_step(const tok_pre *p, matcher *m, const char *s, spans *in, spans *out)
 {
-	splitter sp = {.out = out, .behavior = behavior_of(p)};
+	splitter sp = {.out = out, .behavior = behavior_of(p),
+		       .invert = p->kind == PRE_SPLIT && p->invert};
 	int err;
 	out->n = 0;
 	for (size_t k = 0; k < in->n; k++)

@@ -530,8 +530,9 @@ static int spm_steps(nf_tokenizer *t, bool prefix, const char *what)
 	static const char sp[] = "\xe2\x96\x81"; /* ▁ */
 	t->byte_fallback = true;
 	if (prefix)
-		t->norms[t->n_norms++] = (tok_norm){NORM_PREPEND, tok_strndup(sp, 3), NULL};
-	t->norms[t->n_norms++] = (tok_norm){NORM_REPLACE, tok_strndup(" ", 1), tok_strndup(sp, 3)};
+		t->norms[t->n_norms++] = (tok_norm){.kind = NORM_PREPEND, .a = tok_strndup(sp, 3)};
+	t->norms[t->n_norms++] = (tok_norm){.kind = NORM_REPLACE, .a = tok_strndup(" ", 1),
+						  .b = tok_strndup(sp, 3)};
 	t->decs[t->n_decs++] = (tok_dec){DEC_REPLACE, tok_strndup(sp, 3), tok_strndup(" ", 1), 0, 0};
 	t->decs[t->n_decs++] = (tok_dec){DEC_BYTEFALLBACK, NULL, NULL, 0, 0};
 	t->decs[t->n_decs++] = (tok_dec){DEC_FUSE, NULL, NULL, 0, 0};

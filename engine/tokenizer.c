@@ -43,6 +43,7 @@ void nf_tokenizer_free(nf_tokenizer *t)
 	free(t->dec_len);
 	free(t->dec_blob);
 	free(t->added);
+	free(t->aflags);
 	free(t->eog);
 	free(t->chat_template);
 	free(t->bos_text);
@@ -129,7 +130,8 @@ static int encode_segment(enc *e, const char *s, size_t len, bool first)
 }
 
 /* The first token matched whole at or after `from` (longest at the leftmost
- * position), or -1; control tokens only with NF_TOK_PARSE_SPECIAL. */
+ * position, as Hugging Face's Aho-Corasick automaton finds it), or -1;
+ * control tokens only with NF_TOK_PARSE_SPECIAL. */
 static int next_added(const nf_tokenizer *t, const char *s, size_t len, size_t from,
 		      unsigned flags, size_t *at)
 {
@@ -153,26 +155,46 @@ static int next_added(const nf_tokenizer *t, const char *s, size_t len, size_t f
 	return -1;
 }
 
+/* The span [*start, *stop) a match of `id` at [*start, *stop) takes, as
+ * Hugging Face's AddedVocabulary decides: false when a single_word token sits
+ * inside a word (the match is dropped, and the search goes on after it);
+ * lstrip takes the White_Space before it (not before `pos`, where the
+ * previous token ended), rstrip the White_Space after it. */
+static bool added_span(const nf_tokenizer *t, int id, const char *s, size_t len, size_t pos,
+		       size_t *start, size_t *stop)
+{
+	unsigned f = t->aflags ? t->aflags[id] : 0;
+	if ((f & TOK_ADDED_SINGLE_WORD) &&
+	    (tok_word_before(s, *start) || tok_word_at(s, len, *stop)))
+		return false;
+	if (f & TOK_ADDED_LSTRIP) {
+		size_t ls = tok_space_before(s, *start);
+		*start = ls > pos ? ls : pos;
+	}
+	if (f & TOK_ADDED_RSTRIP)
+		*stop = tok_space_after(s, len, *stop);
+	return true;
+}
+
 static int encode_text(enc *e, const char *s, size_t len, unsigned flags)
 {
 	const nf_tokenizer *t = e->t;
-	size_t pos = 0, at;
-	int err;
+	size_t pos = 0, from = 0, start, stop;
+	int err, id;
 	if (t->kind == NF_TOK_LLAMA2C)
 		return tok_llama2c_encode(t, &e->w, s, len, &e->out);
-	while (pos < len) {
-		int id = next_added(t, s, len, pos, flags, &at);
-		if (id < 0)
-			at = len;
-		if ((err = encode_segment(e, s + pos, at - pos, pos == 0)))
+	while ((id = next_added(t, s, len, from, flags, &start)) >= 0) {
+		stop = start + t->len[id];
+		if (!added_span(t, id, s, len, pos, &start, &stop)) {
+			from = stop;
+			continue;
+		}
+		if ((err = encode_segment(e, s + pos, start - pos, pos == 0)) ||
+		    (err = tok_ids_push(&e->out, id)))
 			return err;
-		if (id < 0)
-			break;
-		if ((err = tok_ids_push(&e->out, id)))
-			return err;
-		pos = at + t->len[id];
+		pos = from = stop;
 	}
-	return 0;
+	return encode_segment(e, s + pos, len - pos, pos == 0);
 }
 
 int nf_tokenizer_encode(const nf_tokenizer *t, const char *text, size_t len, unsigned flags,

@@ -177,12 +177,20 @@ static int parse_ids(idlist *out, const char *s, size_t len, int vocab)
 	return parse_plain_ids(out, s, len, vocab);
 }
 
+/* Hugging Face decodes what is left once special tokens are skipped, so the
+ * first token not skipped is decoded as the first (its leading space
+ * dropped where the decoder drops it), whatever skipped tokens came before. */
 static void print_text(const nf_tokenizer *t, const idlist *ids, unsigned flags)
 {
+	bool seen = false; /* a token that is not skipped */
 	for (size_t i = 0; i < ids->n; i++) {
 		size_t l;
-		const char *p = nf_tokenizer_decode_flags(t, i ? ids->a[i - 1] : -1, ids->a[i], flags, &l);
+		int prev = i ? ids->a[i - 1] : -1;
+		if (!seen && prev != nf_tokenizer_bos(t))
+			prev = -1; /* BOS stays: llama2.c drops the space after it itself */
+		const char *p = nf_tokenizer_decode_flags(t, prev, ids->a[i], flags, &l);
 		fwrite(p, 1, l, stdout);
+		seen |= (flags & NF_TOK_DECODE_SPECIAL) || !nf_tokenizer_is_control(t, ids->a[i]);
 	}
 	fflush(stdout);
 }

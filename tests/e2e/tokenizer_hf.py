@@ -68,6 +68,37 @@ CORPUS = [
 ]
 
 
+# Text whose normalized forms differ: decomposed accents (e + U+0301), Hangul
+# as conjoining jamo, compatibility characters (ligatures, circled digits,
+# full-width letters, superscripts, Roman numerals), case (for Lowercase).
+NORM_CORPUS = [
+    "cafe\u0301 re\u0301sume\u0301 na\u0131\u0308ve A\u030angstro\u0308m",
+    "\u1112\u1161\u11ab\u1100\u116e\u11a8\u110b\u1165 \ud55c\uad6d\uc5b4",
+    "\ufb01nal \ufb02ow \u2460\u2461\u2462 \uff28\uff45\uff4c\uff4c\uff4f\uff01 "
+    "x\u00b2 \u2167 \u3392",
+    "\u0130stanbul \u03a3\u039f\u03a6\u0399\u0391\u03a3 MIXED Case \u00c9COLE",
+    "  \u00a0padded\u3000 ",
+    "Q\u0323\u0307 o\u0307\u0323 \u1e0b\u0323 \u212b \u2126",
+]
+
+# Added tokens as Phi-3 and Llama-2-derived tokenizers mark them: rstrip on
+# the chat markers, lstrip on a mask, single_word on a user token.
+FLAGGED = [("<|user|>", dict(rstrip=True, special=True)),
+           ("<|assistant|>", dict(rstrip=True, special=True)),
+           ("<|end|>", dict(rstrip=True, special=True)),
+           ("<mask>", dict(lstrip=True, special=True)),
+           ("<both>", dict(lstrip=True, rstrip=True, special=True)),
+           ("sep", dict(single_word=True, special=False))]
+FLAG_CORPUS = [
+    "<|user|>\nhello there<|end|>\n<|assistant|>  sure  <|end|>",
+    "<|user|>   \t\n  x<|end|><|end|>   ",
+    "fill <mask> and   <mask>x<mask>  \u00a0<mask>",
+    "a <both> b\t<both>\n\nc<both><both>   ",
+    "sep a sep b-sep-c asep sepb _sep sep_ 1sep sep\u0301 sep",
+    "<mask><mask> <|user|><mask> <both>sep<both> sep<|end|>",
+]
+
+
 def gguf_vocab():
     path = os.path.join(SHARED, "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
     r = gguf.GGUFReader(path)
@@ -162,6 +193,33 @@ def sentencepiece():
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t in ("<unk>", "<s>", "</s>")])
     return tok, {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True}
+
+
+def normalized(tokens, merges, types, template):
+    """Qwen2's real tokenizer.json: NFC, then the Qwen2 split and ByteLevel;
+    also NFKC and a Sequence of NFD, Lowercase and Strip on the same split."""
+    made = {}
+    norms = {"qwen2-nfc": normalizers.NFC(), "qwen2-nfkc": normalizers.NFKC(),
+             "qwen2-nfkd": normalizers.NFKD(),
+             "qwen2-seq": normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
+                                                normalizers.Strip()])}
+    for name, norm in norms.items():
+        tok, cfg = byte_level("qwen2", tokens, merges, types, template)
+        tok.normalizer = norm
+        made[name] = (tok, cfg)
+    return made
+
+
+def flagged(tok):
+    """tok with FLAGGED added after its vocabulary (normalized=False, as
+    Phi-3's and Llama 2's files have them)."""
+    for content, kw in FLAGGED:
+        t = AddedToken(content, normalized=False, **{k: v for k, v in kw.items() if k != "special"})
+        if kw["special"]:
+            tok.add_special_tokens([t])
+        else:
+            tok.add_tokens([t])
+    return tok
 
 
 def save(tok, cfg, d):
@@ -275,6 +333,42 @@ def cli_checks(d):
     tap(rc == 0 and out == b"Once upon a time", "detokenize prints the text and nothing else (%r)" % out, err)
 
 
+def normalizer_checks():
+    """Each normalizer gives HF's ids, and the corpus would catch it skipped."""
+    global CORPUS
+    tokens, merges, types, template = gguf_vocab()
+    plain, _ = byte_level("qwen2", tokens, merges, types, template)
+    base = CORPUS
+    CORPUS = base + NORM_CORPUS
+    for name, (tok, cfg) in normalized(tokens, merges, types, template).items():
+        d = os.path.join(WORK, name)
+        save(tok, cfg, d)
+        differ = [t for t in NORM_CORPUS if tok.encode(t).ids != plain.encode(t).ids]
+        tap(len(differ) >= 3, "%s: the normalizer changes the ids of %d of %d strings"
+            % (name, len(differ), len(NORM_CORPUS)))
+        check(name, d, tok, roundtrip=False)
+        if name in ("qwen2-nfc", "qwen2-seq"):
+            writer_check(name, d, tok)
+    CORPUS = base
+
+
+def flag_checks():
+    """lstrip/rstrip/single_word on the SentencePiece and byte-level kinds."""
+    global CORPUS
+    base = CORPUS
+    CORPUS = base + FLAG_CORPUS
+    tok, cfg = sentencepiece()
+    tokens, merges, types, template = gguf_vocab()
+    bl, blcfg = byte_level("llama3", tokens, merges, types, template)
+    for name, (t, c) in (("spm-flags", (tok, cfg)), ("llama3-flags", (bl, blcfg))):
+        t = flagged(t)
+        d = os.path.join(WORK, name)
+        save(t, c, d)
+        check(name, d, t, roundtrip=False)
+        writer_check(name, d, t)
+    CORPUS = base
+
+
 def main():
     tokens, merges, types, template = gguf_vocab()
     for name in ("smollm", "gpt2", "llama3", "qwen2"):
@@ -307,6 +401,8 @@ def main():
     save(tok, cfg, d)
     check("sentencepiece (tok512)", d, tok, roundtrip=False)
     writer_check("spm", d, tok)
+    normalizer_checks()
+    flag_checks()
     print("1..%d" % N)
 
 

@@ -24,7 +24,7 @@ for src in tests/fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
 	short=${name#fuzz_}
 	clang -std=c11 -D_POSIX_C_SOURCE=200809L -D_GNU_SOURCE -g -O1 -I. $(pkg-config --cflags $PKGS) \
-		-fsanitize=fuzzer $FLAGS "$src" $LIBS $(pkg-config --libs $PKGS) -lm -ldl -pthread \
+		-fsanitize=fuzzer $FLAGS "$src" $LIBS $(pkg-config --libs $PKGS) -lunistring -lm -ldl -pthread \
 		-o $BUILD/bin/$name
 	corpus=$BUILD/corpus/$short
 	mkdir -p "$corpus"

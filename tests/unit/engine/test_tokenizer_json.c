@@ -46,8 +46,8 @@ static int ids_are(const char *json, const char *text, const int *want, size_t n
 	int *ids = NULL;
 	size_t n = 0;
 	int same = nf_tokenizer_load_hf_mem(&t, json, strlen(json), NULL, 0, "t.json") == 0 &&
-		   nf_tokenizer_encode(t, text, strlen(text), 0, &ids, &n) == 0 && n == nw &&
-		   memcmp(ids, want, n * sizeof(int)) == 0;
+		   nf_tokenizer_encode(t, text, strlen(text), NF_TOK_PARSE_SPECIAL, &ids, &n) == 0 &&
+		   n == nw && memcmp(ids, want, n * sizeof(int)) == 0;
 	if (!same) {
 		char line[256] = "";
 		size_t l = 0;
@@ -90,6 +90,137 @@ static void behaviors(void)
 		char *json = with_pre("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"-+\"},"
 				      "\"behavior\":\"Isolated\",\"invert\":false}");
 		ok(ids_are(json, "a--b", (int[]){0, 6, 1}, 3), "a Regex pattern (PCRE2)");
+		free(json);
+	}
+}
+
+/* Characters whose forms differ under the Unicode normalizers. */
+#define UVOCAB                                                                           \
+	"\"vocab\":{\"e\":0,\"\\u0301\":1,\"\\u00e9\":2,\"f\":3,\"i\":4,\"fi\":5,"         \
+	"\"\\ufb01\":6,\"1\":7,\"\\u2460\":8,\"a\":9,\"A\":10,\"\\u0130\":11,"             \
+	"\"\\u0307\":12,\"\\u03c3\":13,\"\\u03a3\":14,\" \":15,\"\\u2581\":16,"            \
+	"\"\\u2581a\":17,\"x\":18,\"<S>\":19,\"<T>\":20,\"\\u1100\":21,\"\\u1161\":22,"    \
+	"\"\\uac00\":23,\"\\u00a0\":24,\"\\u03c2\":25,\"<\":26,\"S\":27,\">\":28},"        \
+	"\"merges\":[[\"f\",\"i\"],[\"\\u2581\",\"a\"]]"
+
+static char *with_norm(const char *norm, const char *added)
+{
+	return nf_strdup_printf("{\"normalizer\":%s,\"added_tokens\":[%s],"
+				"\"model\":{\"type\":\"BPE\"," UVOCAB "}}", norm, added);
+}
+
+/* NFC, NFD, NFKC, NFKD, Lowercase, Strip and a Sequence of them: ids from
+ * Hugging Face tokenizers 0.23 on the same file.  "none" shows each input
+ * differs without its normalizer. */
+static void normalizers(void)
+{
+	static const struct {
+		const char *norm, *text;
+		int ids[8];
+		size_t n;
+	} cases[] = {
+		{"null", "e\u0301", {0, 1}, 2},
+		{"null", "\ufb01", {6}, 1},
+		{"{\"type\":\"NFC\"}", "e\u0301", {2}, 1},
+		{"{\"type\":\"NFC\"}", "\u1100\u1161", {23}, 1},
+		{"{\"type\":\"NFC\"}", "\ufb01", {6}, 1},
+		{"{\"type\":\"NFD\"}", "\u00e9", {0, 1}, 2},
+		{"{\"type\":\"NFD\"}", "\uac00", {21, 22}, 2},
+		{"{\"type\":\"NFKC\"}", "\ufb01\u2460", {5, 7}, 2},
+		{"{\"type\":\"NFKC\"}", "e\u0301", {2}, 1},
+		{"{\"type\":\"NFKD\"}", "\ufb01\u00e9", {5, 0, 1}, 3},
+		{"{\"type\":\"Lowercase\"}", "A\u0130\u03a3", {9, 4, 12, 13}, 4},
+		{"{\"type\":\"Lowercase\"}", "\u03a3\u03a3", {13, 13}, 2},
+		{"{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true}", " \u00a0a a\u00a0 ",
+		 {9, 15, 9}, 3},
+		{"{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true}", "   ", {0}, 0},
+		{"{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":false}", " a ", {9, 15}, 2},
+		{"{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Lowercase\"},"
+		 "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"}]}", "A\ufb01", {17, 5}, 2},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		char *json = with_norm(cases[k].norm, "");
+		ok(ids_are(json, cases[k].text, cases[k].ids, cases[k].n),
+		   "normalizer %s on case %zu gives Hugging Face's ids", cases[k].norm, k);
+		free(json);
+	}
+	char *json = with_norm("{\"type\":\"NFC\"}", "");
+	ok(ids_are(json, "x\xff" "e\u0301", (int[]){18, 2}, 2),
+	   "a byte that is not UTF-8 is passed over, the text after it still composed");
+	free(json);
+}
+
+/* lstrip, rstrip and single_word on a special token: ids from Hugging Face. */
+static void added_flags(void)
+{
+	static const struct {
+		const char *flags, *text;
+		int ids[8];
+		size_t n;
+	} cases[] = {
+		{"\"lstrip\":true", "a <S> a", {9, 19, 15, 9}, 4},
+		{"\"lstrip\":true", " \u00a0<S>  <S>  ", {19, 19, 15, 15}, 4},
+		{"\"lstrip\":true", "a<S>a", {9, 19, 9}, 3},
+		{"\"lstrip\":true", "x <S>\u0301", {18, 19, 1}, 3},
+		{"\"rstrip\":true", "a <S> a", {9, 15, 19, 9}, 4},
+		{"\"rstrip\":true", " \u00a0<S>  <S>  ", {15, 24, 19, 19}, 4},
+		{"\"rstrip\":true", "x <S>\u0301", {18, 15, 19, 1}, 4},
+		{"\"lstrip\":true,\"rstrip\":true", "a <S> a", {9, 19, 9}, 3},
+		{"\"lstrip\":true,\"rstrip\":true", " \u00a0<S>  <S>  ", {19, 19}, 2},
+		{"\"single_word\":true", "a <S> a", {9, 15, 19, 15, 9}, 5},
+		{"\"single_word\":true", " \u00a0<S>  <S>  ", {15, 24, 19, 15, 15, 19, 15, 15}, 8},
+		{"\"single_word\":true", "a<S>a", {9, 26, 27, 28, 9}, 5},
+		{"\"single_word\":true", "x <S>\u0301", {18, 15, 26, 27, 28, 1}, 6},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		char *added = nf_strdup_printf("{\"id\":19,\"content\":\"<S>\",\"special\":true,"
+					       "\"normalized\":false,%s}", cases[k].flags);
+		char *json = with_norm("null", added);
+		nf_tokenizer *t = NULL;
+		int *ids = NULL;
+		size_t n = 0;
+		ok(ids_are(json, cases[k].text, cases[k].ids, cases[k].n),
+		   "added token {%s} on case %zu gives Hugging Face's ids", cases[k].flags, k);
+		/* without NF_TOK_PARSE_SPECIAL the token is text, and its flags take nothing */
+		ok(nf_tokenizer_load_hf_mem(&t, json, strlen(json), NULL, 0, "t.json") == 0 &&
+		   nf_tokenizer_encode(t, "a <S>", 5, 0, &ids, &n) == 0 && n == 5 && ids[1] == 15,
+		   "{%s}: not parsed as special, the space stays", cases[k].flags);
+		free(ids);
+		nf_tokenizer_free(t);
+		free(added);
+		free(json);
+	}
+}
+
+/* Split with invert: the pattern matches the words (ids from Hugging Face). */
+static void inverted(void)
+{
+	static const struct {
+		const char *behavior, *pattern;
+		int abc[6];
+		size_t n_abc;
+		int dad[3];
+		size_t n_dad;
+	} cases[] = {
+		{"Isolated", "{\"String\":\"-\"}", {0, 3, 1, 3, 3, 2}, 6, {3, 0, 3}, 3},
+		{"Isolated", "{\"Regex\":\"[ab]\"}", {0, 3, 1, 6, 2}, 5, {3, 0, 3}, 3},
+		{"Removed", "{\"String\":\"-\"}", {3, 3, 3}, 3, {3, 3}, 2},
+		{"Removed", "{\"Regex\":\"[ab]\"}", {0, 1}, 2, {0}, 1},
+		{"MergedWithPrevious", "{\"String\":\"-\"}", {0, 5, 3, 7}, 4, {3, 0, 3}, 3},
+		{"MergedWithPrevious", "{\"Regex\":\"[ab]\"}", {4, 1, 6, 2}, 4, {3, 4}, 2},
+		{"MergedWithNext", "{\"String\":\"-\"}", {4, 8, 3, 2}, 4, {3, 4}, 2},
+		{"MergedWithNext", "{\"Regex\":\"[ab]\"}", {0, 5, 6, 2}, 4, {3, 0, 3}, 3},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		char *pre = nf_strdup_printf("{\"type\":\"Split\",\"pattern\":%s,"
+					     "\"behavior\":\"%s\",\"invert\":true}",
+					     cases[k].pattern, cases[k].behavior);
+		char *json = with_pre(pre);
+		ok(ids_are(json, "a-b--c", cases[k].abc, cases[k].n_abc) &&
+		   ids_are(json, "-a-", cases[k].dad, cases[k].n_dad),
+		   "Split %s %s inverted gives Hugging Face's ids", cases[k].behavior,
+		   cases[k].pattern);
+		free(pre);
 		free(json);
 	}
 }
@@ -213,8 +344,9 @@ static void damaged(void)
 		 NF_EINPUT, "t.json: model.byte_fallback is not a boolean"},
 		{"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}", NULL, NF_EUNSUPPORTED,
 		 "t.json: model.type: 'WordPiece' is not supported"},
-		{"{\"normalizer\":{\"type\":\"NFC\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}",
-		 NULL, NF_EUNSUPPORTED, "t.json: normalizer: 'NFC' is not supported"},
+		{"{\"normalizer\":{\"type\":\"BertNormalizer\"},\"model\":{\"type\":\"BPE\","
+		 "\"vocab\":{\"a\":0}}}", NULL, NF_EUNSUPPORTED,
+		 "t.json: normalizer: 'BertNormalizer' is not supported"},
 		{"{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
 		 "\"Whitespace\"}]},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}", NULL,
 		 NF_EUNSUPPORTED, "t.json: pre_tokenizer: 'Whitespace' is not supported"},
@@ -251,6 +383,9 @@ static void damaged(void)
 int main(void)
 {
 	behaviors();
+	inverted();
+	normalizers();
+	added_flags();
 	ignore_merges();
 	metaspace();
 	config_and_dir();
