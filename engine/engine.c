@@ -19,6 +19,7 @@
 #include "engine/engine_tokenizer.h"
 #include "engine/cpu/cpu.h"
 #include "engine/forward.h"
+#include "engine/layout.h"
 #include "engine/quant.h"
 #include "engine/safetensors.h"
 #include "engine/tactics.h"
@@ -503,16 +504,37 @@ static void copy_weights(nf_engine *e)
 	e->wcopy = base;
 }
 
-/* Tile the copied weights for the kernels (engine/layout.h) unless
- * NF_WEIGHTS_TILE=0, then make the copy read-only.  The file mapping
- * (NF_WEIGHTS_COPY=0) stays row-major. */
-static int tile_weights(nf_engine *e)
+/* Below this size the largest matrix streams from the caches whatever its
+ * layout, and a timing says nothing about memory: keep the tiles. */
+#define LAYOUT_PROBE_MIN_BYTES ((size_t)16 << 20)
+
+/* Whether this host decodes faster from 8-row tiles: the classifier (a
+ * Llama's largest matrix) timed both ways.  Tiles win where the hardware
+ * prefetchers follow eight row streams badly (the EPYC hosts), row-major
+ * where they follow them well (the Xeon hosts): docs/benchmarks.md. */
+static int want_tiles(const nf_engine *e, int threads)
+{
+	const nf_bk_matrix *m = &e->w.cls;
+	size_t bytes = (size_t)m->rows * (size_t)m->cols * nf_bk_elem_size(m);
+	if (bytes < LAYOUT_PROBE_MIN_BYTES)
+		return 1;
+	if (threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = n > 0 ? (int)n : 1;
+	}
+	return nf_tactics_prefer_tiles(m, nf_cpu_best(), threads);
+}
+
+/* Tile the copied weights for the kernels (engine/layout.h) when this host
+ * reads tiles faster (NF_WEIGHTS_TILE=1: always, 0: never), then make the
+ * copy read-only.  The file mapping (NF_WEIGHTS_COPY=0) stays row-major. */
+static int tile_weights(nf_engine *e, int threads)
 {
 	const char *env = getenv("NF_WEIGHTS_TILE");
 	int err = 0;
 	if (!e->wmap)
 		return 0;
-	if (!(env && env[0] == '0'))
+	if (env && (env[0] == '0' || env[0] == '1') ? env[0] == '1' : want_tiles(e, threads))
 		err = nf_fwd_weights_tile(&e->w, &e->cfg);
 	(void)mprotect(e->wmap, e->wmap_len, PROT_READ);
 	return err;
@@ -601,7 +623,7 @@ int nf_engine_open(nf_engine **out, const char *dir, int threads)
 	if ((err = map_weights(e, wpath)) ||
 	    (err = nf_tokenizer_load_dir(&e->tok, dir, e->cfg.vocab_size)) ||
 	    (err = check_tokenizer(e, dir)) ||
-	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) || (err = tile_weights(e)) ||
+	    (err = nf_fwd_weights_prepare(&e->w, &e->cfg)) || (err = tile_weights(e, threads)) ||
 	    (err = nf_fwd_new(&e->fwd, &e->cfg, &e->w, nf_cpu_best(), threads)) ||
 	    (err = nf_tactics_apply(e->fwd, tacpath)))
 		goto done;

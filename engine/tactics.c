@@ -166,6 +166,67 @@ static int timer_init(timer *t, int threads)
 	return 0;
 }
 
+/* What one timed GEMV reads: an input vector (float and int8) and the
+ * output; freed with probe_release. */
+typedef struct probe {
+	float *x, *y, xs;
+	int8_t *xq;
+	size_t ldq;
+} probe;
+
+static void probe_release(probe *p)
+{
+	free(p->x);
+	free(p->y);
+	free(p->xq);
+}
+
+static int probe_init(probe *p, const nf_bk_matrix *m)
+{
+	size_t cols = (size_t)m->cols;
+	p->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+	p->x = calloc(cols, sizeof(float));
+	p->y = calloc((size_t)m->rows, sizeof(float));
+	p->xq = calloc(p->ldq, 1);
+	if (!p->x || !p->y || !p->xq) {
+		probe_release(p);
+		return -1;
+	}
+	for (size_t i = 0; i < cols; i++)
+		p->x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
+	p->xs = nf_quant_int8_vec(p->xq, p->x, cols);
+	return 0;
+}
+
+/* A tiled copy of src in huge pages (*copy, freed by the caller); 0 when
+ * src cannot be tiled or there is no memory for the copy. */
+static int tiled_copy(nf_bk_matrix *out, void **copy, const nf_bk_matrix *src)
+{
+	size_t nbytes = (size_t)src->rows * (size_t)src->cols * nf_bk_elem_size(src);
+	*out = *src;
+	if (!nf_bk_can_tile(src) || !(*copy = huge_alloc(nbytes)))
+		return 0;
+	memcpy(*copy, nf_bk_elems(src), nbytes);
+	if (src->kind == NF_QUANT_INT8_ROW)
+		out->q8 = *copy;
+	else
+		out->f32 = *copy;
+	return nf_bk_tile_in_place(out, *copy) == 0;
+}
+
+/* One GEMV of m by ops on the timer's threads, the matrix evicted from the
+ * caches first; microseconds. */
+static double time_gemv(timer *tm, const nf_backend_ops *ops, const nf_bk_matrix *m, probe *p)
+{
+	evict_job ej = {tm->ebuf, 0};
+	gemv_job job = {ops, m, p->x, p->xq, p->ldq, &p->xs, p->y};
+	int units = (m->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
+	nf_pool_run_chunks(tm->pool, evict_chunk, &ej, (int)(tm->ebytes / EVICT_CHUNK));
+	double t0 = now_s();
+	nf_pool_run_ranges(tm->pool, gemv_range, &job, units, NF_FWD_GRAIN);
+	return (now_s() - t0) * 1e6;
+}
+
 /* Best time of one GEMV (one vector, as in decode) over the whole matrix
  * for each of the nf families (us[k] < 0 when not measured), on the
  * timer's threads, each run starting with the matrix evicted from the
@@ -175,50 +236,50 @@ static int timer_init(timer *t, int threads)
 static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
 		       const nf_backend_ops *const *fam, size_t nf)
 {
-	nf_bk_matrix tiled = *src;
-	const nf_bk_matrix *m = src;
-	size_t cols = (size_t)src->cols, nbytes = (size_t)src->rows * cols * nf_bk_elem_size(src);
-	size_t ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
-	float *x = calloc(cols, sizeof(float)), *y = calloc((size_t)src->rows, sizeof(float));
-	int8_t *xq = calloc(ldq, 1);
+	nf_bk_matrix tiled;
 	void *copy = NULL;
-	evict_job ej = {tm->ebuf, 0};
+	probe p = {0};
 	for (size_t k = 0; k < nf; k++)
 		us[k] = -1.0;
-	if (!x || !y || !xq)
-		goto done;
-	if (nf_bk_can_tile(src) && (copy = huge_alloc(nbytes))) {
-		memcpy(copy, nf_bk_elems(src), nbytes);
-		if (src->kind == NF_QUANT_INT8_ROW)
-			tiled.q8 = copy;
-		else
-			tiled.f32 = copy;
-		if (nf_bk_tile_in_place(&tiled, copy) == 0)
-			m = &tiled;
-	}
-	for (size_t i = 0; i < cols; i++)
-		x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
-	float xs = nf_quant_int8_vec(xq, x, cols);
-	gemv_job job = {NULL, m, x, xq, ldq, &xs, y};
-	int units = (m->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
+	if (probe_init(&p, src))
+		return;
+	const nf_bk_matrix *m = tiled_copy(&tiled, &copy, src) ? &tiled : src;
 	double budget = now_s() + 0.2;
 	for (int rep = 0; rep < 20 && (rep < 3 || now_s() < budget); rep++)
 		for (size_t k = 0; k < nf; k++) {
 			if (!fam[k]->available())
 				continue;
-			job.ops = fam[k];
-			nf_pool_run_chunks(tm->pool, evict_chunk, &ej, (int)(tm->ebytes / EVICT_CHUNK));
-			double t0 = now_s();
-			nf_pool_run_ranges(tm->pool, gemv_range, &job, units, NF_FWD_GRAIN);
-			double t = (now_s() - t0) * 1e6;
+			double t = time_gemv(tm, fam[k], m, &p);
 			if (us[k] < 0 || t < us[k])
 				us[k] = t;
 		}
-done:
-	free(x);
-	free(y);
-	free(xq);
+	probe_release(&p);
 	free(copy);
+}
+
+int nf_tactics_prefer_tiles(const nf_bk_matrix *m, const nf_backend_ops *ops, int threads)
+{
+	nf_bk_matrix tiled;
+	void *copy = NULL;
+	probe p = {0};
+	timer tm;
+	double rows_us = -1, tiles_us = -1;
+	if (!tiled_copy(&tiled, &copy, m) || probe_init(&p, m) || timer_init(&tm, threads)) {
+		nf_error_clear();
+		probe_release(&p);
+		free(copy);
+		return 1;
+	}
+	/* interleaved rounds, so that a noisy neighbour slows both alike */
+	for (int rep = 0; rep < 3; rep++) {
+		double a = time_gemv(&tm, ops, m, &p), b = time_gemv(&tm, ops, &tiled, &p);
+		rows_us = rows_us < 0 || a < rows_us ? a : rows_us;
+		tiles_us = tiles_us < 0 || b < tiles_us ? b : tiles_us;
+	}
+	timer_free(&tm);
+	probe_release(&p);
+	free(copy);
+	return tiles_us <= rows_us;
 }
 
 int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_config *cfg,
