@@ -88,32 +88,15 @@ static int check_head_size(const nf_gguf *g, const char *arch, const nf_model_co
 	return 0;
 }
 
-/* Bound of an "{arch}.*" key name; the arch string comes from the file. */
-static int arch_key_prefix(char *buf, size_t cap, const nf_gguf *g)
-{
-	const char *s;
-	size_t len;
-	int err = nf_gguf_get_str(g, "general.architecture", &s, &len);
-	if (err)
-		return err;
-	if (len + 1 > cap || memchr(s, 0, len))
-		return nf_error_set(NF_EINPUT, "%s: general.architecture is not a short name",
-				    nf_gguf_path(g));
-	memcpy(buf, s, len);
-	buf[len] = 0;
-	return 0;
-}
-
 static int read_config(nf_model_config *c, const nf_gguf *g, const nf_arch *a)
 {
-	char arch[64];
+	/* read_arch matched general.architecture to this name: the keys' prefix */
+	const char *arch = a->gguf_name;
 	size_t n;
 	const nf_arch_gguf_key *keys = nf_arch_gguf_keys(&n);
 	int err;
 
 	*c = (nf_model_config){.arch = a->id, .norm_eps = 1e-5f, .rope_theta = 10000.0f};
-	if ((err = arch_key_prefix(arch, sizeof arch, g)))
-		return err;
 	for (size_t i = 0; i < n; i++) {
 		err = read_key(c, g, arch, &keys[i]);
 		if (err == NF_ENOTFOUND && !keys[i].required) {
