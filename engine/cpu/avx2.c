@@ -117,55 +117,73 @@ AVX2 static void avx2_gemm_f32(float *y, size_t ldy, const nf_bk_matrix *w, cons
 			      accumulate);
 }
 
-/* x.w for int8 vectors: maddubs(|x|, sign(w, x)) pairs, widened to int32. */
-AVX2 static inline __m256i dp8(__m256i acc, __m256i ax, __m256i xv, __m256i wv, __m256i ones)
-{
-	__m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv));
-	return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
-}
-
 /* Element c of a row whose chunks of 64 int8 are cs apart (layout.h). */
 #define AT64(p, c) ((p) + (c) / 64 * cs + (c) % 64)
 
-AVX2 static void dot4_q8(int32_t out[4], const int8_t *w, size_t rs, size_t cs, size_t cols,
-			 const int8_t *x)
+/* Rows per step of the int8 GEMV, and how far ahead (bytes) it prefetches
+ * the matrix, which it reads as one forward stream in either layout.  Both
+ * measured on SmolLM2 int8 (docs/benchmarks.md): 8 rows beat 4 and 6, and
+ * the prefetch into L1 took decode from 166 to ~245 tok/s (a non-temporal
+ * one halved it); the hardware prefetchers alone lose the short rows. */
+#define Q8_ROWS 8
+#define Q8_PREFETCH 8192
+
+/* sum over c of x[c] * w[r][c] for Q8_ROWS rows (rs bytes apart, 64-byte
+ * chunks cs apart: layout.h), one 64-byte chunk of every row per step, so
+ * that Q8_ROWS cache lines are in flight at once.  `tiled` is a constant at
+ * each call: each layout gets its own loop, without the division of AT64. */
+AVX2 __attribute__((always_inline)) static inline void
+dotn_q8(int32_t out[Q8_ROWS], const int8_t *w, size_t rs, size_t cs, size_t cols, const int8_t *x,
+	int tiled)
 {
-	const int8_t *w0 = w, *w1 = w + rs, *w2 = w + 2 * rs, *w3 = w + 3 * rs;
 	const __m256i ones = _mm256_set1_epi16(1);
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	size_t c = 0;
-	for (; c + 32 <= cols; c += 32) {
-		__m256i xv = _mm256_loadu_si256((const __m256i *)(x + c));
-		__m256i ax = _mm256_abs_epi8(xv);
-		a0 = dp8(a0, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w0, c)), ones);
-		a1 = dp8(a1, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w1, c)), ones);
-		a2 = dp8(a2, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w2, c)), ones);
-		a3 = dp8(a3, ax, xv, _mm256_loadu_si256((const __m256i *)AT64(w3, c)), ones);
+	__m256i a[Q8_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < Q8_ROWS; i++)
+		a[i] = _mm256_setzero_si256();
+	size_t full = cols & ~(size_t)63;
+	for (size_t c = 0; c < full; c += 64) {
+		__m256i x0 = _mm256_loadu_si256((const __m256i *)(x + c));
+		__m256i x1 = _mm256_loadu_si256((const __m256i *)(x + c + 32));
+		__m256i ax0 = _mm256_abs_epi8(x0), ax1 = _mm256_abs_epi8(x1);
+		const int8_t *wc = tiled ? w + c / 64 * cs : w + c;
+#pragma GCC unroll 8
+		for (int i = 0; i < Q8_ROWS; i++) {
+			const int8_t *wi = wc + (size_t)i * rs;
+			_mm_prefetch((const char *)wi + Q8_PREFETCH, _MM_HINT_T0);
+			__m256i p0 = _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(
+				_mm256_loadu_si256((const __m256i *)wi), x0));
+			__m256i p1 = _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(
+				_mm256_loadu_si256((const __m256i *)(wi + 32)), x1));
+			a[i] = _mm256_add_epi32(a[i], _mm256_add_epi32(_mm256_madd_epi16(p0, ones),
+								 _mm256_madd_epi16(p1, ones)));
+		}
 	}
-	out[0] = hsum8i(a0);
-	out[1] = hsum8i(a1);
-	out[2] = hsum8i(a2);
-	out[3] = hsum8i(a3);
-	for (; c < cols; c++) {
-		out[0] += (int32_t)*AT64(w0, c) * x[c];
-		out[1] += (int32_t)*AT64(w1, c) * x[c];
-		out[2] += (int32_t)*AT64(w2, c) * x[c];
-		out[3] += (int32_t)*AT64(w3, c) * x[c];
-	}
+#pragma GCC unroll 8
+	for (int i = 0; i < Q8_ROWS; i++)
+		out[i] = hsum8i(a[i]);
+	for (size_t c = full; c < cols; c++) /* row-major only: tiled rows are whole chunks */
+#pragma GCC unroll 8
+		for (int i = 0; i < Q8_ROWS; i++)
+			out[i] += (int32_t)w[(size_t)i * rs + c] * x[c];
 }
 
 AVX2 static void avx2_gemm_q8(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			      size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
 {
 	size_t cols = (size_t)w->cols, rs = nf_bk_row_stride(w), cs = nf_bk_chunk_stride(w);
+	int tiled = w->layout == NF_BK_TILE8;
 	int r = r0;
-	for (; r + 4 <= r1; r += 4) {
+	for (; r + Q8_ROWS <= r1; r += Q8_ROWS) {
 		const int8_t *wr = w->q8 + nf_bk_index(w, (size_t)r, 0);
 		for (size_t b = 0; b < n; b++) {
-			int32_t d[4];
-			dot4_q8(d, wr, rs, cs, cols, xq + b * ldx);
+			int32_t d[Q8_ROWS];
+			if (tiled)
+				dotn_q8(d, wr, rs, cs, cols, xq + b * ldx, 1);
+			else
+				dotn_q8(d, wr, rs, cs, cols, xq + b * ldx, 0);
 			float *o = y + b * ldy + (size_t)r;
-			for (int i = 0; i < 4; i++)
+			for (int i = 0; i < Q8_ROWS; i++)
 				store(o + i, (float)d[i] * w->scale[r + i] * xs[b], accumulate);
 		}
 	}

@@ -29,13 +29,12 @@ static inline void store(float *out, float v, int accumulate)
 	*out = accumulate ? *out + v : v;
 }
 
-/* How far ahead (bytes) the GEMV kernels prefetch a tiled matrix, which
- * they read as one sequential stream: 2 KiB ahead, non-temporal (the
- * weights are read once per step and should not evict the KV cache), the
- * int8 kernel measured ~30% faster than with the hardware prefetchers
- * alone (docs/benchmarks.md); on row-major matrices software prefetch
- * measured slower, so they get none. */
-#define TILE_PREFETCH 2048
+/* How far ahead (bytes) the GEMV kernels prefetch the matrix, which they
+ * read as one forward stream in either layout: into L1, 8 KiB ahead.  On
+ * the Intel Xeon of docs/benchmarks.md this took int8 decode of tiled
+ * weights from 133 to 274 tok/s and row-major from 264 to 279 (the
+ * non-temporal hint used before starved the tiled stream). */
+#define GEMV_PREFETCH 8192
 
 /* The 8 sums of a0..a7 as one vector (fold-and-hadd tree). */
 AVX512 static inline __m256 hsum8x16_ps(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
@@ -65,11 +64,10 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
 	size_t full = cols & ~(size_t)15;
 	for (size_t c = 0; c < full; c += 16) {
 		__m512 xv = _mm512_loadu_ps(x + c);
-		const float *wc = w + c / 16 * cs;
+		const float *wc = tiled ? w + c / 16 * cs : w + c;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			if (tiled)
-				_mm_prefetch((const char *)(wc + (size_t)i * 16) + TILE_PREFETCH, _MM_HINT_NTA);
+			_mm_prefetch((const char *)(wc + (size_t)i * rs) + GEMV_PREFETCH, _MM_HINT_T0);
 			a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(wc + (size_t)i * rs), xv, a[i]);
 		}
 	}
@@ -88,11 +86,13 @@ AVX512 __attribute__((always_inline)) static inline __m256 dot8_f32(const float 
  * once: each weight load feeds F32_NV FMAs (prefill is compute-bound; with
  * one vector per weight load the FMA units wait on loads).  Each (row,
  * vector) sum is accumulated and reduced exactly as in dot8_f32, so the
- * results are bit-identical to it (tests/unit/engine/test_kernels.c). */
+ * results are bit-identical to it (tests/unit/engine/test_kernels.c).
+ * `stream`: this pass is the first over the tile and nobody prefetched it,
+ * so it prefetches its own stream GEMV_PREFETCH bytes ahead. */
 #define F32_NV 4 /* measured best of 1-6 on Zen 5, of 2-4 on Zen 4 (32 accumulators) */
 AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out, const float *w,
 								   size_t rs, size_t cs, size_t cols,
-								   const float *x, size_t ldx, int tiled,
+								   const float *x, size_t ldx, int stream,
 								   const char *pf, int pf_lines)
 {
 	__m512 a[F32_NV][8];
@@ -115,8 +115,8 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_f32(__m256 *out,
 		}
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			if (tiled)
-				_mm_prefetch((const char *)(wc + (size_t)i * 16) + TILE_PREFETCH, _MM_HINT_NTA);
+			if (stream)
+				_mm_prefetch((const char *)(wc + (size_t)i * rs) + GEMV_PREFETCH, _MM_HINT_T0);
 			__m512 wv = _mm512_loadu_ps(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < F32_NV; v++)
@@ -241,11 +241,10 @@ AVX512 __attribute__((always_inline)) static inline __m256i dot8_q8(const int8_t
 	size_t full = cols & ~(size_t)63;
 	for (size_t c = 0; c < full; c += 64) {
 		__m512i xv = _mm512_xor_si512(_mm512_loadu_si512(x + c), flip);
-		const int8_t *wc = w + c / 64 * cs;
+		const int8_t *wc = tiled ? w + c / 64 * cs : w + c;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			if (tiled)
-				_mm_prefetch((const char *)(wc + (size_t)i * 64 + TILE_PREFETCH), _MM_HINT_NTA);
+			_mm_prefetch((const char *)(wc + (size_t)i * rs + 8192), _MM_HINT_T0);
 			a[i] = _mm512_dpbusd_epi32(a[i], xv, _mm512_loadu_si512(wc + (size_t)i * rs));
 		}
 	}
@@ -280,11 +279,10 @@ AVX512 __attribute__((always_inline)) static inline void dot8xn_q8(__m256i *out,
 #pragma GCC unroll 8
 		for (int v = 0; v < Q8_NV; v++)
 			xv[v] = _mm512_xor_si512(_mm512_loadu_si512(x + (size_t)v * ldx + c), flip);
-		const int8_t *wc = w + c / 64 * cs;
+		const int8_t *wc = tiled ? w + c / 64 * cs : w + c;
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
-			if (tiled)
-				_mm_prefetch((const char *)(wc + (size_t)i * 64) + TILE_PREFETCH, _MM_HINT_NTA);
+			_mm_prefetch((const char *)(wc + (size_t)i * rs + 8192), _MM_HINT_T0);
 			__m512i wv = _mm512_loadu_si512(wc + (size_t)i * rs);
 #pragma GCC unroll 8
 			for (int v = 0; v < Q8_NV; v++)
