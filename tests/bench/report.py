@@ -93,14 +93,14 @@ def prefill_main(a):
     print(plain(head, rows))
     body = "\n".join([
         "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
-        ("Command: `make bench BENCH=prefill` (%d threads; best of %d rounds, a round runs ours, "
+        ("Command: `%smake bench BENCH=prefill` (%d threads; best of %d rounds, a round runs ours, "
          "then llama-bench -r 5, so the two take turns).  Prompt: SmolLM2's ChatML rendering of "
          "one user question (\"What is the capital of France?\") with its default system message, "
          "tokenized by our engine's tokenizer.  Ours: `nf_prefill_bench --text` (one "
          "`nf_engine_prefill` call, best of 5 per round); TTFT = tokenizing + prefill to the "
          "first logits.  llama.cpp: `llama-bench -p N -n 0` with N our token count (random "
-         "tokens of that count); its prompt time = N / its tokens/s (TTFT less tokenizing)."
-         % (a.threads, a.reps)),
+         "tokens of that count); its prompt time = N / its tokens/s (TTFT less tokenizing).%s"
+         % (kernel_env(a), a.threads, a.reps, kernel_note(a))),
         "Peer: %s." % a.peer,
         "",
         markdown(head, rows),
@@ -113,7 +113,7 @@ def write_outputs(a, body):
         with open(a.md_out, "w") as f:
             f.write(body + "\n")
     if a.doc:
-        update_doc(a.doc, a.bench, body)
+        update_doc(a.doc, a.section, body)
         print("report.py: updated %s" % a.doc)
 
 
@@ -183,6 +183,17 @@ def plain(head, rows):
                      [fmt % tuple(r) for r in rows])
 
 
+def kernel_env(a):
+    return "BENCH_KERNEL=%s " % a.kernel if a.kernel else ""
+
+
+def kernel_note(a):
+    if not a.kernel:
+        return ""
+    return ("  Our engine forced to the %s kernel family (`--kernel %s`); llama.cpp runs the "
+            "build it chose for this CPU (it has no switch for its kernel family)." % (a.kernel, a.kernel))
+
+
 def update_doc(path, name, body):
     begin, end = "<!-- bench:%s:begin -->" % name, "<!-- bench:%s:end -->" % name
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
@@ -215,7 +226,11 @@ def main():
     ap.add_argument("--workload", default="")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--kernel", default="",
+                    help="the kernel family our runs were forced to (BENCH_KERNEL); its "
+                         "table gets its own section of the document")
     a = ap.parse_args()
+    a.section = a.bench + ("-" + a.kernel if a.kernel else "")
     if a.bench == "serve":
         return serve_main(a)
     if a.bench == "prefill":
@@ -231,11 +246,11 @@ def main():
           "per token" % (a.membw, a.threads))
     body = "\n".join([
         "Measured %s on %s." % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()),
-        "Command: `make bench BENCH=decode` (%d threads, %d decode tokens, best of %d rounds; "
+        "Command: `%smake bench BENCH=decode` (%d threads, %d decode tokens, best of %d rounds; "
         "a round runs ours, then llama-bench -r 1, so the two take turns).  smollm2 is "
         "SmolLM2-135M-Instruct: ours built from its Q4_1 GGUF dequantized to float32, "
         "llama.cpp's F32 / Q8_0 files made from the same GGUF by `llama-quantize "
-        "--allow-requantize`." % (a.threads, a.tokens, a.reps),
+        "--allow-requantize`.%s" % (kernel_env(a), a.threads, a.tokens, a.reps, kernel_note(a)),
         "Peer: %s." % a.peer,
         "Measured memory read bandwidth: %.1f GB/s (`nf_membw`, %d threads, best pass of a "
         "measurement before and one after the runs); ceiling = bandwidth / our weight bytes "
@@ -250,7 +265,7 @@ def main():
         with open(a.md_out, "w") as f:
             f.write(body + "\n")
     if a.doc:
-        update_doc(a.doc, a.bench, body)
+        update_doc(a.doc, a.section, body)
         print("report.py: updated %s" % a.doc)
 
 
@@ -287,7 +302,7 @@ def serve_main(a):
         with open(a.md_out, "w") as f:
             f.write(body + "\n")
     if a.doc:
-        update_doc(a.doc, a.bench, body)
+        update_doc(a.doc, a.section, body)
         print("report.py: updated %s" % a.doc)
 
 
