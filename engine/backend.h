@@ -26,15 +26,22 @@ typedef enum nf_bk_layout {
 	NF_BK_TILE8, /* blocks of 8 rows stored by 64-byte column chunks */
 } nf_bk_layout;
 
-/* A weight matrix as the kernels see it (borrowed pointers).  Every kernel
- * reads both layouts. */
+/* A weight matrix as the kernels see it (borrowed pointers).  The f32 and
+ * int8 kernels read both layouts; every other kind is row-major only.  The
+ * packing of each kind is docs/quantization.md's. */
 typedef struct nf_bk_matrix {
 	nf_quant_kind kind;
 	int rows, cols;
 	const float *f32;      /* (rows, cols) when kind == NF_QUANT_NONE */
 	const int8_t *q8;      /* (rows, cols) when kind == NF_QUANT_INT8_ROW */
-	const float *scale;    /* (rows) per-output-channel scales */
+	const uint16_t *h16;   /* (rows, cols) IEEE halves (NF_QUANT_F16) or bfloat16 (NF_QUANT_BF16) */
+	const uint8_t *q4;     /* NF_QUANT_INT4_GROUP: (rows, cols / 2) nibbles, by blocks of 32 */
+	const uint16_t *gsm;   /* NF_QUANT_INT4_GROUP: (rows, groups, 2) IEEE-half scale, min */
+	int group;             /* NF_QUANT_INT4_GROUP: columns per group, 32, 64 or 128 */
+	const uint8_t *f8;     /* (rows, cols) e4m3 codes when kind == NF_QUANT_FP8_E4M3 */
+	const float *scale;    /* (rows) per-output-channel scales: INT8_ROW, FP8_E4M3 */
 	const int32_t *rowsum; /* (rows) sum of q8 over each row (for u8 x s8 dot products) */
+	float act_scale;       /* FP8_E4M3: the static per-tensor activation scale */
 	nf_bk_layout layout;   /* NF_BK_ROWS unless tiled (nf_bk_tile_in_place) */
 } nf_bk_matrix;
 
@@ -50,6 +57,25 @@ typedef struct nf_backend_ops {
 	 * zero-padded to a multiple of NF_BK_QPAD) of scales xs[b]. */
 	void (*gemm_q8)(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq, size_t ldx,
 			const float *xs, size_t n, int r0, int r1, int accumulate);
+
+	/* The same for a 16-bit W (w->kind NF_QUANT_F16 or NF_QUANT_BF16) with
+	 * float activations, each weight widened exactly to float32. */
+	void (*gemm_h16)(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx,
+			 size_t n, int r0, int r1, int accumulate);
+	/* The same for int4 groups (NF_QUANT_INT4_GROUP) with int8 activations
+	 * as gemm_q8's: y = xs[b] * sum over groups g of
+	 *   scale_g * sum_c q[c] * xq[c]  +  min_g * sum_c xq[c]. */
+	void (*gemm_q4)(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq, size_t ldx,
+			const float *xs, size_t n, int r0, int r1, int accumulate);
+	/* The same for fp8 W (NF_QUANT_FP8_E4M3) with activations x already on
+	 * the e4m3 grid (round_f8's output): y = scale[r] * act_scale *
+	 * sum_c e4m3(w[r,c]) * x[c], accumulated in float32. */
+	void (*gemm_f8)(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx,
+			size_t n, int r0, int r1, int accumulate);
+	/* out[i] = the e4m3 value nearest x[i] * inv_scale (ties to even,
+	 * saturating at +-448), as a float: what a GPU's fp8 conversion of the
+	 * activation gives.  Bit-identical to nf_fp8_e4m3_round. */
+	void (*round_f8)(float *out, const float *x, float inv_scale, int n);
 
 	/* out = x / rms(x) * w over n elements. */
 	void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);

@@ -7,8 +7,7 @@
  * Activations are quantized on the fly per vector the same way (symmetric,
  * one scale per vector) so the kernels can use integer dot products.
  *
- * Room is left for int4 groups (NF_QUANT_GROUP_INT4: per-group scales along
- * the input axis) and fp8-e4m3 (one scale per tensor): see nf_quant_kind.
+ * The other kinds (nf_quant_kind) have their quantizers in quant_*.c.
  */
 #ifndef NF_ENGINE_QUANT_H
 #define NF_ENGINE_QUANT_H
@@ -16,11 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How a weight matrix is stored (docs/quantization.md has each packing). */
 typedef enum nf_quant_kind {
 	NF_QUANT_NONE,       /* float32 */
 	NF_QUANT_INT8_ROW,   /* int8, per-output-channel scale */
-	NF_QUANT_INT4_GROUP, /* reserved: int4, per-(row, group) scale */
-	NF_QUANT_FP8_E4M3,   /* reserved: fp8, per-tensor scale */
+	NF_QUANT_INT4_GROUP, /* int4 in groups of 32/64/128 columns, IEEE-half scale and min each */
+	NF_QUANT_FP8_E4M3,   /* fp8 e4m3 codes, per-output-channel scale */
+	NF_QUANT_F16,        /* IEEE binary16 */
+	NF_QUANT_BF16,       /* bfloat16 */
+	NF_QUANT_KIND_COUNT
 } nf_quant_kind;
 
 /* Quantize `rows` rows of `cols` floats (row-major) into q (rows*cols int8,
@@ -36,5 +39,29 @@ float nf_quant_int8_vec(int8_t *q, const float *x, size_t n);
 
 /* rowsum[r] = sum over c of q[r, c] (what u8 x s8 dot-product kernels subtract). */
 void nf_quant_int8_rowsums(int32_t *rowsum, const int8_t *q, size_t rows, size_t cols);
+
+/* f16 / bf16 (kind NF_QUANT_F16 or NF_QUANT_BF16): h[i] = the half of w[i],
+ * rounded to nearest even (quant_half.c). */
+void nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
+
+/* int4 groups (quant_int4.c): rows of cols floats (cols a multiple of 32)
+ * into q4 (rows * cols / 2 bytes) and gsm (rows * groups * 2 halves),
+ * groups of `group` columns (32, 64 or 128; the last group of a row may be
+ * shorter, a multiple of 32).  Asymmetric: w ~= scale * q + min, q in
+ * [0, 15].  NF_EINPUT for a bad group or cols. */
+int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+		       int group);
+/* Groups per row of cols columns. */
+size_t nf_quant_int4_groups(size_t cols, int group);
+/* out[c] = row r of an int4 matrix, dequantized. */
+void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gsm, size_t r,
+			       size_t cols, int group);
+
+/* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
+ * nearest e4m3 of W / scale (ties to even). */
+void nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+float nf_fp8_e4m3_to_f32(uint8_t code);
+uint8_t nf_fp8_e4m3_from_f32(float x);     /* nearest, ties to even, saturating at +-448 */
+float nf_fp8_e4m3_round(float x);          /* nf_fp8_e4m3_to_f32(nf_fp8_e4m3_from_f32(x)) */
 
 #endif

@@ -409,16 +409,16 @@ AVX2 static float avx2_quantize_q8(int8_t *q, const float *x, size_t n)
 }
 
 const nf_backend_ops nf_cpu_avx2_ops = {
-	/* .name      = */ "avx2",
-	/* .available = */ avx2_available,
-	/* .gemm_f32  = */ avx2_gemm_f32,
-	/* .gemm_q8   = */ avx2_gemm_q8,
-	/* .rmsnorm   = */ avx2_rmsnorm,
-	/* .rope      = */ nf_cpu_rope_ref,
-	/* .softmax   = */ avx2_softmax,
-	/* .attention = */ avx2_attention,
-	/* .swiglu    = */ avx2_swiglu,
-	/* .add       = */ avx2_add,
-	/* .quantize_q8 = */ avx2_quantize_q8,
-	/* .to_f16    = */ avx2_to_f16,
+	.name = "avx2",
+	.available = avx2_available,
+	.gemm_f32 = avx2_gemm_f32,
+	.gemm_q8 = avx2_gemm_q8,
+	.rmsnorm = avx2_rmsnorm,
+	.rope = nf_cpu_rope_ref,
+	.softmax = avx2_softmax,
+	.attention = avx2_attention,
+	.swiglu = avx2_swiglu,
+	.add = avx2_add,
+	.quantize_q8 = avx2_quantize_q8,
+	.to_f16 = avx2_to_f16,
 };

@@ -576,16 +576,16 @@ AVX512 static void avx512_to_f16(uint16_t *h, const float *x, int n)
 }
 
 const nf_backend_ops nf_cpu_avx512_ops = {
-	/* .name      = */ "avx512-vnni",
-	/* .available = */ avx512_available,
-	/* .gemm_f32  = */ avx512_gemm_f32,
-	/* .gemm_q8   = */ avx512_gemm_q8,
-	/* .rmsnorm   = */ avx512_rmsnorm,
-	/* .rope      = */ nf_cpu_rope_ref,
-	/* .softmax   = */ avx512_softmax,
-	/* .attention = */ avx512_attention,
-	/* .swiglu    = */ avx512_swiglu,
-	/* .add       = */ avx512_add,
-	/* .quantize_q8 = */ avx512_quantize_q8,
-	/* .to_f16    = */ avx512_to_f16,
+	.name = "avx512-vnni",
+	.available = avx512_available,
+	.gemm_f32 = avx512_gemm_f32,
+	.gemm_q8 = avx512_gemm_q8,
+	.rmsnorm = avx512_rmsnorm,
+	.rope = nf_cpu_rope_ref,
+	.softmax = avx512_softmax,
+	.attention = avx512_attention,
+	.swiglu = avx512_swiglu,
+	.add = avx512_add,
+	.quantize_q8 = avx512_quantize_q8,
+	.to_f16 = avx512_to_f16,
 };

@@ -148,16 +148,16 @@ static void scalar_add(float *y, const float *x, int n)
 }
 
 const nf_backend_ops nf_cpu_scalar_ops = {
-	/* .name      = */ "scalar",
-	/* .available = */ scalar_available,
-	/* .gemm_f32  = */ scalar_gemm_f32,
-	/* .gemm_q8   = */ scalar_gemm_q8,
-	/* .rmsnorm   = */ nf_cpu_rmsnorm_ref,
-	/* .rope      = */ nf_cpu_rope_ref,
-	/* .softmax   = */ nf_cpu_softmax_ref,
-	/* .attention = */ nf_cpu_attention_ref,
-	/* .swiglu    = */ nf_cpu_swiglu_ref,
-	/* .add       = */ scalar_add,
-	/* .quantize_q8 = */ NULL,
-	/* .to_f16    = */ nf_cpu_to_f16_ref,
+	.name = "scalar",
+	.available = scalar_available,
+	.gemm_f32 = scalar_gemm_f32,
+	.gemm_q8 = scalar_gemm_q8,
+	.rmsnorm = nf_cpu_rmsnorm_ref,
+	.rope = nf_cpu_rope_ref,
+	.softmax = nf_cpu_softmax_ref,
+	.attention = nf_cpu_attention_ref,
+	.swiglu = nf_cpu_swiglu_ref,
+	.add = scalar_add,
+	.quantize_q8 = NULL,
+	.to_f16 = nf_cpu_to_f16_ref,
 };
