@@ -41,8 +41,10 @@ float nf_quant_int8_vec(int8_t *q, const float *x, size_t n);
 void nf_quant_int8_rowsums(int32_t *rowsum, const int8_t *q, size_t rows, size_t cols);
 
 /* f16 / bf16 (kind NF_QUANT_F16 or NF_QUANT_BF16): h[i] = the half of w[i],
- * rounded to nearest even (quant_half.c). */
-void nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
+ * rounded to nearest even (quant_half.c).  NF_EINPUT, naming the element's
+ * index, for a NaN or infinite w[i] or one that rounds past the format's
+ * largest finite value (fp16: 65504); h is then partly written. */
+int nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
 
 /* int4 groups (quant_int4.c): rows of cols floats (cols a multiple of 32)
  * into q4 (rows * cols / 2 bytes) and gsm (rows * groups * 2 halves),
