@@ -52,6 +52,10 @@ void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
  * gemm_h16.c's). */
 void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			  size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;
