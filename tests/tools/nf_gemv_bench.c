@@ -3,13 +3,16 @@
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
  *   nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]
- *                 [--kernel FAMILY] [--threads T] [--runs K]
+ *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
- * Builds a random (R, C) matrix of that kind (default 8192 x 4096, far
- * larger than any cache), then times K passes (default 20, after one to
- * warm up) of y = W x over all rows for N activation vectors (default 1:
- * decode), rows shared among T threads (default 2) of an nf_pool as the
- * forward pass shares them.  Prints the best pass:
+ * Builds a random (R, C) matrix of that kind (default 8192 x 4096), then
+ * times K passes (default 20, after one to warm up) of y = W x over all
+ * rows for N activation vectors (default 1: decode), rows shared among T
+ * threads (default 2) of an nf_pool as the forward pass shares them.  So
+ * that the passes read memory, not a last-level cache (260 MiB on some of
+ * our hosts), the matrix is stored in as many copies as make M MiB
+ * (default 1024, as nf_membw reads) and each pass reads the next copy,
+ * as a decode step reads layer after layer.  Prints the best pass:
  *
  *   kind=<k> kernel=<family> rows=<R> cols=<C> n=<N> threads=<T> gb_s=<x> gflops=<y>
  *
@@ -19,6 +22,8 @@
  * arguments or a family this CPU lacks, 4 when memory or threads cannot be
  * had.
  */
+#define _GNU_SOURCE /* MADV_HUGEPAGE */
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,33 +45,63 @@
 typedef struct bench {
 	const struct gemv_kind *kind;
 	const nf_backend_ops *ops;
-	nf_bk_matrix m;
-	size_t n, cols;
+	nf_bk_matrix m; /* the copies, one under the other */
+	size_t n, cols, rows, copies;
+	int base;       /* first row of the copy this pass reads */
 	float *x;      /* (n, cols) */
 	int8_t *xq;    /* (n, ldq) int8 activations of the int8 kinds */
 	size_t ldq;
 	float xs[MAX_N];
-	float *y;      /* (n, rows) */
+	float *y;      /* (n, copies * rows) */
 	void *owned[4]; /* what pack allocated */
 } bench;
 
 typedef struct gemv_kind {
 	const char *name;
-	/* Pack the (rows, cols) floats *w into b->m (a kind that reads the
-	 * floats themselves takes them over: *w = NULL); returns the bytes a
-	 * pass reads (0 on failure, the error set). */
-	size_t (*pack)(bench *b, float **w, size_t rows, size_t cols);
+	/* Bytes of one packed (rows, cols) matrix: what a pass reads. */
+	size_t (*bytes)(size_t rows, size_t cols);
+	/* Pack the b->rows x b->cols floats w into b->copies copies of b->m;
+	 * 0 or an error. */
+	int (*pack)(bench *b, const float *w);
 	/* y = W x over rows [r0, r1). */
 	void (*run)(const bench *b, int r0, int r1);
 } gemv_kind;
 
-static size_t pack_f32(bench *b, float **w, size_t rows, size_t cols)
+/* Weights as the engine keeps them, on 2 MiB pages (engine.c): with 4 KiB
+ * pages the TLB misses would be measured too.  NULL when out of memory. */
+static void *alloc_weights(size_t bytes)
 {
-	b->m.kind = NF_QUANT_NONE;
-	b->m.f32 = *w;
-	b->owned[0] = *w;
-	*w = NULL;
+	void *p = NULL;
+	if (bytes == 0 || posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
+}
+
+/* Copy the first of `copies` arrays of `one` bytes at buf into the others. */
+static void replicate(void *buf, size_t one, size_t copies)
+{
+	for (size_t i = 1; i < copies; i++)
+		memcpy((char *)buf + i * one, buf, one);
+}
+
+static size_t bytes_f32(size_t rows, size_t cols)
+{
 	return rows * cols * sizeof(float);
+}
+
+static int pack_f32(bench *b, const float *w)
+{
+	size_t one = bytes_f32(b->rows, b->cols);
+	float *f = alloc_weights(one * b->copies);
+	b->owned[0] = f;
+	if (!f)
+		return nf_error_set(NF_ENOMEM, "out of memory for the float32 matrix");
+	memcpy(f, w, one);
+	replicate(f, one, b->copies);
+	b->m.kind = NF_QUANT_NONE;
+	b->m.f32 = f;
+	return 0;
 }
 
 static void run_f32(const bench *b, int r0, int r1)
@@ -74,27 +109,34 @@ static void run_f32(const bench *b, int r0, int r1)
 	b->ops->gemm_f32(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
 }
 
-static size_t pack_int8(bench *b, float **w, size_t rows, size_t cols)
+static size_t bytes_int8(size_t rows, size_t cols)
 {
-	int8_t *q = malloc(rows * cols);
-	float *scale = malloc(rows * sizeof(float));
-	int32_t *rowsum = malloc(rows * sizeof(int32_t));
+	return rows * cols + rows * (sizeof(float) + sizeof(int32_t));
+}
+
+static int pack_int8(bench *b, const float *w)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	int8_t *q = alloc_weights(rows * cols * k);
+	float *scale = malloc(rows * k * sizeof(float));
+	int32_t *rowsum = malloc(rows * k * sizeof(int32_t));
 	b->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	b->xq = calloc(b->n, b->ldq);
 	b->owned[0] = q, b->owned[1] = scale, b->owned[2] = rowsum, b->owned[3] = b->xq;
-	if (!q || !scale || !rowsum || !b->xq) {
-		nf_error_set(NF_ENOMEM, "out of memory for the int8 matrix");
-		return 0;
-	}
-	nf_quant_int8_rows(q, scale, *w, rows, cols);
+	if (!q || !scale || !rowsum || !b->xq)
+		return nf_error_set(NF_ENOMEM, "out of memory for the int8 matrix");
+	nf_quant_int8_rows(q, scale, w, rows, cols);
 	nf_quant_int8_rowsums(rowsum, q, rows, cols);
+	replicate(q, rows * cols, k);
+	replicate(scale, rows * sizeof(float), k);
+	replicate(rowsum, rows * sizeof(int32_t), k);
 	for (size_t i = 0; i < b->n; i++)
 		b->xs[i] = nf_quant_int8_vec(b->xq + i * b->ldq, b->x + i * cols, cols);
 	b->m.kind = NF_QUANT_INT8_ROW;
 	b->m.q8 = q;
 	b->m.scale = scale;
 	b->m.rowsum = rowsum;
-	return rows * cols + rows * (sizeof(float) + sizeof(int32_t));
+	return 0;
 }
 
 static void run_int8(const bench *b, int r0, int r1)
@@ -102,29 +144,35 @@ static void run_int8(const bench *b, int r0, int r1)
 	b->ops->gemm_q8(b->y, (size_t)b->m.rows, &b->m, b->xq, b->ldq, b->xs, b->n, r0, r1, 0);
 }
 
-static size_t pack_h16(bench *b, float **w, size_t rows, size_t cols, nf_quant_kind kind)
+static size_t bytes_h16(size_t rows, size_t cols)
 {
-	uint16_t *h = malloc(rows * cols * sizeof(uint16_t));
-	b->owned[0] = h;
-	if (!h) {
-		nf_error_set(NF_ENOMEM, "out of memory for the 16-bit matrix");
-		return 0;
-	}
-	if (nf_quant_h16(h, *w, rows * cols, kind) != 0)
-		return 0;
-	b->m.kind = kind;
-	b->m.h16 = h;
 	return rows * cols * sizeof(uint16_t);
 }
 
-static size_t pack_f16(bench *b, float **w, size_t rows, size_t cols)
+static int pack_h16(bench *b, const float *w, nf_quant_kind kind)
 {
-	return pack_h16(b, w, rows, cols, NF_QUANT_F16);
+	size_t one = bytes_h16(b->rows, b->cols);
+	uint16_t *h = alloc_weights(one * b->copies);
+	b->owned[0] = h;
+	if (!h)
+		return nf_error_set(NF_ENOMEM, "out of memory for the 16-bit matrix");
+	int err = nf_quant_h16(h, w, b->rows * b->cols, kind);
+	if (err)
+		return err;
+	replicate(h, one, b->copies);
+	b->m.kind = kind;
+	b->m.h16 = h;
+	return 0;
 }
 
-static size_t pack_bf16(bench *b, float **w, size_t rows, size_t cols)
+static int pack_f16(bench *b, const float *w)
 {
-	return pack_h16(b, w, rows, cols, NF_QUANT_BF16);
+	return pack_h16(b, w, NF_QUANT_F16);
+}
+
+static int pack_bf16(bench *b, const float *w)
+{
+	return pack_h16(b, w, NF_QUANT_BF16);
 }
 
 static void run_h16(const bench *b, int r0, int r1)
@@ -133,10 +181,10 @@ static void run_h16(const bench *b, int r0, int r1)
 }
 
 static const gemv_kind kinds[] = {
-	{"f32", pack_f32, run_f32},
-	{"int8", pack_int8, run_int8},
-	{"f16", pack_f16, run_h16},
-	{"bf16", pack_bf16, run_h16},
+	{"f32", bytes_f32, pack_f32, run_f32},
+	{"int8", bytes_int8, pack_int8, run_int8},
+	{"f16", bytes_h16, pack_f16, run_h16},
+	{"bf16", bytes_h16, pack_bf16, run_h16},
 };
 
 static const gemv_kind *find_kind(const char *name)
@@ -158,27 +206,27 @@ static double now_s(void)
 static void run_range(void *ctx, int u0, int u1, int tid)
 {
 	const bench *b = ctx;
-	int r1 = u1 * NF_FWD_UNIT_ROWS;
+	int r1 = u1 * NF_FWD_UNIT_ROWS, rows = (int)b->rows;
 	(void)tid;
-	b->kind->run(b, u0 * NF_FWD_UNIT_ROWS, r1 < b->m.rows ? r1 : b->m.rows);
+	b->kind->run(b, b->base + u0 * NF_FWD_UNIT_ROWS, b->base + (r1 < rows ? r1 : rows));
 }
 
 typedef struct options {
 	const char *kind, *kernel;
-	long rows, cols, n, threads, runs;
+	long rows, cols, n, threads, runs, mb;
 } options;
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]\n"
-			"                     [--kernel FAMILY] [--threads T] [--runs K]\n");
+			"                     [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
 
 /* 0, NF_EINPUT with the error set, or 1 for a usage error. */
 static int parse_args(options *o, int argc, char **argv)
 {
-	*o = (options){NULL, NULL, 8192, 4096, 1, 2, 20};
+	*o = (options){NULL, NULL, 8192, 4096, 1, 2, 20, 1024};
 	for (int i = 1; i < argc; i++) {
 		const char *name = argv[i];
 		long *dst = NULL, max = 0;
@@ -198,6 +246,8 @@ static int parse_args(options *o, int argc, char **argv)
 			dst = &o->threads, max = 256;
 		else if (strcmp(name, "--runs") == 0)
 			dst = &o->runs, max = 100000;
+		else if (strcmp(name, "--mb") == 0)
+			dst = &o->mb, max = 1L << 20;
 		else
 			return 1;
 		int err;
@@ -207,32 +257,56 @@ static int parse_args(options *o, int argc, char **argv)
 	return o->kind ? 0 : 1;
 }
 
-/* The random matrix (uniform, |w| < 0.05) and activations of b. */
-static int fill_random(float **w, bench *b, size_t rows, size_t cols)
+/* How many copies of the matrix make `mb` MiB (at least 1), and the
+ * matrix's shape for them; NF_EINPUT when they cannot be addressed. */
+static int plan_copies(bench *b, const options *o)
 {
-	size_t nw, nx;
-	if (!nf_size_mul(&nw, rows, cols) || !nf_size_mul(&nx, b->n, cols) ||
-	    !nf_size_mul(&nw, nw, sizeof(float)))
-		return nf_error_set(NF_EINPUT, "matrix of %zu x %zu is too large", rows, cols);
+	size_t one = b->kind->bytes(b->rows, b->cols), total;
+	if (!nf_size_mul(&total, (size_t)o->mb, (size_t)1 << 20))
+		return nf_error_set(NF_EINPUT, "--mb too large");
+	b->copies = (total + one - 1) / one;
+	if (b->copies < 1)
+		b->copies = 1;
+	size_t rows_all;
+	if (!nf_size_mul(&rows_all, b->rows, b->copies) || rows_all > (size_t)NF_POOL_MAX_UNITS *
+							    NF_FWD_UNIT_ROWS)
+		return nf_error_set(NF_EINPUT, "%zu copies of %zu rows are too many rows", b->copies,
+				    b->rows);
+	b->m = (nf_bk_matrix){.rows = (int)rows_all, .cols = (int)b->cols, .layout = NF_BK_ROWS};
+	return 0;
+}
+
+/* The random matrix w (uniform, |w| < 0.05, one copy's worth), the
+ * activations and the outputs. */
+static int fill_random(float **w, bench *b)
+{
+	size_t nw, nx, ny;
+	if (!nf_size_mul3(&nw, b->rows, b->cols, sizeof(float)) ||
+	    !nf_size_mul3(&nx, b->n, b->cols, sizeof(float)) ||
+	    !nf_size_mul3(&ny, b->n, (size_t)b->m.rows, sizeof(float)))
+		return nf_error_set(NF_EINPUT, "matrix of %zu x %zu is too large", b->rows, b->cols);
 	*w = malloc(nw);
-	b->x = malloc(nx * sizeof(float));
-	b->y = malloc(b->n * rows * sizeof(float));
+	b->x = malloc(nx);
+	b->y = malloc(ny);
 	if (!*w || !b->x || !b->y)
-		return nf_error_set(NF_ENOMEM, "out of memory for a %zu x %zu matrix", rows, cols);
+		return nf_error_set(NF_ENOMEM, "out of memory for a %zu x %zu matrix", b->rows,
+				    b->cols);
 	uint64_t seed = 1;
-	for (size_t i = 0; i < rows * cols; i++)
+	for (size_t i = 0; i < b->rows * b->cols; i++)
 		(*w)[i] = nf_test_unif(&seed, 0.05);
-	for (size_t i = 0; i < nx; i++)
+	for (size_t i = 0; i < b->n * b->cols; i++)
 		b->x[i] = nf_test_unif(&seed, 1.0);
 	return 0;
 }
 
-/* The best of `runs` passes (after one to warm up), in seconds. */
+/* The best of `runs` passes (after one to warm up), each over the next
+ * copy of the matrix, in seconds. */
 static double best_pass(nf_pool *pool, bench *b, long runs)
 {
-	int units = (b->m.rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
+	int units = (int)((b->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS);
 	double best = 1e30;
 	for (long r = 0; r <= runs; r++) {
+		b->base = (int)((size_t)r % b->copies * b->rows);
 		double t0 = now_s();
 		nf_pool_run_ranges(pool, run_range, b, units, NF_FWD_GRAIN);
 		double t = now_s() - t0;
@@ -242,41 +316,38 @@ static double best_pass(nf_pool *pool, bench *b, long runs)
 	return best;
 }
 
+/* Everything up to the timing: the kind, the family, the packed copies. */
+static int setup(bench *b, const options *o)
+{
+	float *w = NULL;
+	int err;
+	if (!(b->kind = find_kind(o->kind)))
+		return nf_error_set(NF_EINPUT, "unknown --kind %s", o->kind);
+	b->ops = o->kernel ? nf_cpu_find(o->kernel) : nf_cpu_best();
+	if (!b->ops)
+		return nf_error_set(NF_EINPUT, "kernel family %s is unknown or this CPU lacks it",
+				    o->kernel);
+	b->n = (size_t)o->n;
+	b->rows = (size_t)o->rows;
+	b->cols = (size_t)o->cols;
+	if (!(err = plan_copies(b, o)) && !(err = fill_random(&w, b)))
+		err = b->kind->pack(b, w);
+	free(w); /* only the packed copies stay in memory */
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	options o;
 	bench b = {0};
-	float *w = NULL;
 	nf_pool *pool = NULL;
 	int err = parse_args(&o, argc, argv);
 	if (err == 1)
 		return usage();
-	if (err)
-		goto done;
-	if (!(b.kind = find_kind(o.kind))) {
-		err = nf_error_set(NF_EINPUT, "unknown --kind %s", o.kind);
-		goto done;
-	}
-	b.ops = o.kernel ? nf_cpu_find(o.kernel) : nf_cpu_best();
-	if (!b.ops) {
-		err = nf_error_set(NF_EINPUT, "kernel family %s is unknown or this CPU lacks it", o.kernel);
-		goto done;
-	}
-	b.n = (size_t)o.n;
-	b.cols = (size_t)o.cols;
-	b.m = (nf_bk_matrix){.rows = (int)o.rows, .cols = (int)o.cols, .layout = NF_BK_ROWS};
-	if ((err = fill_random(&w, &b, (size_t)o.rows, (size_t)o.cols)))
-		goto done;
-	size_t bytes = b.kind->pack(&b, &w, (size_t)o.rows, (size_t)o.cols);
-	if (!bytes) {
-		err = nf_error_last_code();
-		goto done;
-	}
-	free(w); /* only the packed matrix stays in memory */
-	w = NULL;
-	if ((err = nf_pool_new(&pool, (int)o.threads)))
+	if (err || (err = setup(&b, &o)) || (err = nf_pool_new(&pool, (int)o.threads)))
 		goto done;
 	double secs = best_pass(pool, &b, o.runs);
+	size_t bytes = b.kind->bytes(b.rows, b.cols);
 	printf("kind=%s kernel=%s rows=%ld cols=%ld n=%ld threads=%ld gb_s=%.2f gflops=%.2f\n",
 	       b.kind->name, b.ops->name, o.rows, o.cols, o.n, o.threads, (double)bytes / secs / 1e9,
 	       2.0 * (double)o.rows * (double)o.cols * (double)o.n / secs / 1e9);
@@ -286,7 +357,6 @@ done:
 	nf_pool_free(pool);
 	for (size_t i = 0; i < 4; i++)
 		free(b.owned[i]);
-	free(w);
 	free(b.x);
 	free(b.y);
 	return err ? nf_error_exit_status(err) : 0;
