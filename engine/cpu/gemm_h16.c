@@ -68,11 +68,12 @@ void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const f
  * ahead (a non-temporal hint starves the stream).  Prefill (V > 1)
  * widens each weight once for V vectors, which makes it compute-bound. */
 #define H16_PREFETCH 8192
-#define AVX2_ROWS 4     /* 8 accumulators of the 16 ymm registers */
-#define AVX2_VECS 2     /* 2 rows x 2 vectors x 2 halves of the lanes */
-#define AVX2_VEC_ROWS 2 /* rows of a prefill tile */
+#define AVX2_ROWS 4     /* 4 rows x 2 halves of the lanes: 8 of the 16 ymm registers */
+#define AVX2_VECS 2     /* prefill: 3 rows x 2 vectors x 2 halves = 12 accumulators */
+#define AVX2_VEC_ROWS 3
 #define AVX512_ROWS 8
-#define AVX512_VECS 3   /* 8 rows x 3 vectors = 24 of the 32 zmm registers */
+#define AVX512_VECS 4   /* 8 rows x 4 vectors: the 32 zmm registers and a few spills, */
+			/* still ahead of 3 vectors (docs/quantization.md) */
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
@@ -217,12 +218,15 @@ AVX2 INLINE void rows_avx2(float *y, size_t ldy, const uint16_t *w, size_t cols,
 AVX2 INLINE void gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			       size_t ldx, size_t n, int r0, int r1, int accumulate, int bf16)
 {
+	_Static_assert(AVX2_VEC_ROWS <= AVX2_ROWS, "tile arrays hold AVX2_ROWS rows");
 	size_t cols = (size_t)w->cols;
 	int r = r0;
 	if (n == 1) /* decode: wide tiles, the weights streamed with prefetch */
-		for (; r + AVX2_ROWS <= r1; r += AVX2_ROWS)
-			rows_avx2(y + r, ldy, w->h16 + (size_t)r * cols, cols, x, ldx, n, AVX2_ROWS,
-				  accumulate, bf16, 1);
+		for (; r + AVX2_ROWS <= r1; r += AVX2_ROWS) {
+			float sums[AVX2_ROWS];
+			tile_avx2(sums, w->h16 + (size_t)r * cols, cols, x, ldx, AVX2_ROWS, 1, bf16, 1);
+			store_tile(y + r, ldy, sums, AVX2_ROWS, 1, accumulate);
+		}
 	for (; r + AVX2_VEC_ROWS <= r1; r += AVX2_VEC_ROWS)
 		rows_avx2(y + r, ldy, w->h16 + (size_t)r * cols, cols, x, ldx, n, AVX2_VEC_ROWS,
 			  accumulate, bf16, 1);
@@ -312,24 +316,36 @@ AVX512 INLINE void tile_avx512(float *sums, const uint16_t *w, size_t cols, cons
 			sums[v * rows + i] = sum_lanes_avx512(acc[v][i]);
 }
 
+/* tile_avx512 of vectors [b, b + vecs), stored. */
+AVX512 INLINE void vecs_avx512(float *y, size_t ldy, const uint16_t *w, size_t cols,
+			       const float *x, size_t ldx, size_t b, int rows, int vecs,
+			       int accumulate, int bf16, int prefetch)
+{
+	float sums[AVX512_VECS * AVX512_ROWS];
+	tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, vecs, bf16, prefetch && b == 0);
+	store_tile(y + b * ldy, ldy, sums, rows, vecs, accumulate);
+}
+
 /* Output rows [r, r + rows) for every vector, AVX512_VECS at a time. */
 AVX512 INLINE void rows_avx512(float *y, size_t ldy, const uint16_t *w, size_t cols,
 			       const float *x, size_t ldx, size_t n, int rows, int accumulate,
 			       int bf16, int prefetch)
 {
-	float sums[AVX512_VECS * AVX512_ROWS];
 	size_t b = 0;
-	for (; b + AVX512_VECS <= n; b += AVX512_VECS) {
-		tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, AVX512_VECS, bf16,
-			    prefetch && b == 0);
-		store_tile(y + b * ldy, ldy, sums, rows, AVX512_VECS, accumulate);
-	}
-	if (n - b == 2) {
-		tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, 2, bf16, prefetch && b == 0);
-		store_tile(y + b * ldy, ldy, sums, rows, 2, accumulate);
-	} else if (n - b == 1) {
-		tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, 1, bf16, prefetch && b == 0);
-		store_tile(y + b * ldy, ldy, sums, rows, 1, accumulate);
+	for (; b + AVX512_VECS <= n; b += AVX512_VECS)
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, AVX512_VECS, accumulate, bf16,
+			    prefetch);
+	_Static_assert(AVX512_VECS <= 4, "the vectors left over are 1 to 3");
+	switch (n - b) {
+	case 3:
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 3, accumulate, bf16, prefetch);
+		break;
+	case 2:
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 2, accumulate, bf16, prefetch);
+		break;
+	case 1:
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 1, accumulate, bf16, prefetch);
+		break;
 	}
 }
 
