@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"
+#include "engine/quant.h"
 #include "engine/tokenizer.h"
 
 typedef enum nf_precision {
@@ -32,12 +33,23 @@ typedef enum nf_precision {
 	NF_PREC_FP16,
 	NF_PREC_BF16,
 	NF_PREC_INT8_WO,  /* int8 weights, per-output-channel float scales */
-	NF_PREC_INT4_AWQ, /* int4 weights, per-group scales (AWQ-style) */
-	NF_PREC_FP8_E4M3,
+	NF_PREC_INT4_WO,  /* int4 weights in groups, a scale and min each */
+	NF_PREC_INT4_AWQ, /* the same after activation-aware scaling (AWQ) */
+	NF_PREC_FP8_E4M3, /* fp8 weights, per-channel scales; fp8 activations */
 	NF_PREC_COUNT
 } nf_precision;
 
-/* Canonical names: "fp32" "fp16" "bf16" "int8-wo" "int4-awq" "fp8-e4m3". */
+/* What a precision is, as data (precision.c has the table). */
+typedef struct nf_precision_info {
+	const char *name;      /* "fp32" "fp16" "bf16" "int8-wo" "int4-wo" "int4-awq" "fp8-e4m3" */
+	nf_quant_kind weights; /* how its matrices are stored (engine/wformat.h) */
+	int group;             /* int4: default columns per group */
+	int awq;               /* 1: AWQ scaling searched on calibration text first */
+	int calibrated;        /* 1: the build needs calibration activations */
+	const char *llama_type; /* the nearest llama.cpp type (benchmarks) */
+} nf_precision_info;
+
+const nf_precision_info *nf_precision_info_of(nf_precision p); /* NULL out of range */
 const char *nf_precision_name(nf_precision p);
 int nf_precision_parse(nf_precision *out, const char *name); /* NF_EINPUT if unknown */
 /* Whether the CPU backend can build and run this precision. */
@@ -57,6 +69,9 @@ typedef struct nf_engine_build_opts {
 	const char *tactics_report;  /* with autotune: write the measured table here and keep the
 					engine's tactics.json modelled, so the engine is reproducible
 					(NULL: the engine keeps the measured table) */
+	int group;                   /* int4: columns per group (0: the precision's default) */
+	const int *calib_tokens;     /* calibration text, tokenized (int4-awq, fp8-e4m3); */
+	size_t n_calib_tokens;       /* NULL: the tool's shipped default text */
 } nf_engine_build_opts;
 
 /* Quantize m and write the engine folder `dir` (created; every file written

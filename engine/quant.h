@@ -42,7 +42,7 @@ void nf_quant_int8_rowsums(int32_t *rowsum, const int8_t *q, size_t rows, size_t
 
 /* f16 / bf16 (kind NF_QUANT_F16 or NF_QUANT_BF16): h[i] = the half of w[i],
  * rounded to nearest even (quant_half.c). */
-void nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
+int nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
 
 /* int4 groups (quant_int4.c): rows of cols floats (cols a multiple of 32)
  * into q4 (rows * cols / 2 bytes) and gsm (rows * groups * 2 halves),
@@ -59,7 +59,7 @@ void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gs
 
 /* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
  * nearest e4m3 of W / scale (ties to even). */
-void nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
 float nf_fp8_e4m3_to_f32(uint8_t code);
 uint8_t nf_fp8_e4m3_from_f32(float x);     /* nearest, ties to even, saturating at +-448 */
 float nf_fp8_e4m3_round(float x);          /* nf_fp8_e4m3_to_f32(nf_fp8_e4m3_from_f32(x)) */
