@@ -135,7 +135,7 @@ static int write_config(const char *dir, const nf_model_config *cfg,
 	char *body = NULL, *text = NULL, *path = NULL;
 	int err = 0;
 	json_t *quant = nf_engine_weights_describe(o->precision,
-						   nf_engine_weights_group(o->precision, o->group));
+						   nf_precision_group(o->precision, o->group));
 	root = json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:s, s:o, s:s, s:O}",
 			 "format", ENGINE_FORMAT, "format_version", ENGINE_FORMAT_VERSION, "tool",
 			 "name", "nimfactory", "version", NF_VERSION, "model", config_model_json(cfg),

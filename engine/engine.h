@@ -52,6 +52,9 @@ typedef struct nf_precision_info {
 const nf_precision_info *nf_precision_info_of(nf_precision p); /* NULL out of range */
 const char *nf_precision_name(nf_precision p);
 int nf_precision_parse(nf_precision *out, const char *name); /* NF_EINPUT if unknown */
+/* The int4 group an engine of precision p is built with: `requested`, or
+ * the precision's default when 0 (0 for precisions without groups). */
+int nf_precision_group(nf_precision p, int requested);
 /* Whether the CPU backend can build and run this precision. */
 int nf_precision_cpu_supported(nf_precision p);
 
@@ -70,8 +73,8 @@ typedef struct nf_engine_build_opts {
 					engine's tactics.json modelled, so the engine is reproducible
 					(NULL: the engine keeps the measured table) */
 	int group;                   /* int4: columns per group (0: the precision's default) */
-	const int *calib_tokens;     /* calibration text, tokenized (int4-awq, fp8-e4m3); */
-	size_t n_calib_tokens;       /* NULL: the tool's shipped default text */
+	const char *calib_text;      /* calibration text (int4-awq, fp8-e4m3), tokenized with the
+					model's tokenizer; NULL: the tool's shipped default */
 } nf_engine_build_opts;
 
 /* Quantize m and write the engine folder `dir` (created; every file written

@@ -55,14 +55,6 @@ static nf_quant_kind spec_kind(const tensor_spec *s, nf_precision p)
 	return s->t->matrix ? nf_precision_info_of(p)->weights : NF_QUANT_NONE;
 }
 
-int nf_engine_weights_group(nf_precision p, int requested)
-{
-	const nf_precision_info *i = nf_precision_info_of(p);
-	if (!i || i->weights != NF_QUANT_INT4_GROUP)
-		return 0;
-	return requested ? requested : i->group;
-}
-
 /* ---- build ---- */
 
 static void *keep_alloc(nf_engine_wbufs *keep, uint64_t bytes, int *err)
@@ -154,7 +146,7 @@ int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs 
 		const tensor_spec *s = &specs[i];
 		const float *w = *nf_model_slot((nf_model *)q.model, s->t->id);
 		nf_fwd_src src = {.kind = spec_kind(s, o->precision),
-				  .group = nf_engine_weights_group(o->precision, o->group)};
+				  .group = nf_precision_group(o->precision, o->group)};
 		if (!w) {
 			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", s->t->name);
 			break;

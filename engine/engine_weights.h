@@ -22,10 +22,6 @@ typedef struct nf_engine_wbufs {
 	int n;
 } nf_engine_wbufs;
 
-/* The int4 group an engine of precision p is built with: `requested`, or
- * the precision's default when 0 (0 for precisions without groups). */
-int nf_engine_weights_group(nf_precision p, int requested);
-
 /* Add every tensor of m, in o's precision, to wr, and bind fw's views to
  * them (fw->layers allocated by the caller).  NF_EINPUT for a weight the
  * format cannot hold, naming the tensor. */

@@ -51,3 +51,11 @@ int nf_precision_cpu_supported(nf_precision p)
 {
 	return nf_precision_info_of(p) != NULL;
 }
+
+int nf_precision_group(nf_precision p, int requested)
+{
+	const nf_precision_info *i = nf_precision_info_of(p);
+	if (!i || i->weights != NF_QUANT_INT4_GROUP)
+		return 0;
+	return requested ? requested : i->group;
+}
