@@ -47,6 +47,12 @@ void nf_cpu_to_f16_ref(uint16_t *h, const float *x, int n);
 float nf_cpu_kv_at(const void *c, size_t i, int f16);
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
 
+/* gemm_h16 (backend.h) of each family (gemm_h16.c): row-major f16 or bf16
+ * weights; all three give bit-identical results (the order of the sums is
+ * gemm_h16.c's). */
+void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;
 /* Run units [u0, u1) of a job on thread tid (0 = the caller). */
