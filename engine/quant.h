@@ -60,10 +60,14 @@ void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gs
 			       size_t cols, int group);
 
 /* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
- * nearest e4m3 of W / scale (ties to even). */
-void nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
-float nf_fp8_e4m3_to_f32(uint8_t code);
-uint8_t nf_fp8_e4m3_from_f32(float x);     /* nearest, ties to even, saturating at +-448 */
+ * nearest e4m3 of W / scale (ties to even) into f8 (rows * cols bytes) and
+ * scales (rows floats), both caller-owned.  NF_EINPUT, naming the element,
+ * for a NaN or infinite weight. */
+int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+float nf_fp8_e4m3_to_f32(uint8_t code);   /* exact; the NaN codes 0x7f, 0xff give NaN */
+/* Nearest, ties to even, saturating at +-448 (infinities too); NaN gives
+ * 0x7f | its sign. */
+uint8_t nf_fp8_e4m3_from_f32(float x);
 float nf_fp8_e4m3_round(float x);          /* nf_fp8_e4m3_to_f32(nf_fp8_e4m3_from_f32(x)) */
 
 #endif
