@@ -557,8 +557,8 @@ AVX512 static void avx512_attention(float *out, const float *q, const void *kc, 
 		int head_size, size_t head_stride, float *att)
 {
 	if (kind == NF_KV_INT8)
-		nf_cpu_attention_ref(out, q, kc, vc, kind, pos, h0, h1, n_heads, n_kv_heads, head_size,
-				     head_stride, att);
+		nf_cpu_attention_kv8_avx512(out, q, kc, vc, pos, h0, h1, n_heads, n_kv_heads, head_size,
+			head_stride, att);
 	else if (kind == NF_KV_F16)
 		attention_heads(out, q, kc, vc, 1, pos, h0, h1, n_heads, n_kv_heads, head_size,
 				head_stride, att);
