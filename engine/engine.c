@@ -41,6 +41,7 @@ struct nf_engine {
 	nf_model_config cfg;
 	nf_precision precision;
 	int group;  /* int4: columns per group (config.json quantization.group_size) */
+	nf_kv_kind kv_kind; /* config.json's "kv_cache", else nf_kv_kind_default */
 	nf_st_file *st;
 	/* The tensor data copied into anonymous 2 MiB pages (NULL: used in
 	 * place in the file mapping): bytes [wlo, wlo + wlen) of the mapping
@@ -142,7 +143,7 @@ static int write_config(const char *dir, const nf_model_config *cfg,
 			 "precision", nf_precision_name(o->precision), "quantization", quant,
 			 "weight_layout", "row-major (out, in), layers stacked, 64-byte aligned",
 			 "files", files);
-	if (!root) {
+	if (!root || (o->kv_cache && json_object_set_new(root, "kv_cache", json_string(o->kv_cache)))) {
 		err = nf_error_set(NF_ENOMEM, "engine build: cannot make config.json");
 		goto done;
 	}
@@ -196,6 +197,9 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 		return nf_error_set(NF_EUNSUPPORTED,
 				    "engine build: precision %s is not supported by the CPU backend",
 				    nf_precision_name(o->precision));
+	nf_kv_kind kv;
+	if (o->kv_cache && (err = nf_kv_kind_parse(&kv, o->kv_cache)))
+		return nf_error_wrap(err, "engine build");
 	if ((err = check_json_object(o->profile_json, "profile")) ||
 	    (err = check_json_object(o->provenance_json, "provenance")))
 		return err;
@@ -318,6 +322,21 @@ static int parse_arch_fields(nf_model_config *c, json_t *mo, const char *path)
 	return 0;
 }
 
+/* config.json's optional "kv_cache" (absent: the precision's default). */
+static int parse_kv_cache(nf_kv_kind *out, json_t *root, nf_precision p, const char *path)
+{
+	json_t *kv = json_object_get(root, "kv_cache");
+	int err;
+	*out = nf_kv_kind_default(p);
+	if (!kv)
+		return 0;
+	if (!json_is_string(kv))
+		return nf_error_set(NF_EINPUT, "%s: \"kv_cache\" is not a string", path);
+	if ((err = nf_kv_kind_parse(out, json_string_value(kv))))
+		return nf_error_wrap(err, "%s", path);
+	return 0;
+}
+
 static int parse_config(nf_engine *e, const char *path)
 {
 	json_error_t je;
@@ -372,6 +391,8 @@ static int parse_config(nf_engine *e, const char *path)
 		goto done;
 	}
 	err = parse_group(e, json_object_get(root, "quantization"), path);
+	if (!err)
+		err = parse_kv_cache(&e->kv_kind, root, e->precision, path);
 done:
 	json_decref(root);
 	return err;
@@ -611,6 +632,29 @@ int nf_engine_threads(const nf_engine *e)
 	return nf_fwd_threads(e->fwd);
 }
 
+nf_kv_kind nf_kv_kind_default(nf_precision p)
+{
+	return p == NF_PREC_FP32 ? NF_KV_F32 : NF_KV_F16;
+}
+
+nf_kv_kind nf_engine_kv_cache(const nf_engine *e)
+{
+	return e->kv_kind;
+}
+
+int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind)
+{
+	if ((int)kind < 0 || kind >= NF_KV_KIND_COUNT)
+		return nf_error_set(NF_EINPUT, "engine: KV cache kind %d out of range", (int)kind);
+	pthread_mutex_lock(&e->spare_mu);
+	size_t cap = e->spare_cap;
+	e->kv_kind = kind;
+	pthread_mutex_unlock(&e->spare_mu);
+	/* the kept caches are of the old kind: drop them, keep the capacity */
+	int err = nf_engine_keep_sequences(e, 0);
+	return err ? err : nf_engine_keep_sequences(e, cap);
+}
+
 int nf_engine_set_kernel(nf_engine *e, const char *name)
 {
 	const nf_backend_ops *ops = nf_cpu_find(name);
@@ -709,8 +753,7 @@ int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n,
 		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
 	}
 	s->e = e;
-	/* fp32 engines keep a float cache: they must match the reference */
-	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg, e->precision != NF_PREC_FP32))) {
+	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg, e->kv_kind))) {
 		free(s->hist);
 		free(s);
 		return err;
@@ -727,8 +770,9 @@ int nf_seq_new(nf_seq **out, nf_engine *e)
 
 int nf_seq_copy_prefix(nf_seq *dst, const nf_seq *src, size_t n)
 {
-	if (dst->e != src->e)
-		return nf_error_set(NF_EINPUT, "sequence copy: the sequences belong to different engines");
+	if (dst->e != src->e || dst->kv.kind != src->kv.kind)
+		return nf_error_set(NF_EINPUT,
+				    "sequence copy: the sequences belong to different engines or caches");
 	if (n > src->n_hist)
 		return nf_error_set(NF_EINPUT, "sequence copy: %zu positions asked, %zu consumed", n,
 				    src->n_hist);

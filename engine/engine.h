@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv_kind.h"
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/tokenizer.h"
@@ -75,7 +76,14 @@ typedef struct nf_engine_build_opts {
 	int group;                   /* int4: columns per group (0: the precision's default) */
 	const char *calib_text;      /* calibration text (int4-awq, fp8-e4m3), tokenized with the
 					model's tokenizer; NULL: the tool's shipped default */
+	const char *kv_cache;        /* "f32", "f16" or "int8", recorded as config.json's
+					"kv_cache"; NULL: no field, and the engine keeps
+					nf_kv_kind_default's cache */
 } nf_engine_build_opts;
+
+/* The KV cache of an engine whose config.json has no "kv_cache": floats for
+ * fp32 (it must match the float32 reference), halves for the rest. */
+nf_kv_kind nf_kv_kind_default(nf_precision p);
 
 /* Quantize m and write the engine folder `dir` (created; every file written
  * atomically, the folder complete only when this returns 0). */
@@ -109,6 +117,13 @@ int nf_engine_verify(const nf_engine *e);
 int nf_engine_set_kernel(nf_engine *e, const char *name);
 /* Threads the engine's pool uses. */
 int nf_engine_threads(const nf_engine *e);
+/* The kind of KV cache the engine's sequences get. */
+nf_kv_kind nf_engine_kv_cache(const nf_engine *e);
+/* Give the sequences created from now on a cache of another kind (a
+ * benchmark's --kv; an engine's own is its config.json's); the kept spare
+ * sequences are freed.  Sequences alive keep theirs and must not be stepped
+ * with new ones in one call.  NF_EINPUT for a kind out of range. */
+int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind);
 
 typedef struct nf_seq nf_seq;
 /* A sequence at position 0 with its KV cache (a kept one when there is). */

@@ -46,7 +46,8 @@ struct nf_fwd {
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
 	float *x8;         /* (cap, widest) activations on the fp8 grid */
-	float *att;        /* (threads, n_heads * max_seq) attention scores */
+	float *att;        /* (threads, att_stride) attention scratch */
+	size_t att_stride; /* n_heads * max_seq scores + head_size (backend.h) */
 	nf_fwd_kv **tkv;   /* (cap) the cache of each token's sequence (ragged steps) */
 	int *tpos;         /* (cap) the position of each token (ragged steps) */
 	struct {
@@ -291,19 +292,27 @@ uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cf
 
 /* ---- KV cache ---- */
 
-static size_t kv_elem_size(const nf_fwd_kv *kv)
+/* Bytes from one KV head's rows to the next's (max_seq_len rows). */
+static size_t kv_head_stride(const nf_model_config *cfg, nf_kv_kind kind)
 {
-	return kv->f16 ? sizeof(uint16_t) : sizeof(float);
+	return (size_t)cfg->max_seq_len * nf_kv_row_bytes(kind, (size_t)nf_model_head_size(cfg));
 }
 
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16)
+size_t nf_fwd_kv_bytes(const nf_model_config *cfg, nf_kv_kind kind)
 {
 	size_t n;
+	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->n_kv_heads, (size_t)cfg->max_seq_len) ||
+	    !nf_size_mul(&n, n, nf_kv_row_bytes(kind, (size_t)nf_model_head_size(cfg))))
+		return 0;
+	return n;
+}
+
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, nf_kv_kind kind)
+{
+	size_t n = nf_fwd_kv_bytes(cfg, kind);
 	kv->k = kv->v = NULL;
-	kv->f16 = f16;
-	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->max_seq_len,
-			  (size_t)nf_model_kv_dim(cfg)) ||
-	    !nf_size_mul(&n, n, kv_elem_size(kv)))
+	kv->kind = kind;
+	if (!n)
 		return nf_error_set(NF_ENOMEM, "KV cache size overflows");
 	kv->k = calloc(1, n);
 	kv->v = calloc(1, n);
@@ -326,12 +335,12 @@ void nf_fwd_kv_release(nf_fwd_kv *kv)
 void nf_fwd_kv_copy_prefix(nf_fwd_kv *dst, const nf_fwd_kv *src, const nf_model_config *cfg,
 			   size_t n)
 {
-	size_t es = kv_elem_size(src), hs = (size_t)nf_model_head_size(cfg);
-	size_t run = (size_t)cfg->max_seq_len * hs * es, heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
+	size_t rb = nf_kv_row_bytes(src->kind, (size_t)nf_model_head_size(cfg));
+	size_t run = kv_head_stride(cfg, src->kind), heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
 	/* head-major: each (layer, head) holds its positions as one run */
 	for (size_t h = 0; h < heads; h++) {
-		memcpy((char *)dst->k + h * run, (const char *)src->k + h * run, n * hs * es);
-		memcpy((char *)dst->v + h * run, (const char *)src->v + h * run, n * hs * es);
+		memcpy((char *)dst->k + h * run, (const char *)src->k + h * run, n * rb);
+		memcpy((char *)dst->v + h * run, (const char *)src->v + h * run, n * rb);
 	}
 }
 
@@ -415,8 +424,9 @@ int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w
 	f->ldq = (widest + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	if ((err = nf_pool_new(&f->pool, threads)))
 		goto done;
-	f->att = zalloc((size_t)nf_pool_threads(f->pool) * (size_t)cfg->n_heads,
-			(size_t)cfg->max_seq_len * sizeof(float), &err);
+	/* per thread: every head's scores, and a head's quantized q (int8 caches) */
+	f->att_stride = (size_t)cfg->n_heads * (size_t)cfg->max_seq_len + (size_t)nf_model_head_size(cfg);
+	f->att = zalloc((size_t)nf_pool_threads(f->pool), f->att_stride * sizeof(float), &err);
 	/* once here, not a powf per pair and token */
 	f->inv_freq = zalloc((size_t)nf_model_head_size(cfg) / 2, sizeof(float), &err);
 	if (!err)
@@ -619,21 +629,20 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 {
 	const attn_job *j = ctx;
 	const nf_model_config *c = j->f->cfg;
-	size_t dim = (size_t)c->dim, kvd = (size_t)nf_model_kv_dim(c);
-	size_t lstride = (size_t)c->max_seq_len * kvd;
+	size_t dim = (size_t)c->dim;
 	size_t s = (size_t)chunk / (size_t)j->hc;
 	int h0 = (chunk % j->hc) * j->hpc, h1 = h0 + j->hpc;
 	if (h1 > c->n_heads)
 		h1 = c->n_heads;
 	if (h0 >= h1)
 		return;
-	float *att = j->f->att + (size_t)tid * (size_t)c->n_heads * (size_t)c->max_seq_len;
+	float *att = j->f->att + (size_t)tid * j->f->att_stride;
 	const nf_fwd_kv *kv = j->kv[s];
-	size_t at = j->layer * lstride * kv_elem_size(kv); /* bytes */
+	size_t hstride = kv_head_stride(c, kv->kind);
+	size_t at = j->layer * (size_t)c->n_kv_heads * hstride; /* bytes */
 	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, (const char *)kv->k + at,
-			     (const char *)kv->v + at, kv->f16, j->pos[s], h0, h1, c->n_heads,
-			     c->n_kv_heads, nf_model_head_size(c),
-			     (size_t)c->max_seq_len * (size_t)nf_model_head_size(c), att);
+			     (const char *)kv->v + at, kv->kind, j->pos[s], h0, h1, c->n_heads,
+			     c->n_kv_heads, nf_model_head_size(c), hstride, att);
 }
 
 /* y += bias over n floats (no bias: nothing), with the backend's add when it has one. */
@@ -649,17 +658,31 @@ static void add_bias(const nf_backend_ops *ops, float *y, const float *bias, int
 		y[i] += bias[i];
 }
 
-/* Store a token's K and V rows of one head at element `at` of the caches. */
+/* One cache row from the floats x (hs of them) at row, in the cache's kind. */
+static void store_row(const nf_backend_ops *ops, nf_kv_kind kind, char *row, const float *x,
+		      size_t hs)
+{
+	switch (kind) {
+	case NF_KV_F16:
+		ops->to_f16((uint16_t *)row, x, (int)hs);
+		break;
+	case NF_KV_INT8: {
+		int8_t *q = (int8_t *)(row + sizeof(float));
+		float scale = ops->quantize_q8 ? ops->quantize_q8(q, x, hs) : nf_quant_int8_vec(q, x, hs);
+		memcpy(row, &scale, sizeof scale); /* 4-aligned only when head_size is */
+		break;
+	}
+	default:
+		memcpy(row, x, hs * sizeof(float));
+	}
+}
+
+/* Store a token's K and V rows of one head at byte `at` of the caches. */
 static void store_kv_row(const nf_backend_ops *ops, nf_fwd_kv *kv, size_t at, const float *k,
 			 const float *v, size_t hs)
 {
-	if (kv->f16) {
-		ops->to_f16((uint16_t *)kv->k + at, k, (int)hs);
-		ops->to_f16((uint16_t *)kv->v + at, v, (int)hs);
-	} else {
-		memcpy((float *)kv->k + at, k, hs * sizeof(float));
-		memcpy((float *)kv->v + at, v, hs * sizeof(float));
-	}
+	store_row(ops, kv->kind, (char *)kv->k + at, k, hs);
+	store_row(ops, kv->kind, (char *)kv->v + at, v, hs);
 }
 
 /* Run the n tokens of one pass through every layer: token b of sequence
@@ -706,8 +729,9 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 			ops->rope(f->q + b * dim, c->dim, (int)hs, f->cs + b * hs);
 			ops->rope(f->k + b * kvd, (int)kvd, (int)hs, f->cs + b * hs);
 			/* head-major cache (backend.h): head g's row at pos */
+			size_t rb = nf_kv_row_bytes(kv[b]->kind, hs);
 			for (size_t g = 0; g < kvd / hs; g++) {
-				size_t at = l * seq * kvd + g * seq * hs + (size_t)pos[b] * hs;
+				size_t at = ((l * (kvd / hs) + g) * seq + (size_t)pos[b]) * rb; /* bytes */
 				store_kv_row(ops, kv[b], at, f->k + b * kvd + g * hs, f->v + b * kvd + g * hs, hs);
 			}
 		}

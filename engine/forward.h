@@ -65,17 +65,21 @@ void nf_fwd_weights_release(nf_fwd_weights *w);
 /* Bytes of weights one decode step reads. */
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);
 
-/* A sequence's KV cache: (layer, n_kv_heads, max_seq_len, head_size) each,
- * head-major so that attention reads each head's rows as one stream.
- * Elements are floats, or IEEE half when f16: decode reads the whole cache
- * every token, from memory, so half the bytes is a faster step (fp32
- * engines keep floats: they must match the float32 reference to 1e-4). */
+/* A sequence's KV cache: (layer, n_kv_heads, max_seq_len) rows of
+ * head_size elements each (backend.h's nf_kv_kind), head-major so that
+ * attention reads each head's rows as one stream.  Decode reads the whole
+ * cache every token, from memory, so fewer bytes is a faster step: halves
+ * (f16) or int8 with a scale per row (int8, half the bytes again: a longer
+ * context fits).  fp32 engines keep floats by default: they must match the
+ * float32 reference to 1e-4. */
 typedef struct nf_fwd_kv {
 	void *k;
 	void *v;
-	int f16;
+	nf_kv_kind kind;
 } nf_fwd_kv;
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16);
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, nf_kv_kind kind);
+/* Bytes of one of the two caches (K or V) of cfg in kind (0: overflow). */
+size_t nf_fwd_kv_bytes(const nf_model_config *cfg, nf_kv_kind kind);
 void nf_fwd_kv_release(nf_fwd_kv *kv);
 /* Copy the K and V rows of positions [0, n) of every layer and head from
  * src to dst (n <= max_seq_len, checked by the caller). */
