@@ -11,8 +11,11 @@
 #include "engine/engine.h"
 #include "engine/forward.h"
 
+typedef struct nf_pool nf_pool;
+
 typedef struct nf_engine_quant {
 	const nf_model *model; /* the model to store: the input, or its AWQ-scaled copy */
+	nf_pool *pool;         /* the build's threads, which quantize rows in parallel */
 	nf_model *owned;       /* that copy, when made */
 	float *act_scales;     /* (NF_T_COUNT, n_layers) static activation scales, or NULL */
 	int n_layers;
@@ -28,8 +31,9 @@ void *nf_engine_quant_detach(nf_engine_quant *q);
 void nf_engine_quant_release(nf_engine_quant *q);
 
 /* Store tensor id of q's model (layers x rows x cols floats; m is q's
- * model) in s->kind's format at data and aux (wformat.h sizes), layer by
- * layer; NF_EINPUT naming `what` for a weight the format cannot hold. */
+ * model) in s->kind's format at data and aux (wformat.h sizes), the rows
+ * split across q's pool; NF_EINPUT naming `what`, the layer, row and
+ * column of a weight the format cannot hold. */
 int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
 			      uint64_t rows, uint64_t cols, const nf_model *m,
 			      const nf_engine_quant *q, const char *what);
