@@ -153,8 +153,11 @@ int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs 
 		}
 		if (src.kind == NF_QUANT_NONE) {
 			src.data = w;
-			err = nf_st_writer_add(wr, s->t->name, NF_DTYPE_F32, s->ndim, s->shape, w,
-					       s->layers * s->rows * s->cols * 4);
+			err = nf_wformat_check_finite(w, (size_t)(s->layers * s->rows), (size_t)s->cols,
+						      s->t->name);
+			if (!err)
+				err = nf_st_writer_add(wr, s->t->name, NF_DTYPE_F32, s->ndim, s->shape,
+						       w, s->layers * s->rows * s->cols * 4);
 		} else {
 			src.act_scale = nf_engine_quant_act_scales(&q, s->t->id);
 			err = add_matrix(wr, &src, keep, s, q.model, o, &q);

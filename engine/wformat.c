@@ -75,8 +75,7 @@ int nf_wformat_check_shape(const nf_wformat *f, uint64_t rows, uint64_t cols, in
 	return 0;
 }
 
-/* The first weight that is NaN or infinite, as NF_EINPUT naming its place. */
-static int check_finite(const float *w, size_t rows, size_t cols, const char *what)
+int nf_wformat_check_finite(const float *w, size_t rows, size_t cols, const char *what)
 {
 	for (size_t r = 0; r < rows; r++)
 		for (size_t c = 0; c < cols; c++)
@@ -89,7 +88,7 @@ static int check_finite(const float *w, size_t rows, size_t cols, const char *wh
 int nf_wformat_quantize(const nf_wformat *f, void *data, void *aux, const float *w, size_t rows,
 			size_t cols, int group, const char *what)
 {
-	int err = check_finite(w, rows, cols, what);
+	int err = nf_wformat_check_finite(w, rows, cols, what);
 	if (err || (err = nf_wformat_check_shape(f, rows, cols, group, what)))
 		return err;
 	switch (f->kind) {

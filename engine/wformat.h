@@ -66,6 +66,10 @@ size_t nf_wformat_aux_size(const nf_wformat *f);
 int nf_wformat_check_shape(const nf_wformat *f, uint64_t rows, uint64_t cols, int group,
 			   const char *what);
 
+/* NF_EINPUT naming `what`, the row and the column of the first of the
+ * rows x cols floats at w that is NaN or infinite; 0 when none is. */
+int nf_wformat_check_finite(const float *w, size_t rows, size_t cols, const char *what);
+
 /* Quantize `rows` rows of `cols` floats into data (nf_wformat_data_bytes)
  * and aux (rows * nf_wformat_aux_cols elements); NF_EINPUT for a weight the
  * format cannot hold (NaN, infinite, out of range), naming `what` and the
