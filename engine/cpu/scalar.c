@@ -152,6 +152,7 @@ const nf_backend_ops nf_cpu_scalar_ops = {
 	.available = scalar_available,
 	.gemm_f32 = scalar_gemm_f32,
 	.gemm_q8 = scalar_gemm_q8,
+	.gemm_q4 = nf_cpu_gemm_q4_scalar,
 	.rmsnorm = nf_cpu_rmsnorm_ref,
 	.rope = nf_cpu_rope_ref,
 	.softmax = nf_cpu_softmax_ref,
