@@ -34,6 +34,11 @@ const nf_backend_ops *nf_cpu_best(void);
 /* The family called `name` if it exists and runs here, else NULL. */
 const nf_backend_ops *nf_cpu_find(const char *name);
 
+/* The int4-group GEMM of each family (gemm_q4.c), bit-identical to each
+ * other. */
+void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+
 /* Shared portable implementations of the small ops (scalar.c), which the
  * SIMD families reuse where the op is not worth specialising. */
 void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float eps);

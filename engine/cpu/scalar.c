@@ -205,6 +205,7 @@ const nf_backend_ops nf_cpu_scalar_ops = {
 	.gemm_h16 = nf_cpu_gemm_h16_scalar,
 	.gemm_f8 = nf_cpu_gemm_f8_scalar,
 	.round_f8 = nf_cpu_round_f8_scalar,
+	.gemm_q4 = nf_cpu_gemm_q4_scalar,
 	.rmsnorm = nf_cpu_rmsnorm_ref,
 	.rope = nf_cpu_rope_ref,
 	.softmax = nf_cpu_softmax_ref,
