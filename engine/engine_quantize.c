@@ -99,6 +99,21 @@ static int quantize_layer_serially(const quant_job *j, uint64_t layers, uint64_t
 				   where);
 }
 
+int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, const float *w,
+		     uint64_t rows, uint64_t cols, int group)
+{
+	quant_job j = {.f = f, .data = data, .aux = aux, .w = w, .rows = rows, .cols = cols,
+		       .group = group};
+	j.row_aux = nf_wformat_aux_cols(f, cols, group) * nf_wformat_aux_size(f);
+	atomic_init(&j.failed, 0);
+	uint64_t units = (rows + QUANT_UNIT_ROWS - 1) / QUANT_UNIT_ROWS;
+	if (units > NF_POOL_MAX_UNITS)
+		return nf_error_set(NF_EINPUT, "quantize: %llu rows are too many",
+				    (unsigned long long)rows);
+	nf_pool_run_ranges(pool, quant_range, &j, (int)units, 1);
+	return atomic_load(&j.failed) ? NF_EINPUT : 0;
+}
+
 int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
 			      uint64_t rows, uint64_t cols, const nf_model *m,
 			      const nf_engine_quant *q, const char *what)
@@ -107,17 +122,12 @@ int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id
 		       .w = *nf_model_slot((nf_model *)m, id), .rows = layers * rows, .cols = cols,
 		       .group = s->group};
 	j.row_aux = nf_wformat_aux_cols(j.f, cols, s->group) * nf_wformat_aux_size(j.f);
-	atomic_init(&j.failed, 0);
-	uint64_t units = (j.rows + QUANT_UNIT_ROWS - 1) / QUANT_UNIT_ROWS;
-	if (units > NF_POOL_MAX_UNITS)
-		return nf_error_set(NF_EINPUT, "%s: too many rows to quantize", what);
-	nf_pool_run_ranges(q->pool, quant_range, &j, (int)units, 1);
-	if (!atomic_load(&j.failed))
+	if (nf_quantize_rows(q->pool, j.f, data, aux, j.w, j.rows, cols, s->group) == 0)
 		return 0;
 	for (uint64_t l = 0; l < layers; l++) {
 		int err = quantize_layer_serially(&j, layers, l, what);
 		if (err)
 			return err;
 	}
-	return nf_error_set(NF_EINTERNAL, "%s: quantization failed on a worker only", what);
+	return nf_error_wrap(nf_error_last_code() ? nf_error_last_code() : NF_EINTERNAL, "%s", what);
 }

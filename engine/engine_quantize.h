@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/forward.h"
+#include "engine/wformat.h"
 
 typedef struct nf_pool nf_pool;
 
@@ -37,5 +38,11 @@ void nf_engine_quant_release(nf_engine_quant *q);
 int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
 			      uint64_t rows, uint64_t cols, const nf_model *m,
 			      const nf_engine_quant *q, const char *what);
+
+/* Quantize rows x cols floats at w into f's format at data and aux, the
+ * rows split across pool's threads; NF_EINPUT (message unnamed: the caller
+ * names the tensor) when a weight cannot be held. */
+int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, const float *w,
+		     uint64_t rows, uint64_t cols, int group);
 
 #endif
