@@ -67,6 +67,10 @@ void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
  * gemm_h16.c's). */
 void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			  size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
 /* The fp8 e4m3 kernels of each family (gemm_f8.c; backend.h gemm_f8 and
  * round_f8): every family gives the bits of the scalar ones. */
 void nf_cpu_gemm_f8_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
