@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "engine/arch.h"
+#include "engine/checkpoint.h"
 #include "engine/cpu/cpu.h"
 #include "engine/gguf.h"
 #include "engine/quant.h"
@@ -307,6 +311,75 @@ static void test_gguf_refused(void)
 	   "48 columns refused");
 }
 
+/* Every matrix of one table entry of a GGUF model, through the model API:
+ * each Q4_0/Q4_1 one taken over equals the loader's float copy. */
+typedef struct source_tally {
+	size_t q4, other, missing, mismatch;
+} source_tally;
+
+static void tally_tensor(source_tally *t, const nf_model *m, const nf_arch_tensor *at)
+{
+	size_t rows = nf_arch_dim_value(at->rows, &m->cfg), cols = nf_arch_dim_value(at->cols, &m->cfg);
+	float *back = malloc(cols * sizeof(float));
+	uint8_t *q4 = malloc(rows * cols / 2);
+	uint16_t *gsm = malloc(rows * (cols / 32) * 2 * sizeof(uint16_t));
+	for (int l = 0; l < (at->per_layer ? m->cfg.n_layers : 1); l++) {
+		int type;
+		const void *blocks = nf_model_source_blocks(m, at->id, l, &type);
+		const float *w = *nf_model_slot((nf_model *)m, at->id) + (size_t)l * rows * cols;
+		if (!blocks) {
+			t->missing++;
+			continue;
+		}
+		if (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1) {
+			t->other++;
+			continue;
+		}
+		t->q4++;
+		if (nf_quant_int4_from_gguf(q4, gsm, blocks, type, rows, cols)) {
+			t->mismatch += rows * cols;
+			continue;
+		}
+		for (size_t r = 0; r < rows; r++) {
+			nf_quant_int4_dequant_row(back, q4, gsm, r, cols, 32);
+			for (size_t c = 0; c < cols; c++)
+				t->mismatch += !(back[c] == w[r * cols + c]);
+		}
+	}
+	free(back), free(q4), free(gsm);
+}
+
+static void test_gguf_model(void)
+{
+	const char *shared = getenv("NF_SHARED");
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+		 shared ? shared : ".");
+	if (!shared || access(path, R_OK) != 0) {
+		skip("no SmolLM2 GGUF at %s", path);
+		return;
+	}
+	nf_model *m = NULL;
+	int err = nf_ckpt_load_gguf(&m, path);
+	ok(!err, "SmolLM2 Q4_1 GGUF loads: %s", err ? nf_error_last() : "");
+	if (err)
+		return;
+	const nf_arch *a = nf_arch_get(m->cfg.arch);
+	source_tally t = {0};
+	for (size_t i = 0; i < a->n_tensors; i++)
+		if (nf_arch_present(&a->tensors[i], &m->cfg) && a->tensors[i].cols != NF_D_NONE)
+			tally_tensor(&t, m, &a->tensors[i]);
+	int type = 0;
+	ok(t.q4 >= 7 * (size_t)m->cfg.n_layers && t.missing == 0 && t.mismatch == 0,
+	   "SmolLM2: %zu Q4_0/Q4_1 matrices taken over exactly through nf_model_source_blocks "
+	   "(%zu weights differ; %zu matrices of other types, %zu without blocks)", t.q4,
+	   t.mismatch, t.other, t.missing);
+	ok(nf_model_source_blocks(m, NF_T_WQ, m->cfg.n_layers, &type) == NULL && type == -1 &&
+	   nf_model_source_blocks(m, NF_T_COUNT, 0, &type) == NULL,
+	   "no blocks for a layer or tensor id out of range");
+	nf_model_free(m);
+}
+
 /* ---- gemm_q4 ---- */
 
 /* n int8 vectors of cols (rows of ldx bytes, zero-padded) and their scales. */
@@ -366,6 +439,7 @@ int main(void)
 	test_gguf_known();
 	test_gguf_random();
 	test_gguf_refused();
+	test_gguf_model();
 	test_gemm_scalar();
 	return done_testing();
 }
