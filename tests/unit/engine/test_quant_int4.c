@@ -430,6 +430,66 @@ static void test_gemm_scalar(void)
 	}
 }
 
+/* gemm_q4 of family `ops` against the scalar kernel on one shape: every
+ * n of 1..5, the whole range, then accumulated over a sub-range that
+ * starts and ends off the 8-row steps; bit for bit.  Returns the number
+ * of differing outputs. */
+static size_t family_diffs(const nf_backend_ops *ops, size_t rows, size_t cols, int group)
+{
+	size_t ldx = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD, ldy = rows + 3, diffs = 0;
+	float *w = malloc(rows * cols * sizeof(float)), xs[5];
+	for (size_t i = 0; i < rows * cols; i++)
+		w[i] = frand() * 0.1f + (i % 5 == 0 ? 0.03f : 0.0f);
+	q4_mat m;
+	if (q4_make(&m, w, rows, cols, group)) {
+		free(w);
+		return rows * cols;
+	}
+	nf_bk_matrix mat = {.kind = NF_QUANT_INT4_GROUP, .rows = (int)rows, .cols = (int)cols,
+			    .q4 = m.q4, .gsm = m.gsm, .group = group, .layout = NF_BK_ROWS};
+	int8_t *xq = random_activations(xs, 5, cols, ldx);
+	float *y0 = malloc(5 * ldy * sizeof(float)), *y1 = malloc(5 * ldy * sizeof(float));
+	for (size_t n = 1; n <= 5; n++) {
+		for (size_t i = 0; i < 5 * ldy; i++)
+			y0[i] = y1[i] = frand();
+		int r0 = (int)rows / 3, r1 = (int)rows - (int)rows / 5;
+		nf_cpu_gemm_q4_scalar(y0, ldy, &mat, xq, ldx, xs, n, 0, (int)rows, 0);
+		ops->gemm_q4(y1, ldy, &mat, xq, ldx, xs, n, 0, (int)rows, 0);
+		nf_cpu_gemm_q4_scalar(y0, ldy, &mat, xq, ldx, xs, n, r0, r1, 1);
+		ops->gemm_q4(y1, ldy, &mat, xq, ldx, xs, n, r0, r1, 1);
+		for (size_t i = 0; i < 5 * ldy; i++)
+			diffs += memcmp(&y0[i], &y1[i], sizeof(float)) != 0;
+	}
+	free(w), free(xq), free(y0), free(y1);
+	q4_free(&m);
+	return diffs;
+}
+
+/* Every family this CPU runs, at every group size, on rows that are and
+ * are not multiples of 8 and rows that end with a short quad (a short
+ * last group, a lone block of 32). */
+static void test_gemm_families(void)
+{
+	static const size_t shapes[][2] = {{8, 32},   {13, 96},   {16, 160}, {37, 224},
+					   {24, 512}, {19, 576},  {8, 1536}, {3, 64}};
+	for (const nf_backend_ops *const *f = nf_cpu_families(); *f; f++) {
+		const nf_backend_ops *ops = *f;
+		if (!ops->gemm_q4 || ops->gemm_q4 == nf_cpu_gemm_q4_scalar)
+			continue;
+		if (!ops->available()) {
+			skip("%s: this CPU lacks the family", ops->name);
+			continue;
+		}
+		for (int group = 32; group <= 128; group *= 2) {
+			size_t diffs = 0;
+			for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+				diffs += family_diffs(ops, shapes[i][0], shapes[i][1], group);
+			ok(diffs == 0, "%s gemm_q4 group %d: bit-identical to scalar, n = 1..5, "
+			   "accumulate 0/1 (%zu outputs differ)", ops->name, group, diffs);
+		}
+	}
+}
+
 int main(void)
 {
 	test_round_trip_random();
@@ -441,5 +501,6 @@ int main(void)
 	test_gguf_refused();
 	test_gguf_model();
 	test_gemm_scalar();
+	test_gemm_families();
 	return done_testing();
 }
