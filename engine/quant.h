@@ -41,8 +41,10 @@ float nf_quant_int8_vec(int8_t *q, const float *x, size_t n);
 void nf_quant_int8_rowsums(int32_t *rowsum, const int8_t *q, size_t rows, size_t cols);
 
 /* f16 / bf16 (kind NF_QUANT_F16 or NF_QUANT_BF16): h[i] = the half of w[i],
- * rounded to nearest even (quant_half.c). */
-void nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
+ * rounded to nearest even (quant_half.c).  NF_EINPUT, naming the element's
+ * index, for a NaN or infinite w[i] or one that rounds past the format's
+ * largest finite value (fp16: 65504); h is then partly written. */
+int nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
 
 /* int4 groups (quant_int4.c): rows of cols floats (cols a multiple of 32)
  * into q4 (rows * cols / 2 bytes) and gsm (rows * groups * 2 halves),
@@ -70,10 +72,14 @@ int nf_quant_int4_from_gguf(uint8_t *q4, uint16_t *gsm, const void *blocks, int 
 			    size_t rows, size_t cols);
 
 /* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
- * nearest e4m3 of W / scale (ties to even). */
-void nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
-float nf_fp8_e4m3_to_f32(uint8_t code);
-uint8_t nf_fp8_e4m3_from_f32(float x);     /* nearest, ties to even, saturating at +-448 */
+ * nearest e4m3 of W / scale (ties to even) into f8 (rows * cols bytes) and
+ * scales (rows floats), both caller-owned.  NF_EINPUT, naming the element,
+ * for a NaN or infinite weight. */
+int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+float nf_fp8_e4m3_to_f32(uint8_t code);   /* exact; the NaN codes 0x7f, 0xff give NaN */
+/* Nearest, ties to even, saturating at +-448 (infinities too); NaN gives
+ * 0x7f | its sign. */
+uint8_t nf_fp8_e4m3_from_f32(float x);
 float nf_fp8_e4m3_round(float x);          /* nf_fp8_e4m3_to_f32(nf_fp8_e4m3_from_f32(x)) */
 
 #endif
