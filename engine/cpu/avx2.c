@@ -417,6 +417,7 @@ const nf_backend_ops nf_cpu_avx2_ops = {
 	.gemm_f32 = avx2_gemm_f32,
 	.gemm_q8 = avx2_gemm_q8,
 	.gemm_h16 = nf_cpu_gemm_h16_avx2,
+	.gemm_q4 = nf_cpu_gemm_q4_avx2,
 	.rmsnorm = avx2_rmsnorm,
 	.rope = nf_cpu_rope_ref,
 	.softmax = avx2_softmax,
