@@ -96,49 +96,81 @@ void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n)
  * the matrix once, from memory, and the hardware prefetchers lose short
  * rows read side by side (as the int8 kernels of avx2.c and avx512.c). */
 #define F8_PREFETCH 8192
-/* Activation vectors that share each widened weight in prefill. */
+/* Activation vectors that share each widened weight in the AVX-512
+ * prefill. */
 #define F8_NV 3
 
-/* ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)) of f = a + b: one
- * row's 16 lanes summed in the order of the file comment. */
-AVX2_F8 static inline float reduce16_avx2(__m256 a, __m256 b)
+/* AVX2 reads 16 codes (8 words) per load and widens the even and the odd
+ * columns apart, with shifts and a mask and no byte shuffle (the shuffle
+ * port is what the IEEE-half conversion also needs): the accumulator of
+ * the even columns holds lanes 0, 2, .., 14 of the 16 of the file
+ * comment, that of the odd ones 1, 3, .., 15, each lane in column order,
+ * so the sums are those of the other families.  The activations are
+ * split the same way once per block of rows. */
+#define AVX2_F8_ROWS 4 /* decode: 4 rows of 2 accumulators */
+#define AVX2_F8_NV 2   /* prefill: 2 rows for 2 vectors (8 accumulators) */
+
+/* The halves (e4m3 * 2^-8) of the high bytes of 8 words: an arithmetic
+ * shift by 1 puts the byte's magnitude in the half's exponent and
+ * mantissa and its sign in bits 15 and 14; bit 14 and the low byte's
+ * leftovers are masked off. */
+AVX2_F8 static inline __m256 widen_high_bytes(__m128i w)
 {
-	__m256 f = _mm256_add_ps(a, b);
-	__m256 h = _mm256_hadd_ps(f, f);
-	h = _mm256_hadd_ps(h, h);
-	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+	return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbf80)));
 }
 
-/* 8 codes as the floats e4m3 * 2^-8 (the file comment's IEEE-half
- * widening): sign-extending a code to 16 bits and moving it up by 7 puts
- * its magnitude in the half's exponent and mantissa and its sign in bits
- * 15 and 14; bit 14 is cleared. */
-AVX2_F8 static inline __m256 widen8_avx2(const uint8_t *p)
+/* The codes of columns [c, c + 16) of a row: even columns to *even, odd
+ * columns to *odd, each as 8 floats e4m3 * 2^-8. */
+AVX2_F8 static inline void widen16_avx2(__m256 *even, __m256 *odd, const uint8_t *p)
 {
-	__m128i h = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
-	h = _mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16((short)0xbf80));
-	return _mm256_cvtph_ps(h);
+	__m128i w = _mm_loadu_si128((const __m128i *)p);
+	*odd = widen_high_bytes(w);
+	*even = widen_high_bytes(_mm_slli_epi16(w, 8));
 }
 
-/* AVX2 rows and vectors per step: 4 rows of 2 accumulators (lanes 0-7
- * and 8-15) for decode; 2 rows for 3 vectors in prefill (12 of the 16
- * registers). */
-#define AVX2_F8_ROWS 4
+/* x[c, c + 16) split as widen16_avx2 splits the codes. */
+AVX2_F8 static inline void split16_avx2(__m256 *even, __m256 *odd, const float *x)
+{
+	__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+	/* shuffle_ps works within 128-bit halves: 0 2 8 10 | 4 6 12 14 */
+	__m256d e = _mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88));
+	__m256d o = _mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xdd));
+	*even = _mm256_castpd_ps(_mm256_permute4x64_pd(e, 0xd8));
+	*odd = _mm256_castpd_ps(_mm256_permute4x64_pd(o, 0xd8));
+}
 
-/* Columns [c, c + 16) of `nr` rows into the accumulators of `nv` vectors. */
+/* One row's sum of the even-lane and odd-lane accumulators, in the order
+ * of the file comment: f = lanes [0, 8) + lanes [8, 16), taken as
+ * fe = (f0 f2 f4 f6) and fo = (f1 f3 f5 f7); then p = fe + fo =
+ * (f0+f1, f2+f3, f4+f5, f6+f7) and (p0 + p1) + (p2 + p3). */
+AVX2_F8 static inline float reduce16_avx2(__m256 even, __m256 odd)
+{
+	__m128 fe = _mm_add_ps(_mm256_castps256_ps128(even), _mm256_extractf128_ps(even, 1));
+	__m128 fo = _mm_add_ps(_mm256_castps256_ps128(odd), _mm256_extractf128_ps(odd, 1));
+	__m128 p = _mm_add_ps(fe, fo);
+	__m128 q = _mm_hadd_ps(p, p); /* p0 + p1, p2 + p3 */
+	return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+/* Columns [c, c + 16) of `nr` rows with `nv` vectors into the even (a) and
+ * odd (b) accumulators; nr, nv constants at each call. */
 AVX2_F8 __attribute__((always_inline)) static inline void
-step16_avx2(__m256 a[F8_NV][AVX2_F8_ROWS], __m256 b[F8_NV][AVX2_F8_ROWS],
+step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
 	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, size_t ldx, int nr,
 	    int nv)
 {
+	__m256 we[AVX2_F8_ROWS], wo[AVX2_F8_ROWS];
 #pragma GCC unroll 4
-	for (int i = 0; i < nr; i++) {
-		__m256 wa = widen8_avx2(row[i] + c), wb = widen8_avx2(row[i] + c + 8);
+	for (int i = 0; i < nr; i++)
+		widen16_avx2(&we[i], &wo[i], row[i] + c);
+#pragma GCC unroll 2
+	for (int v = 0; v < nv; v++) {
+		__m256 xe, xo;
+		split16_avx2(&xe, &xo, x + (size_t)v * ldx + c);
 #pragma GCC unroll 4
-		for (int v = 0; v < nv; v++) {
-			const float *xv = x + (size_t)v * ldx + c;
-			a[v][i] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(xv), a[v][i]);
-			b[v][i] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(xv + 8), b[v][i]);
+		for (int i = 0; i < nr; i++) {
+			a[v][i] = _mm256_fmadd_ps(we[i], xe, a[v][i]);
+			b[v][i] = _mm256_fmadd_ps(wo[i], xo, b[v][i]);
 		}
 	}
 }
@@ -151,8 +183,8 @@ AVX2_F8 __attribute__((always_inline)) static inline void
 dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, const float *x,
 	      size_t ldx, int nr, int nv)
 {
-	__m256 a[F8_NV][AVX2_F8_ROWS], b[F8_NV][AVX2_F8_ROWS];
-#pragma GCC unroll 4
+	__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], b[AVX2_F8_NV][AVX2_F8_ROWS];
+#pragma GCC unroll 2
 	for (int v = 0; v < nv; v++)
 #pragma GCC unroll 4
 		for (int i = 0; i < nr; i++)
@@ -170,7 +202,7 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 		step16_avx2(a, b, row, c, x, ldx, nr, nv);
 	if (c < cols) {
 		uint8_t wt[AVX2_F8_ROWS][16] = {{0}};
-		float xt[F8_NV][16] = {{0}};
+		float xt[AVX2_F8_NV][16] = {{0}};
 		const uint8_t *tail[AVX2_F8_ROWS];
 		for (int i = 0; i < nr; i++) {
 			memcpy(wt[i], row[i] + c, cols - c);
@@ -180,7 +212,7 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 			memcpy(xt[v], x + (size_t)v * ldx + c, (cols - c) * sizeof(float));
 		step16_avx2(a, b, tail, 0, &xt[0][0], 16, nr, nv);
 	}
-#pragma GCC unroll 4
+#pragma GCC unroll 2
 	for (int v = 0; v < nv; v++)
 #pragma GCC unroll 4
 		for (int i = 0; i < nr; i++)
@@ -211,7 +243,8 @@ static inline int block_rows(const uint8_t **row, const nf_bk_matrix *w, int r, 
 	return valid;
 }
 
-/* One block of nr rows times all n vectors, nv at a time. */
+/* One block of nr rows times all n vectors: decode (n = 1) 4 rows for 1
+ * vector, prefill 2 rows for AVX2_F8_NV vectors at a time. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx, size_t n,
 		int r, int r1, int nr, int accumulate)
@@ -219,20 +252,20 @@ gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, siz
 	const uint8_t *row[AVX2_F8_ROWS];
 	int valid = block_rows(row, w, r, r1, nr);
 	size_t cols = (size_t)w->cols, b = 0;
-	float sums[F8_NV * AVX2_F8_ROWS];
-	if (nr > 2 || n == 1) { /* decode: one vector */
+	float sums[AVX2_F8_NV * AVX2_F8_ROWS];
+	if (nr == AVX2_F8_ROWS) {
 		for (; b < n; b++) {
-			dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, nr, 1);
+			dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, AVX2_F8_ROWS, 1);
 			store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
 		}
 		return;
 	}
-	for (; b + F8_NV <= n; b += F8_NV) {
-		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, nr, F8_NV);
-		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, F8_NV, accumulate);
+	for (; b + AVX2_F8_NV <= n; b += AVX2_F8_NV) {
+		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, AVX2_F8_NV);
+		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, AVX2_F8_NV, accumulate);
 	}
 	for (; b < n; b++) {
-		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, nr, 1);
+		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, 1);
 		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
 	}
 }
@@ -301,7 +334,9 @@ AVX512_F8 static inline __m256 reduce8x16_avx512(const __m512 *a)
 			     _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
-/* 16 codes as the floats e4m3 * 2^-8 (widen8_avx2's bits). */
+/* 16 codes as the floats e4m3 * 2^-8: sign-extended to 16 bits and moved
+ * up by 7, a code has its magnitude in the half's exponent and mantissa
+ * and its sign in bits 15 and 14; bit 14 is masked off. */
 AVX512_F8 static inline __m512 widen16_avx512(const uint8_t *p)
 {
 	__m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
