@@ -753,6 +753,18 @@ static int check_source_path(struct ctx *c, const nf_ynode *v, void *obj)
 	return 0;
 }
 
+static int check_calibration_path(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_quant *q = obj;
+	if (!*v->str)
+		return cerr(c, v, "%s: empty path", c->path);
+	free(q->calibration_text_written);
+	q->calibration_text_written = q->calibration_text;
+	if (!(q->calibration_text = resolve_path(c, q->calibration_text_written)))
+		return oom();
+	return 0;
+}
+
 static int check_tag(struct ctx *c, const nf_ynode *v, void *obj)
 {
 	const char *s = v->str;
@@ -969,6 +981,7 @@ static int source_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 static int model_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int performance_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj);
@@ -1011,10 +1024,17 @@ static const struct field target_rows[] = {
 static const struct schema target_schema =
 	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);
 
+static const struct field quant_rows[] = {
+	INT("group_size", 0, 32, 128, nf_recipe_quant, group_size),
+	STR("calibration_text", 0, 4096, nf_recipe_quant, calibration_text, check_calibration_path),
+};
+static const struct schema quant_schema = SCHEMA(quant_rows, .post = quant_post);
+
 static const struct field build_rows[] = {
 	LIST_MAP("targets", F_REQ, 1, NF_RECIPE_MAX_TARGETS, target_schema, nf_recipe_build, targets,
 		 n_targets),
 	BOOL("autotune", 0, nf_recipe_build, autotune),
+	MAP("quantization", 0, quant_schema, nf_recipe_build, quant),
 };
 static const struct schema build_schema = SCHEMA(build_rows, .post = build_post);
 
@@ -1137,6 +1157,16 @@ static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 		t->tensor_parallel[0] = 1;
 		t->n_tensor_parallel = 1;
 	}
+	return 0;
+}
+
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_quant *q = obj;
+	const nf_ynode *g = map_get(m, "group_size");
+	if (g && q->group_size != 32 && q->group_size != 64 && q->group_size != 128)
+		return cerr(c, g, "%s.group_size: %d (expected 32, 64 or 128)", c->path, q->group_size);
+	(void)keys;
 	return 0;
 }
 
@@ -1328,6 +1358,8 @@ void nf_recipe_free(nf_recipe *r)
 	source_release(&r->model.source);
 	source_release(&r->model.tokenizer);
 	free(r->build.targets);
+	free(r->build.quant.calibration_text);
+	free(r->build.quant.calibration_text_written);
 	for (size_t i = 0; i < r->gates.correctness.n_prompts; i++)
 		free(r->gates.correctness.prompts[i]);
 	free(r->gates.correctness.prompts);

@@ -89,10 +89,18 @@ typedef struct nf_recipe_target {
 	size_t n_tensor_parallel;               /* >= 1 (default: {1}) */
 } nf_recipe_target;
 
+/* build.quantization: how the quantized precisions are made. */
+typedef struct nf_recipe_quant {
+	int group_size;                 /* int4: 32, 64 or 128; 0 = the precision's default */
+	char *calibration_text;         /* resolved path, NULL = the tool's shipped text */
+	char *calibration_text_written; /* as written in the recipe */
+} nf_recipe_quant;
+
 typedef struct nf_recipe_build {
 	nf_recipe_target *targets; /* owned; devices are distinct */
 	size_t n_targets;          /* 1..NF_RECIPE_MAX_TARGETS */
 	bool autotune;             /* default true */
+	nf_recipe_quant quant;     /* `quantization`, all optional */
 } nf_recipe_build;
 
 typedef struct nf_recipe_tolerance {

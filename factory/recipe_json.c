@@ -123,6 +123,14 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 		jpush(&b, a, to);
 	}
 	jset(&b, o, "autotune", json_boolean(r->build.autotune));
+	/* only when written, so that older recipes keep their digest */
+	if (r->build.quant.group_size || r->build.quant.calibration_text_written) {
+		x = jset(&b, o, "quantization", json_object());
+		if (r->build.quant.group_size)
+			jset(&b, x, "group_size", json_integer(r->build.quant.group_size));
+		if (r->build.quant.calibration_text_written)
+			jset(&b, x, "calibration_text", jstr(r->build.quant.calibration_text_written));
+	}
 
 	g = jset(&b, root, "gates", json_object());
 	{
