@@ -79,6 +79,12 @@ void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const f
 void nf_cpu_gemm_f8_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			   size_t ldx, size_t n, int r0, int r1, int accumulate);
 void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n);
+void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			 size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_round_f8_avx2(float *out, const float *x, float inv_scale, int n);
+void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			   size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_round_f8_avx512(float *out, const float *x, float inv_scale, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;
