@@ -252,6 +252,7 @@ static int stage_compile(build_ctx *b, size_t i)
 		.threads = b->opts->threads,
 		.autotune = b->recipe->build.autotune,
 		.tactics_report = report,
+		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;
