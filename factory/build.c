@@ -296,6 +296,7 @@ static int stage_compile(build_ctx *b, size_t i)
 		.tactics_report = report,
 		.group = b->recipe->build.quant.group_size,
 		.calib_text = b->calib_text,
+		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;

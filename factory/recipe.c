@@ -1014,12 +1014,41 @@ static const struct field model_rows[] = {
 };
 static const struct schema model_schema = SCHEMA(model_rows, .post = model_post);
 
+/* `kv_cache: [f16, int8]`: the KV caches each precision is built with. */
+static int parse_kv_caches(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	static const char *const names[NF_KV_KIND_COUNT + 1] = {"f32", "f16", "int8", NULL};
+	nf_recipe_target *t = obj;
+	if (v->type != NF_YNODE_SEQ)
+		return type_err(c, v, "a list of f32, f16, int8");
+	if (v->n == 0)
+		return cerr(c, v, "%s: an empty list; name at least one of f32, f16, int8", c->path);
+	t->n_kv_caches = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		const nf_ynode *it = v->kids[i];
+		size_t save = push_index(c, i);
+		nf_kv_kind k = NF_KV_F32;
+		int err = want_str(c, it);
+		if (!err && nf_kv_kind_parse(&k, it->str))
+			err = unknown_value(c, it, "kv_cache", names, NF_KV_KIND_COUNT, 2);
+		for (size_t j = 0; !err && j < t->n_kv_caches; j++)
+			if (t->kv_caches[j] == k)
+				err = cerr(c, it, "%s: kv_cache '%s' is listed twice", c->path, it->str);
+		pop(c, save);
+		if (err < 0)
+			return err;
+		t->kv_caches[t->n_kv_caches++] = k; /* distinct, so at most NF_KV_KIND_COUNT */
+	}
+	return 0;
+}
+
 static const struct field target_rows[] = {
 	CUSTOM("device", F_REQ, parse_device),
 	LIST(T_PREC_LIST, "precisions", F_REQ, 1, NF_PREC_COUNT * 4, 0, nf_recipe_target, precisions,
 	     n_precisions),
 	LIST(T_TP_LIST, "tensor_parallel", 0, 1, NF_RECIPE_MAX_TP * 4, 0, nf_recipe_target,
 	     tensor_parallel, n_tensor_parallel),
+	CUSTOM("kv_cache", 0, parse_kv_caches),
 };
 static const struct schema target_schema =
 	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);

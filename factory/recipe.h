@@ -87,6 +87,9 @@ typedef struct nf_recipe_target {
 	size_t n_precisions;                    /* >= 1 */
 	int tensor_parallel[NF_RECIPE_MAX_TP];  /* powers of two in 1..64, recipe order, no duplicates */
 	size_t n_tensor_parallel;               /* >= 1 (default: {1}) */
+	nf_kv_kind kv_caches[NF_KV_KIND_COUNT]; /* `kv_cache`: recipe order, no duplicates */
+	size_t n_kv_caches;                     /* 0 when absent: each precision's default
+						   cache (nf_kv_kind_default) */
 } nf_recipe_target;
 
 /* build.quantization: how the quantized precisions are made. */
