@@ -132,6 +132,7 @@ int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *
 		snprintf(when, sizeof(when), "%s", meta->generated_at);
 	else
 		now_iso(when, sizeof(when));
+	jset(root, "schema_version", json_integer(NF_REPORT_SCHEMA_VERSION), &bad);
 	jset(root, "tool", jstr(REPORT_TOOL), &bad);
 	jset(root, "version", jstr(NF_VERSION), &bad);
 	jset(root, "generated_at", jstr(when), &bad);

@@ -23,6 +23,61 @@ static size_t count(const char *hay, const char *needle)
 	return n;
 }
 
+/* Run tests/report_check.py KIND on text written to dir/name with the venv's
+ * Python (NF_SRC/build/venv, as the e2e tests use it): -1 when it cannot run
+ * here (no NF_SRC, no venv, or the validator's library missing), else its
+ * exit status. */
+static int report_check(const char *dir, const char *name, const char *text, const char *kind,
+			int count)
+{
+	const char *src = getenv("NF_SRC");
+	char *py = src ? nf_strdup_printf("%s/build/venv/bin/python", src) : NULL;
+	char *path = nf_path_join(dir, name), *cmd = NULL;
+	int rc = -1;
+	const char *lib = strcmp(kind, "json") == 0 ? "jsonschema" : strcmp(kind, "junit") == 0 ? "xmlschema" : "xml";
+
+	if (!py || !path || access(py, X_OK) != 0)
+		goto done;
+	cmd = nf_strdup_printf("'%s' -c 'import %s' 2>/dev/null", py, lib);
+	if (!cmd || system(cmd) != 0)
+		goto done;
+	free(cmd);
+	cmd = NULL;
+	if (nf_fs_write_atomic(path, text, strlen(text), 0644) < 0)
+		goto done;
+	if (count >= 0)
+		cmd = nf_strdup_printf("'%s' '%s/tests/report_check.py' %s '%s' %d", py, src, kind, path, count);
+	else
+		cmd = nf_strdup_printf("'%s' '%s/tests/report_check.py' %s '%s'", py, src, kind, path);
+	rc = cmd ? system(cmd) : -1;
+	if (rc > 0)
+		rc = 1;
+done:
+	free(py);
+	free(path);
+	free(cmd);
+	return rc;
+}
+
+/* Assert report_check passes, or skip where it cannot run. */
+static void check_valid(const char *dir, const char *name, const char *text, const char *kind,
+			int count, const char *what)
+{
+	int rc = report_check(dir, name, text, kind, count);
+	if (rc < 0)
+		skip("%s: no validator here (NF_SRC/build/venv)", what);
+	else
+		is_int(rc, 0, "%s", what);
+}
+
+/* A profile id as the planner makes them: 64 hex digits. */
+static void hex_id(char *dst, size_t size, char digit)
+{
+	size_t n = size - 1 < 64 ? size - 1 : 64;
+	memset(dst, digit, n);
+	dst[n] = '\0';
+}
+
 static nf_profile mkprofile(const char *id, const char *name, const char *device, nf_precision prec,
 			    int gpu)
 {
@@ -146,9 +201,13 @@ static void test_verdicts(void)
 static void test_documents(const char *tmp)
 {
 	nf_gate_results rs;
-	nf_profile cpu = mkprofile("aa11", "cpu-int8-wo<&>", "cpu", NF_PREC_INT8_WO, 0);
-	nf_profile cpu32 = mkprofile("cc33", "cpu-fp32", "cpu", NF_PREC_FP32, 0);
-	nf_profile gpu = mkprofile("bb22", "h100-fp16", "h100", NF_PREC_FP16, 1);
+	char id_a[65], id_b[65], id_c[65];
+	hex_id(id_a, sizeof(id_a), 'a');
+	hex_id(id_b, sizeof(id_b), 'b');
+	hex_id(id_c, sizeof(id_c), 'c');
+	nf_profile cpu = mkprofile(id_a, "cpu-int8-wo<&>", "cpu", NF_PREC_INT8_WO, 0);
+	nf_profile cpu32 = mkprofile(id_c, "cpu-fp32", "cpu", NF_PREC_FP32, 0);
+	nf_profile gpu = mkprofile(id_b, "h100-fp16", "h100", NF_PREC_FP16, 1);
 	nf_report_meta meta = {.model = "stories260K", .recipe = "recipes/llama.yaml",
 			       .generated_at = "2024-05-01T12:00:00Z"};
 	nf_gate_result *r = NULL;
@@ -168,6 +227,10 @@ static void test_documents(const char *tmp)
 	is_int(nf_report_json(&json, &rs, &meta), 0, "gates.json built");
 	json_t *root = json ? json_loads(json, 0, &err) : NULL;
 	ok(root != NULL, "gates.json parses");
+	is_int(json_integer_value(json_object_get(root, "schema_version")), NF_REPORT_SCHEMA_VERSION,
+	       "schema_version recorded");
+	check_valid(tmp, "hand.json", json, "json", -1,
+		    "gates.json with failed, skipped and infinite values validates against its schema");
 	is_str(json_string_value(json_object_get(root, "version")), "0.1.0", "tool version recorded");
 	is_str(json_string_value(json_object_get(root, "verdict")), "failed", "overall verdict failed");
 	is_str(json_string_value(json_object_get(root, "generated_at")), "2024-05-01T12:00:00Z", "pinned time");
