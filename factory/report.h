@@ -10,7 +10,9 @@
  *   OUT/reports/junit.xml   JUnit XML as GitLab and Jenkins read it: one
  *                           <testsuite> per profile, one <testcase> per case
  *                           (prompt or bound) of each gate, <failure message>
- *                           when failed, <skipped message> when skipped
+ *                           (each failed value with its bound) when failed,
+ *                           <skipped message> when skipped; valid against
+ *                           Jenkins' JUnit schema (tests/data/junit/junit.xsd)
  *   OUT/reports/gates.tap   TAP version 13, one test per case; skipped cases
  *                           are "ok N - ... # SKIP reason"
  *

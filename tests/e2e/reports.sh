@@ -1,8 +1,10 @@
 #!/bin/sh
 # reports.sh - the reports of a real build of stories260K (from a cache seeded
 # out of ../shared, offline) are valid for the tools that read them:
-# gates.json against docs/schemas/gates.schema.json (jsonschema), and the
-# same for a build whose gate fails (exit 3, no image, reports still written).
+# gates.json against docs/schemas/gates.schema.json (jsonschema), junit.xml
+# against the Jenkins JUnit schema (tests/data/junit/junit.xsd, xmlschema),
+# and the same for a build whose gate fails (exit 3, no image, reports still
+# written).
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
 MODELS="${NF_SHARED:?}/models/stories260K"
@@ -35,7 +37,14 @@ for run in pass fail; do
 	R="$W/$run/reports"
 	t "$run: gates.json validates against docs/schemas/gates.schema.json" "$PY" "$CHECK" json "$R/gates.json"
 	is "$run: schema_version" "$(json_get "$R/gates.json" "j['schema_version']")" 1
+	t "$run: junit.xml validates against the Jenkins JUnit schema (xmlschema)" "$PY" "$CHECK" junit "$R/junit.xml"
 done
+is "fail: junit.xml has one failure per performance gate, its value and bound in the message" \
+	"$("$PY" -c '
+import sys, xml.etree.ElementTree as E
+fs = [c.find("failure") for c in E.parse(sys.argv[1]).getroot().iter("testcase") if c.find("failure") is not None]
+print(len(fs), all("decode_tokens_per_s = " in f.get("message") and "(bound >= 1e+12 tokens/s)" in f.get("message") for f in fs))' \
+		"$W/fail/reports/junit.xml")" "2 True"
 is "fail: the performance gates failed, the correctness gates passed" \
 	"$(json_get "$W/fail/reports/gates.json" "sorted(set((g['gate'], g['verdict']) for p in j['profiles'] for g in p['gates']))")" \
 	"[('correctness', 'passed'), ('performance', 'failed')]"
