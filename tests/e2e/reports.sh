@@ -3,6 +3,7 @@
 # out of ../shared, offline) are valid for the tools that read them:
 # gates.json against docs/schemas/gates.schema.json (jsonschema), junit.xml
 # against the Jenkins JUnit schema (tests/data/junit/junit.xsd, xmlschema),
+# gates.tap read by TAP::Parser (plan, counts, no parse errors),
 # and the same for a build whose gate fails (exit 3, no image, reports still
 # written).
 set -u
@@ -39,6 +40,13 @@ for run in pass fail; do
 	is "$run: schema_version" "$(json_get "$R/gates.json" "j['schema_version']")" 1
 	t "$run: junit.xml validates against the Jenkins JUnit schema (xmlschema)" "$PY" "$CHECK" junit "$R/junit.xml"
 done
+# 2 profiles x (3 prompts + decode throughput + peak memory)
+is "pass: TAP::Parser reads gates.tap: plan, counts, no parse errors" \
+	"$(perl "$SRC/tests/report_tap.pl" "$W/pass/reports/gates.tap" | head -1)" \
+	"version=13 planned=10 run=10 passed=10 failed=0 skipped=0 parse_errors=0"
+is "fail: TAP::Parser reads gates.tap with the two failed decode bounds" \
+	"$(perl "$SRC/tests/report_tap.pl" "$W/fail/reports/gates.tap" | head -1)" \
+	"version=13 planned=10 run=10 passed=8 failed=2 skipped=0 parse_errors=0"
 is "fail: junit.xml has one failure per performance gate, its value and bound in the message" \
 	"$("$PY" -c '
 import sys, xml.etree.ElementTree as E

@@ -70,6 +70,30 @@ static void check_valid(const char *dir, const char *name, const char *text, con
 		is_int(rc, 0, "%s", what);
 }
 
+/* What TAP::Parser (tests/report_tap.pl) reads from text, its first line into
+ * line; -1 when perl or NF_SRC is missing here. */
+static int tap_parse(char *line, size_t size, const char *dir, const char *text)
+{
+	const char *src = getenv("NF_SRC");
+	char *path = nf_path_join(dir, "parse.tap"), *cmd = NULL;
+	FILE *p = NULL;
+	int rc = -1;
+
+	line[0] = '\0';
+	if (!src || !path || system("perl -MTAP::Parser -e 1 2>/dev/null") != 0 ||
+	    nf_fs_write_atomic(path, text, strlen(text), 0644) < 0)
+		goto done;
+	cmd = nf_strdup_printf("perl '%s/tests/report_tap.pl' '%s'", src, path);
+	p = cmd ? popen(cmd, "r") : NULL;
+	if (p && fgets(line, (int)size, p))
+		line[strcspn(line, "\n")] = '\0';
+	rc = p && pclose(p) == 0 ? 0 : -1;
+done:
+	free(path);
+	free(cmd);
+	return rc;
+}
+
 /* A profile id as the planner makes them: 64 hex digits. */
 static void hex_id(char *dst, size_t size, char digit)
 {
@@ -295,6 +319,12 @@ static void test_documents(const char *tmp)
 	ok(strstr(tap, "not ok 4 - cpu-int8-wo<&> correctness: prompt 2: \"<tag> & 'q'\"\n") != NULL,
 	   "failing test line");
 	ok(strstr(tap, "ok 6 - h100-fp16 correctness # SKIP") != NULL, "skipped gate line");
+	char parsed[256];
+	if (tap_parse(parsed, sizeof(parsed), tmp, tap) < 0)
+		skip("TAP::Parser: no perl or NF_SRC here");
+	else
+		is_str(parsed, "version=13 planned=7 run=7 passed=6 failed=1 skipped=2 parse_errors=0",
+		       "TAP::Parser reads gates.tap: plan, counts, no parse errors");
 
 	/* Table */
 	is_int(nf_report_table(&table, &rs), 0, "table built");
