@@ -13,7 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
-#include "engine/reference.h"
+#include "factory/gate_metrics.h"
 #include "engine/tokenizer.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -78,6 +78,26 @@ static int case_reason(nf_gate_case *c)
 	return 0;
 }
 
+/* A bound below 0 is no bound: the metric is reported only. */
+static nf_gate_cmp bound_cmp(double bound, nf_gate_cmp cmp)
+{
+	return bound >= 0 ? cmp : NF_GATE_CMP_NONE;
+}
+
+/* A case passes when every metric holds; the first that does not is its reason. */
+static int case_verdict(nf_gate_case *c)
+{
+	c->verdict = NF_VERDICT_PASSED;
+	for (size_t i = 0; i < c->n_metrics; i++)
+		if (!c->metrics[i].ok)
+			c->verdict = NF_VERDICT_FAILED;
+	if (c->positions == 0) {
+		c->verdict = NF_VERDICT_FAILED;
+		return nf_gate_set_reason(&c->reason, "no position was compared");
+	}
+	return case_reason(c);
+}
+
 static int check_model_match(const nf_model_config *a, const nf_model_config *b, const char *dir)
 {
 	if (a->arch != b->arch || a->dim != b->dim || a->n_layers != b->n_layers ||
@@ -91,97 +111,128 @@ static int check_model_match(const nf_model_config *a, const nf_model_config *b,
 	return 0;
 }
 
-/* Run one prompt teacher-forced through reference and engine; fills c. */
-static int correctness_case(nf_gate_case *c, nf_engine *e, const nf_model *ref, const char *prompt,
-			    const nf_gate_correctness_opts *o, float *logits, nf_log *log,
-			    const char *stage, uint64_t *progress, uint64_t progress_total)
+/* Tokens fed per prefill call: bounds the logits buffer to (GATE_CHUNK, vocab). */
+#define GATE_CHUNK 256
+
+/* What a correctness gate runs with: the engine, a sequence, the buffers. */
+typedef struct eval_run {
+	nf_engine *e;
+	nf_seq *seq;
+	const nf_gate_ref *ref;
+	float *logits;  /* (GATE_CHUNK, vocab) */
+	float *scratch; /* (vocab): a reference row converted from half */
+	int vocab;
+} eval_run;
+
+/* Feed tokens[0, n) from position 0; fn sees each position's logits. */
+typedef void (*row_fn)(void *ctx, int pos, const float *logits);
+static int prefill_rows(eval_run *run, const int *tokens, int n, row_fn fn, void *ctx)
 {
-	const nf_tokenizer *tok = nf_engine_tokenizer(e);
-	const nf_model_config *cfg = &ref->cfg;
-	nf_ref_state *rs = NULL;
-	nf_seq *seq = NULL;
-	int *toks = NULL;
-	size_t nt = 0;
-	int rc, token, agree = 0, compared = 0;
-	double err_max = 0, err_sum = 0, t0 = now_seconds();
-
-	c->first_mismatch = -1;
-	/* a gate prompt is model input: control tokens written in it are tokens */
-	rc = nf_tokenizer_encode(tok, prompt, strlen(prompt), NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL,
-				 &toks, &nt);
-	if (rc < 0)
-		goto done;
-	if (nt == 0 || nt >= (size_t)cfg->max_seq_len) {
-		rc = nf_error_set(NF_EINPUT, "%s: %zu tokens do not fit the model's context of %d",
-				  c->name, nt, cfg->max_seq_len);
-		goto done;
-	}
-	c->prompt_tokens = (int)nt;
-	if ((rc = nf_ref_state_new(&rs, ref)) < 0 || (rc = nf_seq_new(&seq, e)) < 0)
-		goto done;
-
-	token = toks[0];
-	for (int pos = 0; pos < cfg->max_seq_len; pos++) {
-		const float *r = nf_ref_forward(rs, token, pos);
-		int next;
-		if (!r) {
-			rc = nf_error_last_code() < 0 ? nf_error_last_code() : NF_EINTERNAL;
-			goto done;
-		}
-		rc = nf_engine_step(e, &seq, &token, &pos, 1, logits);
+	for (int at = 0; at < n; at += GATE_CHUNK) {
+		int k = n - at < GATE_CHUNK ? n - at : GATE_CHUNK;
+		int rc = nf_engine_prefill_logits(run->e, run->seq, tokens + at, (size_t)k, at, run->logits);
 		if (rc < 0)
-			goto done;
-		if ((size_t)pos + 1 < nt) { /* still inside the prompt */
-			token = toks[pos + 1];
-			continue;
-		}
-		/* This position predicts continuation token number `compared`. */
-		next = nf_argmax(r, cfg->vocab_size);
-		if (nf_argmax(logits, cfg->vocab_size) == next)
-			agree++;
-		else if (c->first_mismatch < 0)
-			c->first_mismatch = compared;
-		double err = rel_error(logits, r, cfg->vocab_size);
-		if (!(err <= err_max))
-			err_max = err;
-		err_sum += err;
-		compared++;
-		(*progress)++;
-		nf_log_progress(log, stage, *progress, progress_total);
-		if (compared >= o->max_tokens || nf_tokenizer_is_eog(tok, next) ||
-		    next == nf_tokenizer_bos(tok))
-			break;
-		token = next;
+			return rc;
+		for (int b = 0; b < k; b++)
+			fn(ctx, at + b, run->logits + (size_t)b * (size_t)run->vocab);
 	}
-	c->positions = compared;
+	return 0;
+}
+
+typedef struct window_ctx {
+	eval_run *run;
+	const nf_gate_ref_window *w;
+	nf_tf_acc acc;
+} window_ctx;
+
+static void window_row(void *ctx, int pos, const float *logits)
+{
+	window_ctx *x = ctx;
+	const float *r = nf_gate_ref_row(x->run->ref, x->w->first_row + (size_t)pos, x->run->scratch);
+	nf_tf_add(&x->acc, r, logits, x->run->vocab, x->w->tokens[pos + 1]);
+}
+
+/* Case "evaluation text": every window teacher-forced through one prefill. */
+static int eval_text_case(nf_gate_case *c, eval_run *run, const nf_gate_bounds *bd)
+{
+	nf_tf_acc total = {0};
+	nf_tf_metrics m;
+	double t0 = now_seconds();
+	int rc;
+
+	for (size_t i = 0; i < run->ref->n_windows; i++) {
+		window_ctx x = {.run = run, .w = &run->ref->windows[i]};
+		if ((rc = prefill_rows(run, x.w->tokens, x.w->n_tokens - 1, window_row, &x)) < 0)
+			return rc;
+		nf_tf_merge(&total, &x.acc);
+	}
+	nf_tf_finish(&total, &m);
 	c->seconds = now_seconds() - t0;
-	c->metrics = calloc(3, sizeof(*c->metrics));
-	if (!c->metrics) {
-		rc = nf_error_set(NF_ENOMEM, "out of memory for gate metrics");
-		goto done;
-	}
-	nf_gate_metric_set(&c->metrics[0], "agreement", "ratio",
-			   compared ? (double)agree / compared : 0.0, NF_GATE_CMP_GE, o->min_agreement);
-	nf_gate_metric_set(&c->metrics[1], "rel_err_max", "",
-			   err_max, o->max_rel_err >= 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE, o->max_rel_err);
-	nf_gate_metric_set(&c->metrics[2], "rel_err_mean", "", compared ? err_sum / compared : 0.0,
-			   o->max_mean_rel_err >= 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE, o->max_mean_rel_err);
+	c->positions = (int)total.positions;
+	c->first_mismatch = -1;
+	if (!(c->metrics = calloc(5, sizeof(*c->metrics))))
+		return nf_error_set(NF_ENOMEM, "out of memory for gate metrics");
+	c->n_metrics = 5;
+	nf_gate_metric_set(&c->metrics[0], "top1_agreement", "ratio", m.top1_agreement,
+			   bound_cmp(bd->min_top1_agreement, NF_GATE_CMP_GE), bd->min_top1_agreement);
+	nf_gate_metric_set(&c->metrics[1], "kl_mean", "nats", m.kl_mean,
+			   bound_cmp(bd->max_kl_mean, NF_GATE_CMP_LE), bd->max_kl_mean);
+	nf_gate_metric_set(&c->metrics[2], "perplexity", "", m.perplexity, NF_GATE_CMP_NONE, 0);
+	nf_gate_metric_set(&c->metrics[3], "perplexity_ref", "", m.perplexity_ref, NF_GATE_CMP_NONE, 0);
+	nf_gate_metric_set(&c->metrics[4], "ppl_ratio", "ratio", m.ppl_ratio,
+			   bound_cmp(bd->min_ppl_ratio, NF_GATE_CMP_GE), bd->min_ppl_ratio);
+	return case_verdict(c);
+}
+
+typedef struct prompt_ctx {
+	eval_run *run;
+	const nf_gate_ref_prompt *p;
+	int agree, compared, first_mismatch;
+	double err_max, err_sum;
+} prompt_ctx;
+
+static void prompt_row(void *ctx, int pos, const float *logits)
+{
+	prompt_ctx *x = ctx;
+	int k = pos - (x->p->n_prompt - 1); /* continuation token k is predicted here */
+	if (k < 0)
+		return;
+	const float *r = nf_gate_ref_row(x->run->ref, x->p->first_row + (size_t)k, x->run->scratch);
+	if (nf_argmax(logits, x->run->vocab) == x->p->tokens[pos + 1])
+		x->agree++;
+	else if (x->first_mismatch < 0)
+		x->first_mismatch = k;
+	double err = rel_error(logits, r, x->run->vocab);
+	if (!(err <= x->err_max))
+		x->err_max = err;
+	x->err_sum += err;
+	x->compared++;
+}
+
+/* A prompt case: the prompt and the reference's continuation in one prefill. */
+static int prompt_case(nf_gate_case *c, eval_run *run, const nf_gate_ref_prompt *p,
+		       const nf_gate_bounds *bd)
+{
+	prompt_ctx x = {.run = run, .p = p, .first_mismatch = -1};
+	double t0 = now_seconds();
+	int rc = prefill_rows(run, p->tokens, p->n_prompt + p->n_continued - 1, prompt_row, &x);
+	if (rc < 0)
+		return rc;
+	c->seconds = now_seconds() - t0;
+	c->prompt_tokens = p->n_prompt;
+	c->positions = x.compared;
+	c->first_mismatch = x.first_mismatch;
+	if (!(c->metrics = calloc(3, sizeof(*c->metrics))))
+		return nf_error_set(NF_ENOMEM, "out of memory for gate metrics");
 	c->n_metrics = 3;
-	c->verdict = NF_VERDICT_PASSED;
-	for (size_t i = 0; i < c->n_metrics; i++)
-		if (!c->metrics[i].ok)
-			c->verdict = NF_VERDICT_FAILED;
-	if (compared == 0) {
-		c->verdict = NF_VERDICT_FAILED;
-		rc = nf_gate_set_reason(&c->reason, "no position was compared");
-	} else {
-		rc = case_reason(c);
-	}
-done:
-	free(toks);
-	nf_seq_free(seq);
-	nf_ref_state_free(rs);
-	return rc;
+	nf_gate_metric_set(&c->metrics[0], "agreement", "ratio",
+			   x.compared ? (double)x.agree / x.compared : 0.0,
+			   bound_cmp(bd->min_greedy_agreement, NF_GATE_CMP_GE), bd->min_greedy_agreement);
+	nf_gate_metric_set(&c->metrics[1], "rel_err_max", "", x.err_max,
+			   bound_cmp(bd->max_rel_err, NF_GATE_CMP_LE), bd->max_rel_err);
+	nf_gate_metric_set(&c->metrics[2], "rel_err_mean", "", x.compared ? x.err_sum / x.compared : 0.0,
+			   NF_GATE_CMP_NONE, 0);
+	return case_verdict(c);
 }
 
 static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c)
@@ -224,56 +275,14 @@ static int summarize(nf_gate_result *r)
 	return 0;
 }
 
-int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const nf_model *ref,
-			const char *engine_dir, const nf_gate_correctness_opts *o, nf_log *log)
+/* The summary of a correctness gate: the evaluation text's metrics (case
+ * 0) and, over the prompt cases, the lowest agreement and the rel_err. */
+static int correctness_summary(nf_gate_result *r, const nf_gate_bounds *bd)
 {
-	nf_gate_result *r = NULL;
-	nf_engine *e = NULL;
-	float *logits = NULL;
-	int rc;
-	uint64_t progress = 0, total = 0;
-	double t0 = now_seconds(), agree_min = 1.0, err_max = 0, err_sum = 0;
+	double agree_min = 1.0, err_max = 0, err_sum = 0;
 	size_t positions = 0;
-
-	*out = NULL;
-	if (profile && profile->is_gpu)
-		return nf_gate_skipped(out, profile, NF_GATE_CORRECTNESS, nf_gate_gpu_skip_reason());
-	if (!ref || !engine_dir || !o || !o->prompts || o->n_prompts == 0 || o->max_tokens < 1 ||
-	    !(o->min_agreement >= 0 && o->min_agreement <= 1))
-		return nf_error_set(NF_EINPUT, "correctness gate: need a reference model, an engine, "
-					       "at least one prompt, max_tokens >= 1 and min_agreement in [0, 1]");
-	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_CORRECTNESS)) < 0)
-		goto done;
-	if ((rc = nf_engine_open(&e, engine_dir, o->threads)) < 0) {
-		nf_error_wrap(rc, "correctness gate of %s", r->profile_name);
-		goto done;
-	}
-	if ((rc = check_model_match(nf_engine_config(e), &ref->cfg, engine_dir)) < 0)
-		goto done;
-	logits = calloc((size_t)ref->cfg.vocab_size, sizeof(float));
-	r->cases = calloc(o->n_prompts, sizeof(*r->cases));
-	if (!logits || !r->cases) {
-		rc = nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
-		goto done;
-	}
-	if (!nf_u64_mul(&total, o->n_prompts, (uint64_t)o->max_tokens))
-		total = 0;
-	for (size_t i = 0; i < o->n_prompts; i++) {
-		nf_gate_case *c = &r->cases[i];
-		const char *prompt = o->prompts[i] ? o->prompts[i] : "";
-		r->n_cases = i + 1;
-		c->name = prompt_label(i, prompt);
-		c->prompt = strdup(prompt);
-		if (!c->name || !c->prompt) {
-			rc = nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
-			goto done;
-		}
-		rc = correctness_case(c, e, ref, prompt, o, logits, log, GATE_STAGE, &progress, total);
-		if (rc < 0) {
-			nf_error_wrap(rc, "correctness gate of %s, %s", r->profile_name, c->name);
-			goto done;
-		}
-		log_case(log, r, c);
+	for (size_t i = 1; i < r->n_cases; i++) {
+		const nf_gate_case *c = &r->cases[i];
 		if (c->metrics[0].value < agree_min)
 			agree_min = c->metrics[0].value;
 		if (!(c->metrics[1].value <= err_max))
@@ -281,24 +290,94 @@ int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const n
 		err_sum += c->metrics[2].value * c->positions;
 		positions += (size_t)c->positions;
 	}
-	r->metrics = calloc(3, sizeof(*r->metrics));
-	if (!r->metrics) {
-		rc = nf_error_set(NF_ENOMEM, "out of memory for gate metrics");
+	if (!(r->metrics = calloc(8, sizeof(*r->metrics))))
+		return nf_error_set(NF_ENOMEM, "out of memory for gate metrics");
+	memcpy(r->metrics, r->cases[0].metrics, 5 * sizeof(*r->metrics));
+	nf_gate_metric_set(&r->metrics[5], "agreement_min", "ratio", agree_min,
+			   bound_cmp(bd->min_greedy_agreement, NF_GATE_CMP_GE), bd->min_greedy_agreement);
+	nf_gate_metric_set(&r->metrics[6], "rel_err_max", "", err_max,
+			   bound_cmp(bd->max_rel_err, NF_GATE_CMP_LE), bd->max_rel_err);
+	nf_gate_metric_set(&r->metrics[7], "rel_err_mean", "", positions ? err_sum / (double)positions : 0.0,
+			   NF_GATE_CMP_NONE, 0);
+	r->n_metrics = 8;
+	return summarize(r);
+}
+
+static int eval_run_open(eval_run *run, const char *engine_dir, const nf_gate_ref *ref, int threads)
+{
+	int rc;
+	run->ref = ref;
+	run->vocab = ref->cfg.vocab_size;
+	if ((rc = nf_engine_open(&run->e, engine_dir, threads)) < 0 ||
+	    (rc = check_model_match(nf_engine_config(run->e), &ref->cfg, engine_dir)) < 0 ||
+	    (rc = nf_seq_new(&run->seq, run->e)) < 0)
+		return rc;
+	run->logits = calloc((size_t)GATE_CHUNK * (size_t)run->vocab, sizeof(float));
+	run->scratch = calloc((size_t)run->vocab, sizeof(float));
+	if (!run->logits || !run->scratch)
+		return nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
+	return 0;
+}
+
+static void eval_run_close(eval_run *run)
+{
+	free(run->logits);
+	free(run->scratch);
+	nf_seq_free(run->seq);
+	nf_engine_free(run->e);
+}
+
+/* The cases of a correctness gate: the evaluation text, then each prompt. */
+static int correctness_cases(nf_gate_result *r, eval_run *run, const nf_gate_bounds *bd, nf_log *log)
+{
+	const nf_gate_ref *ref = run->ref;
+	int rc;
+	if (!(r->cases = calloc(ref->n_prompts + 1, sizeof(*r->cases))))
+		return nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
+	r->n_cases = 1;
+	if (!(r->cases[0].name = strdup("evaluation text")))
+		return nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
+	if ((rc = eval_text_case(&r->cases[0], run, bd)) < 0)
+		return nf_error_wrap(rc, "correctness gate of %s, evaluation text", r->profile_name);
+	log_case(log, r, &r->cases[0]);
+	for (size_t i = 0; i < ref->n_prompts; i++) {
+		nf_gate_case *c = &r->cases[i + 1];
+		r->n_cases = i + 2;
+		if (!(c->name = prompt_label(i, ref->prompts[i].text)) ||
+		    !(c->prompt = strdup(ref->prompts[i].text)))
+			return nf_error_set(NF_ENOMEM, "out of memory for the correctness gate");
+		if ((rc = prompt_case(c, run, &ref->prompts[i], bd)) < 0)
+			return nf_error_wrap(rc, "correctness gate of %s, %s", r->profile_name, c->name);
+		log_case(log, r, c);
+	}
+	return 0;
+}
+
+int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const char *engine_dir,
+			const nf_gate_correctness_opts *o, nf_log *log)
+{
+	nf_gate_result *r = NULL;
+	eval_run run = {0};
+	double t0 = now_seconds();
+	int rc;
+
+	*out = NULL;
+	if (profile && profile->is_gpu)
+		return nf_gate_skipped(out, profile, NF_GATE_CORRECTNESS, nf_gate_gpu_skip_reason());
+	if (!engine_dir || !o || !o->ref)
+		return nf_error_set(NF_EINPUT, "correctness gate: need an engine and the float32 reference");
+	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_CORRECTNESS)) < 0)
+		goto done;
+	if ((rc = eval_run_open(&run, engine_dir, o->ref, o->threads)) < 0) {
+		nf_error_wrap(rc, "correctness gate of %s", r->profile_name);
 		goto done;
 	}
-	nf_gate_metric_set(&r->metrics[0], "agreement_min", "ratio", agree_min, NF_GATE_CMP_GE,
-			   o->min_agreement);
-	nf_gate_metric_set(&r->metrics[1], "rel_err_max", "", err_max,
-			   o->max_rel_err >= 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE, o->max_rel_err);
-	nf_gate_metric_set(&r->metrics[2], "rel_err_mean", "", positions ? err_sum / (double)positions : 0.0,
-			   o->max_mean_rel_err >= 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE,
-			   o->max_mean_rel_err);
-	r->n_metrics = 3;
-	rc = summarize(r);
+	if ((rc = correctness_cases(r, &run, &o->bounds, log)) < 0 ||
+	    (rc = correctness_summary(r, &o->bounds)) < 0)
+		goto done;
 	r->seconds = now_seconds() - t0;
 done:
-	free(logits);
-	nf_engine_free(e);
+	eval_run_close(&run);
 	if (rc < 0) {
 		nf_gate_result_free(r);
 		return rc;
