@@ -47,6 +47,7 @@ typedef struct build_ctx {
 	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
 	char *gate_tmp;           /* the gates' temporary folder beside OUT, removed at the end */
 	nf_gate_ref *ref;         /* the float32 reference, once per build */
+	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
 	nf_gate_results results;
 } build_ctx;
 
@@ -344,6 +345,101 @@ static nf_gate_bounds tolerance_bounds(const nf_recipe_tolerance *t)
 	};
 }
 
+/* The performance gate's options for the recipe; the prefill measured on
+ * the first evaluation window. */
+static nf_gate_perf_opts perf_opts(const build_ctx *b)
+{
+	const nf_recipe_performance *pf = &b->recipe->gates.performance;
+	return (nf_gate_perf_opts){
+		.prompt = pf->prompt,
+		.prefill_tokens = b->ref ? b->ref->windows[0].tokens : NULL,
+		.n_prefill_tokens = b->ref ? b->ref->windows[0].n_tokens : 0,
+		.max_tokens = pf->max_tokens,
+		.runs = 3,
+		.min_tokens_per_s = pf->min_decode_tokens_per_s,
+		.max_memory_mib = pf->max_peak_memory_mib,
+		.min_prefill_tokens_per_s = pf->min_prefill_tokens_per_s,
+		.max_ttft_ms = pf->max_ttft_ms,
+		.threads = b->opts->threads,
+	};
+}
+
+/* The fp32 engine the ratios are measured against: the recipe's CPU fp32
+ * profile, or one built here for the measurement when the recipe ships none. */
+static int fp32_engine(build_ctx *b, char **dir)
+{
+	for (size_t i = 0; i < b->plan->n_profiles; i++) {
+		const nf_profile *p = &b->plan->profiles[i];
+		if (!p->is_gpu && p->precision == NF_PREC_FP32)
+			return (*dir = strdup(p->engine_dir)) ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	if (!(*dir = nf_path_join(b->gate_tmp, "fp32-engine")))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	nf_log_info(b->log, "gate", "building an fp32 engine to measure the ratios against");
+	nf_engine_build_opts eo = {
+		.precision = NF_PREC_FP32,
+		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
+		.tokenizer = b->tokenizer,
+		.threads = b->opts->threads,
+		.autotune = b->recipe->build.autotune,
+	};
+	return nf_engine_build(*dir, b->model, &eo);
+}
+
+/* Measure the fp32 engine once, before any profile's performance gate, when
+ * some CPU profile has one. */
+static int stage_perf_baseline(build_ctx *b)
+{
+	char *dir = NULL;
+	bool cpu = false;
+	int err;
+	for (size_t i = 0; i < b->plan->n_profiles; i++)
+		cpu |= !b->plan->profiles[i].is_gpu;
+	if (!b->recipe->gates.performance.present || !cpu)
+		return 0;
+	nf_log_stage_begin(b->log, "gate", "fp32 performance, the ratios' reference");
+	nf_gate_perf_opts po = perf_opts(b);
+	po.min_tokens_per_s = po.max_memory_mib = po.min_prefill_tokens_per_s = po.max_ttft_ms = 0;
+	nf_profile ref = {.precision = NF_PREC_FP32};
+	snprintf(ref.name, sizeof(ref.name), "fp32-reference");
+	snprintf(ref.device, sizeof(ref.device), "cpu");
+	err = fp32_engine(b, &dir);
+	if (!err)
+		err = nf_gate_performance(&b->perf_fp32, &ref, dir, &po, b->log);
+	nf_log_stage_end(b->log, "gate", err, "fp32: decode %.1f tokens/s, prefill %.1f tokens/s",
+			 b->perf_fp32 ? b->perf_fp32->metrics[0].value : 0.0,
+			 b->perf_fp32 ? b->perf_fp32->metrics[3].value : 0.0);
+	free(dir);
+	return err ? nf_error_wrap(err, "fp32 performance baseline") : 0;
+}
+
+static nf_gate_ratio_bounds ratio_bounds(const nf_recipe_performance *pf, nf_precision p)
+{
+	return (nf_gate_ratio_bounds){
+		.min_decode_speedup = pf->min_decode_speedup[p],
+		.min_prefill_speedup = pf->min_prefill_speedup[p],
+		.max_ttft_ratio = pf->max_ttft_ratio[p],
+		.max_memory_ratio = pf->max_memory_ratio[p],
+		.max_size_ratio = pf->max_size_ratio[p],
+	};
+}
+
+/* A profile's performance gate, with its ratios to the fp32 engine. */
+static int gate_performance(build_ctx *b, const nf_profile *p)
+{
+	nf_gate_result *res = NULL;
+	nf_gate_perf_opts po = perf_opts(b);
+	nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
+	int err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
+	if (!err && b->perf_fp32)
+		err = nf_gate_perf_ratios(res, b->perf_fp32, &rb, b->log);
+	if (err) {
+		nf_gate_result_free(res);
+		return err;
+	}
+	return nf_gate_results_add(&b->results, res);
+}
+
 static int stage_gate(build_ctx *b, size_t i)
 {
 	nf_profile *p = &b->plan->profiles[i];
@@ -362,20 +458,8 @@ static int stage_gate(build_ctx *b, size_t i)
 	err = nf_gate_correctness(&res, p, p->engine_dir, &co, b->log);
 	if (!err)
 		err = nf_gate_results_add(&b->results, res);
-	if (!err && g->performance.present) {
-		nf_gate_perf_opts po = {
-			.prompt = g->performance.prompt,
-			.max_tokens = g->performance.max_tokens,
-			.runs = 3,
-			.min_tokens_per_s = g->performance.min_decode_tokens_per_s,
-			.max_memory_mib = g->performance.max_peak_memory_mib,
-			.threads = b->opts->threads,
-		};
-		res = NULL;
-		err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
-		if (!err)
-			err = nf_gate_results_add(&b->results, res);
-	}
+	if (!err && g->performance.present)
+		err = gate_performance(b, p);
 	if (!err) {
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
 		snprintf(st->key, sizeof(st->key), "%s",
@@ -547,6 +631,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = make_gate_tmp(&b);
 	if (!err)
 		err = stage_reference(&b);
+	if (!err)
+		err = stage_perf_baseline(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
 		err = stage_gate(&b, i);
 	if (err)
@@ -585,6 +671,7 @@ done:
 			    b.recipe->image.repository, b.recipe->image.tag);
 	nf_gate_results_release(&b.results);
 	nf_gate_ref_free(b.ref);
+	nf_gate_result_free(b.perf_fp32);
 	if (b.gate_tmp)
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);

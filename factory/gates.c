@@ -422,116 +422,273 @@ static bool reset_peak_rss(void)
 	return ok;
 }
 
+/* What the runs of a performance gate measured (best of the runs). */
+typedef struct perf_measure {
+	double decode_tps, prefill_tps, ttft_s;
+	int prefill_tokens;
+	int64_t peak, hwm;  /* bytes: the engine's peak resident, the process's */
+	bool reset;         /* the peak could be reset (else RSS after the runs) */
+	double engine_bytes;
+} perf_measure;
+
+/* Bytes of the regular files in a folder (the engine's files, one level). */
+static int add_file_size(void *ctx, const char *path, const char *name)
+{
+	uint64_t size = 0;
+	if (!nf_fs_is_dir(path) && nf_fs_file_size(&size, path) == 0)
+		*(double *)ctx += (double)size;
+	return 0;
+}
+
+/* Decode speed and time to first token of one greedy generation. */
+static int run_generate(nf_engine *e, const char *prompt, int max_tokens, perf_measure *pm)
+{
+	nf_gen_params gp = {.max_tokens = max_tokens < 2 ? 2 : max_tokens, .temperature = 0.0f,
+			    .top_p = 1.0f, .seed = 1, .stop_at_eos = 0};
+	nf_gen_stats st;
+	memset(&st, 0, sizeof(st));
+	int rc = nf_generate(e, prompt, strlen(prompt), &gp, NULL, NULL, &st);
+	if (rc < 0)
+		return rc;
+	if (st.generated_tokens >= 2 && st.decode_seconds > 0) {
+		double tps = (double)(st.generated_tokens - 1) / st.decode_seconds;
+		if (tps > pm->decode_tps)
+			pm->decode_tps = tps;
+	}
+	if (st.first_token_seconds > 0 && (pm->ttft_s == 0 || st.first_token_seconds < pm->ttft_s))
+		pm->ttft_s = st.first_token_seconds;
+	return 0;
+}
+
+/* Prefill speed: tokens[0, n) in one prefill of a fresh sequence. */
+static int run_prefill(nf_engine *e, const int *tokens, int n, float *logits, perf_measure *pm)
+{
+	nf_seq *s = NULL;
+	int rc = nf_seq_new(&s, e);
+	double t0 = now_seconds();
+	if (rc == 0)
+		rc = nf_engine_prefill(e, s, tokens, (size_t)n, 0, logits);
+	double dt = now_seconds() - t0;
+	nf_seq_free(s);
+	if (rc == 0 && dt > 0 && n / dt > pm->prefill_tps)
+		pm->prefill_tps = n / dt;
+	return rc;
+}
+
+/* The tokens to prefill: the options' (an evaluation window), else the prompt's. */
+static int prefill_input(nf_engine *e, const nf_gate_perf_opts *o, const char *prompt, int **owned,
+			 const int **tokens, int *n)
+{
+	size_t nt = 0;
+	int max = nf_engine_config(e)->max_seq_len, rc;
+	*owned = NULL;
+	if (o->prefill_tokens && o->n_prefill_tokens > 0) {
+		*tokens = o->prefill_tokens;
+		*n = o->n_prefill_tokens < max ? o->n_prefill_tokens : max;
+		return 0;
+	}
+	rc = nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt),
+				 NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, owned, &nt);
+	if (rc < 0)
+		return rc;
+	if (nt == 0 || nt > (size_t)max)
+		return nf_error_set(NF_EINPUT, "performance gate: the prompt's %zu tokens do not fit "
+				    "the context of %d", nt, max);
+	*tokens = *owned;
+	*n = (int)nt;
+	return 0;
+}
+
+/* Open the engine and run it `runs` times; the peak RSS spans all of it. */
+static int perf_runs(perf_measure *pm, const char *engine_dir, const nf_gate_perf_opts *o,
+		     const char *prompt, int runs, nf_log *log)
+{
+	nf_engine *e = NULL;
+	int *owned = NULL, n = 0, rc;
+	const int *tokens = NULL;
+	float *logits = NULL;
+	int64_t hwm_before = proc_status_kb("VmHWM"), rss0 = proc_status_kb("VmRSS");
+
+	pm->reset = reset_peak_rss();
+	if ((rc = nf_engine_open(&e, engine_dir, o->threads)) < 0 ||
+	    (rc = prefill_input(e, o, prompt, &owned, &tokens, &n)) < 0)
+		goto done;
+	if (!(logits = calloc((size_t)nf_engine_config(e)->vocab_size, sizeof(float)))) {
+		rc = nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+		goto done;
+	}
+	pm->prefill_tokens = n;
+	for (int i = 0; i < runs; i++) {
+		if ((rc = run_generate(e, prompt, o->max_tokens, pm)) < 0 ||
+		    (rc = run_prefill(e, tokens, n, logits, pm)) < 0) {
+			nf_error_wrap(rc, "run %d", i + 1);
+			goto done;
+		}
+		nf_log_progress(log, GATE_STAGE, (uint64_t)i + 1, (uint64_t)runs);
+	}
+	int64_t hwm = proc_status_kb("VmHWM"), rss1 = proc_status_kb("VmRSS");
+	pm->peak = (pm->reset ? hwm : rss1) - rss0;
+	if (rss0 < 0 || hwm < 0 || rss1 < 0 || pm->peak < 0)
+		pm->peak = 0;
+	pm->hwm = hwm_before > hwm ? hwm_before : hwm < 0 ? 0 : hwm;
+	rc = nf_fs_each_child(engine_dir, add_file_size, &pm->engine_bytes);
+done:
+	free(logits);
+	free(owned);
+	nf_engine_free(e);
+	return rc;
+}
+
+/* Append a case of one metric, or two, to r (cases preallocated). */
+static int perf_case(nf_gate_result *r, const char *name, const char *prompt, const nf_gate_metric *m,
+		     size_t nm, int positions)
+{
+	nf_gate_case *c = &r->cases[r->n_cases++];
+	c->first_mismatch = -1;
+	c->positions = positions;
+	if (!(c->name = strdup(name)) || (prompt && !(c->prompt = strdup(prompt))) ||
+	    !(c->metrics = calloc(nm, sizeof(*c->metrics))))
+		return nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+	memcpy(c->metrics, m, nm * sizeof(*m));
+	c->n_metrics = nm;
+	c->verdict = NF_VERDICT_PASSED;
+	for (size_t i = 0; i < nm; i++)
+		if (!m[i].ok)
+			c->verdict = NF_VERDICT_FAILED;
+	int rc = case_reason(c);
+	if (rc == 0 && !c->reason && m[0].cmp == NF_GATE_CMP_NONE)
+		rc = nf_gate_set_reason(&c->reason, "measured only: no bound set");
+	return rc;
+}
+
+/* A bound > 0 is a bound; 0 or less is none (reported only). */
+static nf_gate_cmp positive_cmp(double bound, nf_gate_cmp cmp)
+{
+	return bound > 0 ? cmp : NF_GATE_CMP_NONE;
+}
+
+/* The cases and summary of a performance gate from what was measured. */
+static int perf_result(nf_gate_result *r, const perf_measure *pm, const nf_gate_perf_opts *o,
+		       const char *prompt, nf_log *log)
+{
+	const double mib = 1024.0 * 1024.0;
+	nf_gate_metric m[6];
+	int rc;
+
+	nf_gate_metric_set(&m[0], "decode_tokens_per_s", "tokens/s", pm->decode_tps,
+			   positive_cmp(o->min_tokens_per_s, NF_GATE_CMP_GE), o->min_tokens_per_s);
+	nf_gate_metric_set(&m[1], "engine_peak_rss_mib", "MiB", (double)pm->peak / mib,
+			   positive_cmp(o->max_memory_mib, NF_GATE_CMP_LE), o->max_memory_mib);
+	nf_gate_metric_set(&m[2], "process_peak_rss_mib", "MiB", (double)pm->hwm / mib, NF_GATE_CMP_NONE, 0);
+	nf_gate_metric_set(&m[3], "prefill_tokens_per_s", "tokens/s", pm->prefill_tps,
+			   positive_cmp(o->min_prefill_tokens_per_s, NF_GATE_CMP_GE), o->min_prefill_tokens_per_s);
+	nf_gate_metric_set(&m[4], "ttft_ms", "ms", pm->ttft_s * 1000.0,
+			   positive_cmp(o->max_ttft_ms, NF_GATE_CMP_LE), o->max_ttft_ms);
+	nf_gate_metric_set(&m[5], "engine_mib", "MiB", pm->engine_bytes / mib, NF_GATE_CMP_NONE, 0);
+	if (!(r->cases = calloc(6, sizeof(*r->cases))) || !(r->metrics = calloc(6, sizeof(*r->metrics))))
+		return nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+	memcpy(r->metrics, m, sizeof(m));
+	r->n_metrics = 6;
+	if ((rc = perf_case(r, "decode throughput", prompt, &m[0], 1, o->max_tokens)) < 0 ||
+	    (rc = perf_case(r, "peak memory", NULL, &m[1], 2, 0)) < 0 ||
+	    (rc = perf_case(r, "prefill throughput", NULL, &m[3], 1, pm->prefill_tokens)) < 0 ||
+	    (rc = perf_case(r, "time to first token", prompt, &m[4], 1, 0)) < 0 ||
+	    (rc = perf_case(r, "engine size", NULL, &m[5], 1, 0)) < 0)
+		return rc;
+	if (!pm->reset && (rc = nf_gate_set_reason(&r->cases[1].reason, "%s%s",
+					   r->cases[1].reason ? r->cases[1].reason : "",
+					   " (peak RSS could not be reset: RSS after the runs used)")) < 0)
+		return rc;
+	for (size_t i = 0; i < r->n_cases; i++)
+		log_case(log, r, &r->cases[i]);
+	return summarize(r);
+}
+
 int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 			const char *engine_dir, const nf_gate_perf_opts *o, nf_log *log)
 {
 	nf_gate_result *r = NULL;
-	nf_engine *e = NULL;
-	int rc, runs;
-	double t0 = now_seconds(), best = 0;
-	int64_t rss0, hwm_before, hwm, rss1, peak;
-	bool reset;
-	const char *prompt;
-	const double mib = 1024.0 * 1024.0;
+	perf_measure pm;
+	double t0 = now_seconds();
+	int rc;
 
 	*out = NULL;
 	if (profile && profile->is_gpu)
 		return nf_gate_skipped(out, profile, NF_GATE_PERFORMANCE, nf_gate_gpu_skip_reason());
 	if (!engine_dir || !o || o->max_tokens < 1 || o->runs < 0)
 		return nf_error_set(NF_EINPUT, "performance gate: need an engine and max_tokens >= 1");
-	runs = o->runs ? o->runs : 3;
-	prompt = o->prompt ? o->prompt : "";
+	memset(&pm, 0, sizeof(pm));
+	const char *prompt = o->prompt ? o->prompt : "";
 	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_PERFORMANCE)) < 0)
 		goto done;
-
-	hwm_before = proc_status_kb("VmHWM");
-	rss0 = proc_status_kb("VmRSS");
-	reset = reset_peak_rss();
-	if ((rc = nf_engine_open(&e, engine_dir, o->threads)) < 0) {
+	if ((rc = perf_runs(&pm, engine_dir, o, prompt, o->runs ? o->runs : 3, log)) < 0) {
 		nf_error_wrap(rc, "performance gate of %s", r->profile_name);
 		goto done;
 	}
-	for (int i = 0; i < runs; i++) {
-		nf_gen_params gp = {.max_tokens = o->max_tokens < 2 ? 2 : o->max_tokens, .temperature = 0.0f, .top_p = 1.0f,
-				    .seed = 1, .stop_at_eos = 0};
-		nf_gen_stats st;
-		memset(&st, 0, sizeof(st));
-		rc = nf_generate(e, prompt, strlen(prompt), &gp, NULL, NULL, &st);
-		if (rc < 0) {
-			nf_error_wrap(rc, "performance gate of %s, run %d", r->profile_name, i + 1);
-			goto done;
-		}
-		if (st.generated_tokens >= 2 && st.decode_seconds > 0) {
-			double tps = (double)(st.generated_tokens - 1) / st.decode_seconds;
-			if (tps > best)
-				best = tps;
-		}
-		nf_log_progress(log, GATE_STAGE, (uint64_t)i + 1, (uint64_t)runs);
-	}
-	hwm = proc_status_kb("VmHWM");
-	rss1 = proc_status_kb("VmRSS");
-	peak = (reset ? hwm : rss1) - rss0;
-	if (rss0 < 0 || hwm < 0 || rss1 < 0 || peak < 0)
-		peak = 0;
-	if (hwm_before > hwm)
-		hwm = hwm_before;
-	if (hwm < 0)
-		hwm = 0;
-
-	r->cases = calloc(2, sizeof(*r->cases));
-	r->metrics = calloc(3, sizeof(*r->metrics));
-	if (!r->cases || !r->metrics) {
-		rc = nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+	if ((rc = perf_result(r, &pm, o, prompt, log)) < 0)
 		goto done;
-	}
-	r->n_cases = 2;
-	r->cases[0].name = strdup("decode throughput");
-	r->cases[1].name = strdup("peak memory");
-	r->cases[0].prompt = strdup(prompt);
-	r->cases[0].metrics = calloc(1, sizeof(nf_gate_metric));
-	r->cases[1].metrics = calloc(2, sizeof(nf_gate_metric));
-	if (!r->cases[0].name || !r->cases[1].name || !r->cases[0].prompt || !r->cases[0].metrics ||
-	    !r->cases[1].metrics) {
-		rc = nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
-		goto done;
-	}
-	r->cases[0].first_mismatch = r->cases[1].first_mismatch = -1;
-	r->cases[0].positions = o->max_tokens;
-	r->cases[0].n_metrics = 1;
-	nf_gate_metric_set(&r->cases[0].metrics[0], "decode_tokens_per_s", "tokens/s", best,
-			   o->min_tokens_per_s > 0 ? NF_GATE_CMP_GE : NF_GATE_CMP_NONE,
-			   o->min_tokens_per_s);
-	r->cases[1].n_metrics = 2;
-	nf_gate_metric_set(&r->cases[1].metrics[0], "engine_peak_rss_mib", "MiB", (double)peak / mib,
-			   o->max_memory_mib > 0 ? NF_GATE_CMP_LE : NF_GATE_CMP_NONE, o->max_memory_mib);
-	nf_gate_metric_set(&r->cases[1].metrics[1], "process_peak_rss_mib", "MiB",
-			   (double)hwm / mib, NF_GATE_CMP_NONE, 0);
-	for (int i = 0; i < 2; i++) {
-		nf_gate_case *c = &r->cases[i];
-		c->verdict = c->metrics[0].ok ? NF_VERDICT_PASSED : NF_VERDICT_FAILED;
-		if ((rc = case_reason(c)) < 0)
-			goto done;
-		if (!c->reason && c->metrics[0].cmp == NF_GATE_CMP_NONE &&
-		    (rc = nf_gate_set_reason(&c->reason, "measured only: no bound set")) < 0)
-			goto done;
-		log_case(log, r, c);
-	}
-	if (!reset && (rc = nf_gate_set_reason(&r->cases[1].reason, "%s%s",
-				       r->cases[1].reason ? r->cases[1].reason : "",
-				       " (peak RSS could not be reset: RSS after the runs used)")) < 0)
-		goto done;
-	r->metrics[0] = r->cases[0].metrics[0];
-	r->metrics[1] = r->cases[1].metrics[0];
-	r->metrics[2] = r->cases[1].metrics[1];
-	r->n_metrics = 3;
-	rc = summarize(r);
 	r->seconds = now_seconds() - t0;
 done:
-	nf_engine_free(e);
 	if (rc < 0) {
 		nf_gate_result_free(r);
 		return rc;
 	}
 	*out = r;
 	return 0;
+}
+
+static const nf_gate_metric *find_metric(const nf_gate_result *r, const char *name)
+{
+	for (size_t i = 0; r && i < r->n_metrics; i++)
+		if (!strcmp(r->metrics[i].name, name))
+			return &r->metrics[i];
+	return NULL;
+}
+
+/* value(r) / value(base) of one metric; 0 when either is missing or zero. */
+static double metric_ratio(const nf_gate_result *r, const nf_gate_result *base, const char *name,
+			   bool inverse)
+{
+	const nf_gate_metric *a = find_metric(r, name), *b = find_metric(base, name);
+	if (!a || !b || a->value <= 0 || b->value <= 0)
+		return 0;
+	return inverse ? b->value / a->value : a->value / b->value;
+}
+
+int nf_gate_perf_ratios(nf_gate_result *r, const nf_gate_result *base, const nf_gate_ratio_bounds *b,
+			nf_log *log)
+{
+	nf_gate_metric m[5];
+	nf_gate_metric *all;
+	int rc;
+
+	if (!r || !base || !b || r->kind != NF_GATE_PERFORMANCE || r->verdict == NF_VERDICT_SKIPPED)
+		return 0;
+	nf_gate_metric_set(&m[0], "decode_speedup", "ratio", metric_ratio(r, base, "decode_tokens_per_s", false),
+			   positive_cmp(b->min_decode_speedup, NF_GATE_CMP_GE), b->min_decode_speedup);
+	nf_gate_metric_set(&m[1], "prefill_speedup", "ratio",
+			   metric_ratio(r, base, "prefill_tokens_per_s", false),
+			   positive_cmp(b->min_prefill_speedup, NF_GATE_CMP_GE), b->min_prefill_speedup);
+	nf_gate_metric_set(&m[2], "ttft_ratio", "ratio", metric_ratio(r, base, "ttft_ms", false),
+			   positive_cmp(b->max_ttft_ratio, NF_GATE_CMP_LE), b->max_ttft_ratio);
+	nf_gate_metric_set(&m[3], "memory_ratio", "ratio", metric_ratio(r, base, "engine_peak_rss_mib", false),
+			   positive_cmp(b->max_memory_ratio, NF_GATE_CMP_LE), b->max_memory_ratio);
+	nf_gate_metric_set(&m[4], "size_ratio", "ratio", metric_ratio(r, base, "engine_mib", false),
+			   positive_cmp(b->max_size_ratio, NF_GATE_CMP_LE), b->max_size_ratio);
+	nf_gate_case *cases = realloc(r->cases, (r->n_cases + 1) * sizeof(*cases));
+	if (!cases)
+		return nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+	r->cases = cases;
+	memset(&r->cases[r->n_cases], 0, sizeof(r->cases[0]));
+	if ((rc = perf_case(r, "ratios to fp32", NULL, m, 5, 0)) < 0)
+		return rc;
+	log_case(log, r, &r->cases[r->n_cases - 1]);
+	if (!(all = realloc(r->metrics, (r->n_metrics + 5) * sizeof(*all))))
+		return nf_error_set(NF_ENOMEM, "out of memory for the performance gate");
+	memcpy(all + r->n_metrics, m, sizeof(m));
+	r->metrics = all;
+	r->n_metrics += 5;
+	free(r->reason);
+	r->reason = NULL;
+	return summarize(r);
 }

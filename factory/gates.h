@@ -137,17 +137,52 @@ int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const c
 
 typedef struct nf_gate_perf_opts {
 	const char *prompt;       /* borrowed; NULL = "" */
+	const int *prefill_tokens; /* borrowed: what to prefill for prefill_tokens_per_s (an
+				      evaluation window); NULL = the prompt's tokens */
+	int n_prefill_tokens;     /* cut to the context */
 	int max_tokens;           /* tokens to generate (>= 1; at least 2 are generated,
 				     so that decode speed is defined; EOS does not stop) */
 	int runs;                 /* measure this many times, keep the best; 0 = 3 */
 	double min_tokens_per_s;  /* <= 0 = no bound (measured and reported) */
 	double max_memory_mib;    /* engine peak resident MiB bound; <= 0 = no bound */
+	double min_prefill_tokens_per_s; /* <= 0 = no bound */
+	double max_ttft_ms;       /* time to first token of the prompt; <= 0 = no bound */
 	int threads;              /* engine threads; 0 = all cores */
 } nf_gate_perf_opts;
 
-/* The performance gate (same conventions as nf_gate_correctness). */
+/*
+ * The performance gate (same conventions as nf_gate_correctness): the
+ * engine opened once and run `runs` times, the best of each kept.  Cases
+ * and their metrics, in order:
+ *   "decode throughput"   decode_tokens_per_s (greedy generation of the prompt)
+ *   "peak memory"         engine_peak_rss_mib, process_peak_rss_mib
+ *   "prefill throughput"  prefill_tokens_per_s (one prefill of prefill_tokens)
+ *   "time to first token" ttft_ms (prompt to first generated token)
+ *   "engine size"         engine_mib (the engine folder's files)
+ * The summary metrics are the same six.
+ */
 int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 			const char *engine_dir, const nf_gate_perf_opts *opts, nf_log *log);
+
+/* Bounds on a performance gate's ratios to the fp32 engine; <= 0 = none. */
+typedef struct nf_gate_ratio_bounds {
+	double min_decode_speedup;
+	double min_prefill_speedup;
+	double max_ttft_ratio;
+	double max_memory_ratio;
+	double max_size_ratio;
+} nf_gate_ratio_bounds;
+
+/*
+ * Add the case "ratios to fp32" to the performance result r, against base,
+ * the fp32 engine's performance result measured in the same run: metrics
+ * decode_speedup and prefill_speedup (r / fp32 tokens/s), ttft_ratio,
+ * memory_ratio (engine peak RSS) and size_ratio (engine_mib), each r / fp32,
+ * 0 when either side was not measured; appended to r's summary metrics too,
+ * and the verdict recomputed.  A skipped r is left as it is.
+ */
+int nf_gate_perf_ratios(nf_gate_result *r, const nf_gate_result *base, const nf_gate_ratio_bounds *b,
+			nf_log *log);
 
 /* A skipped result for a gate that cannot run here (reason copied). */
 int nf_gate_skipped(nf_gate_result **out, const nf_profile *profile, nf_gate_kind kind,

@@ -241,31 +241,70 @@ int main(void)
 	r = NULL;
 
 	/* Performance: measured without bounds, then against impossible ones. */
-	rc = nf_gate_performance(&r, &p8, dir8, &po, log);
+	nf_gate_result *base = NULL;
+	po.prefill_tokens = ref->windows[0].tokens;
+	po.n_prefill_tokens = ref->windows[0].n_tokens;
+	rc = nf_gate_performance(&base, &p32, dir32, &po, log);
+	is_int(rc, 0, "fp32 performance measured: %s", nf_error_last());
+	rc = rc ? rc : nf_gate_performance(&r, &p8, dir8, &po, log);
 	is_int(rc, 0, "int8 performance gate ran: %s", nf_error_last());
 	if (rc == 0) {
 		double tps = mval(r, "decode_tokens_per_s"), mib = mval(r, "engine_peak_rss_mib");
-		diag("int8-wo: %.0f tokens/s, engine peak %.2f MiB, process peak %.1f MiB", tps, mib,
-		     mval(r, "process_peak_rss_mib"));
+		double pre = mval(r, "prefill_tokens_per_s"), ttft = mval(r, "ttft_ms"), size = mval(r, "engine_mib");
+		diag("int8-wo: %.0f tokens/s, prefill %.0f tokens/s, ttft %.3f ms, engine %.3f MiB, peak %.2f MiB, "
+		     "process peak %.1f MiB", tps, pre, ttft, size, mib, mval(r, "process_peak_rss_mib"));
 		ok(tps > 10, "decode tokens/s measured (%.0f)", tps);
 		ok(mib > 0 && mib < 64, "engine peak memory measured (%.2f MiB)", mib);
+		ok(pre > 10 && r->cases[2].positions == 512, "prefill of a 512-token window measured (%.0f tokens/s)", pre);
+		ok(ttft > 0 && ttft < 1000, "time to first token measured (%.3f ms)", ttft);
+		ok(size > 0.1 && size < mval(base, "engine_mib"), "engine size measured, below fp32's (%.3f MiB)", size);
+		is_int(r->n_cases, 5, "decode, memory, prefill, time to first token, size");
 		is_int(r->verdict, NF_VERDICT_PASSED, "no bounds: passed");
+
+		/* ratios to fp32: reported, and bounded where asked */
+		nf_gate_ratio_bounds none = {0};
+		is_int(nf_gate_perf_ratios(r, base, &none, log), 0, "ratios computed");
+		double sr = mval(r, "size_ratio"), ds = mval(r, "decode_speedup");
+		diag("int8-wo / fp32: decode %.2fx, prefill %.2fx, ttft %.2f, memory %.2f, size %.3f", ds,
+		     mval(r, "prefill_speedup"), mval(r, "ttft_ratio"), mval(r, "memory_ratio"), sr);
+		ok(fabs(sr - mval(r, "engine_mib") / mval(base, "engine_mib")) < 1e-12 && sr < 0.6,
+		   "size_ratio is int8 / fp32 engine size (%.3f)", sr);
+		ok(ds > 0 && mval(r, "prefill_speedup") > 0 && mval(r, "ttft_ratio") > 0 && mval(r, "memory_ratio") > 0,
+		   "every ratio measured");
+		ok(r->verdict == NF_VERDICT_PASSED && !strcmp(r->cases[5].name, "ratios to fp32") &&
+			   r->cases[5].reason && strstr(r->cases[5].reason, "measured only"),
+		   "unbounded ratios are reported only");
 		nf_gate_results_add(&rs, r);
+		r = NULL;
+	}
+	rc = nf_gate_performance(&r, &p8, dir8, &po, log);
+	if (rc == 0) {
+		nf_gate_ratio_bounds tight = {.min_decode_speedup = 1e6, .max_size_ratio = 0.9};
+		rc = nf_gate_perf_ratios(r, base, &tight, log);
+		ok(rc == 0 && r->verdict == NF_VERDICT_FAILED && r->reason && strstr(r->reason, "decode_speedup") &&
+			   metric(r, "size_ratio")->ok && !metric(r, "decode_speedup")->ok,
+		   "an impossible speedup bound fails, a met size bound holds: %s", r->reason ? r->reason : "");
+		nf_gate_result_free(r);
 		r = NULL;
 	}
 	po.min_tokens_per_s = 1e12;
 	po.max_memory_mib = 1e-6;
+	po.min_prefill_tokens_per_s = 1e12;
+	po.max_ttft_ms = 1e-9;
 	po.runs = 1;
 	rc = nf_gate_performance(&r, &p32, dir32, &po, log);
 	is_int(rc, 0, "fp32 performance gate ran");
 	if (rc == 0) {
 		is_int(r->verdict, NF_VERDICT_FAILED, "impossible bounds: failed");
-		ok(r->n_cases == 2 && r->cases[0].verdict == NF_VERDICT_FAILED &&
-		   r->cases[1].verdict == NF_VERDICT_FAILED, "both bounds fail");
+		ok(r->n_cases == 5 && r->cases[0].verdict == NF_VERDICT_FAILED &&
+			   r->cases[1].verdict == NF_VERDICT_FAILED && r->cases[2].verdict == NF_VERDICT_FAILED &&
+			   r->cases[3].verdict == NF_VERDICT_FAILED && r->cases[4].verdict == NF_VERDICT_PASSED,
+		   "every bound fails; the size, unbounded, passes");
 		ok(r->reason && strstr(r->reason, "decode_tokens_per_s"), "reason: %s", r->reason ? r->reason : "");
 		nf_gate_results_add(&rs, r);
 		r = NULL;
 	}
+	nf_gate_result_free(base);
 
 	/* Errors are errors, not verdicts. */
 	char *missing = nf_path_join(tmp, "nope");
