@@ -255,7 +255,7 @@ int nf_gate_ref_new(nf_gate_ref **out, const nf_model *m, const nf_tokenizer *to
 	run.r = r;
 	if ((err = make_windows(r, tok, o)))
 		goto done;
-	r->half = row_bytes_bound(r, o) > NF_GATE_REF_F32_MAX;
+	r->half = row_bytes_bound(r, o) > (o->f32_max_bytes ? o->f32_max_bytes : NF_GATE_REF_F32_MAX);
 	run.total = r->text_tokens + (uint64_t)o->n_prompts * (uint64_t)o->max_tokens;
 	if ((err = ref_run_open(&run, m, o)) || (err = run_windows(&run)))
 		goto done;

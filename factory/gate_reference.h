@@ -45,6 +45,8 @@ typedef struct nf_gate_ref_opts {
 	size_t n_prompts;
 	int max_tokens;             /* continuation per prompt, >= 1 */
 	const char *tmp_dir;        /* existing folder for the logits file (removed by free) */
+	uint64_t f32_max_bytes;     /* rows beyond this many bytes are stored as half; 0 =
+				       NF_GATE_REF_F32_MAX */
 	int threads;                /* 0 = all cores */
 } nf_gate_ref_opts;
 

@@ -122,6 +122,8 @@ typedef struct eval_run {
 	float *logits;  /* (GATE_CHUNK, vocab) */
 	float *scratch; /* (vocab): a reference row converted from half */
 	int vocab;
+	nf_log *log;
+	uint64_t done, total; /* positions fed, for progress */
 } eval_run;
 
 /* Feed tokens[0, n) from position 0; fn sees each position's logits. */
@@ -135,6 +137,8 @@ static int prefill_rows(eval_run *run, const int *tokens, int n, row_fn fn, void
 			return rc;
 		for (int b = 0; b < k; b++)
 			fn(ctx, at + b, run->logits + (size_t)b * (size_t)run->vocab);
+		run->done += (uint64_t)k;
+		nf_log_progress(run->log, GATE_STAGE, run->done, run->total);
 	}
 	return 0;
 }
@@ -303,11 +307,17 @@ static int correctness_summary(nf_gate_result *r, const nf_gate_bounds *bd)
 	return summarize(r);
 }
 
-static int eval_run_open(eval_run *run, const char *engine_dir, const nf_gate_ref *ref, int threads)
+static int eval_run_open(eval_run *run, const char *engine_dir, const nf_gate_ref *ref, int threads,
+			 nf_log *log)
 {
 	int rc;
 	run->ref = ref;
 	run->vocab = ref->cfg.vocab_size;
+	run->log = log;
+	for (size_t i = 0; i < ref->n_windows; i++)
+		run->total += (uint64_t)ref->windows[i].n_tokens - 1;
+	for (size_t i = 0; i < ref->n_prompts; i++)
+		run->total += (uint64_t)ref->prompts[i].n_prompt + (uint64_t)ref->prompts[i].n_continued - 1;
 	if ((rc = nf_engine_open(&run->e, engine_dir, threads)) < 0 ||
 	    (rc = check_model_match(nf_engine_config(run->e), &ref->cfg, engine_dir)) < 0 ||
 	    (rc = nf_seq_new(&run->seq, run->e)) < 0)
@@ -368,7 +378,7 @@ int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const c
 		return nf_error_set(NF_EINPUT, "correctness gate: need an engine and the float32 reference");
 	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_CORRECTNESS)) < 0)
 		goto done;
-	if ((rc = eval_run_open(&run, engine_dir, o->ref, o->threads)) < 0) {
+	if ((rc = eval_run_open(&run, engine_dir, o->ref, o->threads, log)) < 0) {
 		nf_error_wrap(rc, "correctness gate of %s", r->profile_name);
 		goto done;
 	}

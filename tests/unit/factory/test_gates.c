@@ -202,6 +202,33 @@ int main(void)
 		r = NULL;
 	}
 
+	/* Rows stored as half (what a large vocabulary gets): fp32 still agrees,
+	 * with the KL of a 1e-3 rounding of each logit. */
+	nf_gate_ref *half = NULL;
+	ro.f32_max_bytes = 1;
+	ro.tmp_dir = dir8; /* another folder: the file name is fixed */
+	rc = nf_gate_ref_new(&half, m, tk, &ro, log);
+	is_int(rc, 0, "half reference: %s", nf_error_last());
+	if (rc == 0) {
+		nf_gate_correctness_opts ho = {.ref = half, .bounds = *nf_gate_defaults_for("fp32"), .threads = 2};
+		float *scratch = calloc((size_t)m->cfg.vocab_size, sizeof(float));
+		const float *h0 = nf_gate_ref_row(half, 5, scratch), *f0 = nf_gate_ref_row(ref, 5, NULL);
+		double worst = 0;
+		for (int i = 0; i < m->cfg.vocab_size; i++)
+			worst = fmax(worst, fabs((double)h0[i] - f0[i]) / fmax(1.0, fabs(f0[i])));
+		ok(half->half && half->n_rows == ref->n_rows && worst > 0 && worst < 1e-3,
+		   "half rows are the float rows rounded (worst %.2g)", worst);
+		free(scratch);
+		rc = nf_gate_correctness(&r, &p32, dir32, &ho, log);
+		ok(rc == 0 && r->verdict == NF_VERDICT_PASSED && mval(r, "top1_agreement") == 1.0 &&
+			   mval(r, "kl_mean") > 0 && mval(r, "kl_mean") < 1e-5,
+		   "fp32 against half rows: top-1 1, KL %.2g", rc == 0 ? mval(r, "kl_mean") : -1.0);
+		nf_gate_result_free(r);
+		r = NULL;
+	}
+	nf_gate_ref_free(half);
+	ro.tmp_dir = tmp;
+
 	/* A broken engine (a scrambled quarter of its weights) fails the defaults. */
 	char *dirbad = nf_path_join(tmp, "broken");
 	char *wbad = nf_path_join(dirbad, "weights.safetensors");
