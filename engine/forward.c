@@ -836,3 +836,29 @@ int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const
 	}
 	return 0;
 }
+
+int nf_fwd_prefill_logits(nf_fwd *f, nf_fwd_kv *kv, const int *tokens, size_t n, int pos0,
+			  float *logits)
+{
+	const nf_model_config *c = f->cfg;
+	size_t dim = (size_t)c->dim, vocab = (size_t)c->vocab_size;
+	size_t want = n < NF_FWD_PASS_TOKENS ? n : NF_FWD_PASS_TOKENS;
+	int err;
+	if (want > f->cap && (err = grow(f, want)))
+		return err;
+	/* passes of NF_FWD_PASS_TOKENS tokens, as a ragged step runs them, but
+	 * the classifier is applied to every token's final hidden state */
+	for (size_t at = 0; at < n; at += want) {
+		size_t k = n - at < want ? n - at : want;
+		for (size_t b = 0; b < k; b++) {
+			f->tkv[b] = kv;
+			f->tpos[b] = pos0 + (int)(at + b);
+		}
+		layers_pass(f, f->tkv, tokens + at, f->tpos, k);
+		for (size_t b = 0; b < k; b++)
+			f->ops->rmsnorm(f->xb + b * dim, f->x + b * dim, f->w->rms_final, c->dim,
+					c->norm_eps);
+		gemm1(f, &f->w->cls, logits + at * vocab, vocab, 0, f->xb, k); /* (k, vocab) */
+	}
+	return 0;
+}

@@ -125,4 +125,12 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
 		       const int *pos0, size_t n_seqs, float *logits);
 
+/* One sequence (cache kv) consumes tokens[0, n) at positions pos0, pos0 + 1,
+ * ... (checked by the caller), like a ragged step of one sequence, and the
+ * classifier runs on EVERY token: vocab logits of token i at
+ * logits + i*vocab, (n, vocab) in all.  Teacher-forced evaluation in one
+ * prefill.  Each token's logits equal nf_fwd_step's for it. */
+int nf_fwd_prefill_logits(nf_fwd *f, nf_fwd_kv *kv, const int *tokens, size_t n, int pos0,
+			  float *logits);
+
 #endif
