@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/awq.h"
 #include "engine/calibrate.h"
 #include "engine/cpu/cpu.h"
+#include "engine/safetensors.h" /* nf_f16_to_f32 */
 #include "engine/tokenizer.h"
 #include "engine/wformat.h"
 #include "util/error.h"
@@ -81,6 +83,49 @@ static int calibrate_act_scales(nf_engine_quant *q, const nf_calib *c)
 	return 0;
 }
 
+/* AWQ's stand-in for the int4 quantizer while it searches: each group
+ * rounded to the nearest of 16 levels between its min and max (the scale
+ * and min as halves, as stored), the round-to-nearest quantization of the
+ * AWQ paper.  The engine's own quantizer then searches each group's scale
+ * further (quant_int4.c); the scaling AWQ picks helps both. */
+static void int4_fakequant(float *out, const float *w, size_t rows, size_t cols, void *ctx)
+{
+	size_t group = (size_t)*(const int *)ctx;
+	for (size_t r = 0; r < rows; r++)
+		for (size_t c0 = 0; c0 < cols; c0 += group) {
+			const float *x = w + r * cols + c0;
+			float *y = out + r * cols + c0;
+			size_t n = cols - c0 < group ? cols - c0 : group;
+			float lo = x[0], hi = x[0];
+			for (size_t i = 1; i < n; i++) {
+				lo = x[i] < lo ? x[i] : lo;
+				hi = x[i] > hi ? x[i] : hi;
+			}
+			float s = nf_f16_to_f32(nf_f32_to_f16((hi - lo) / 15.0f));
+			float m = nf_f16_to_f32(nf_f32_to_f16(lo));
+			float inv = s > 0.0f ? 1.0f / s : 0.0f;
+			for (size_t i = 0; i < n; i++) {
+				float q = (x[i] - m) * inv + 0.5f;
+				q = q < 0.0f ? 0.0f : q > 15.0f ? 15.0f : (float)(int)q;
+				y[i] = s * q + m;
+			}
+		}
+}
+
+/* q's model becomes m with AWQ's scaling for int4 groups of o's size. */
+static int apply_awq(nf_engine_quant *q, const nf_model *m, const nf_calib *calib,
+		     const nf_engine_build_opts *o)
+{
+	int group = nf_precision_group(o->precision, o->group);
+	nf_awq_opts ao = {.fakequant = int4_fakequant, .ctx = &group, .threads = o->threads};
+	nf_awq_report *report = NULL;
+	int err = nf_awq_apply(&q->owned, &report, m, calib, &ao);
+	nf_awq_report_free(report);
+	if (!err)
+		q->model = q->owned;
+	return err;
+}
+
 int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engine_build_opts *o)
 {
 	const nf_precision_info *info = nf_precision_info_of(o->precision);
@@ -98,7 +143,7 @@ int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engi
 	if (!err && info->weights == NF_QUANT_FP8_E4M3)
 		err = calibrate_act_scales(q, calib);
 	if (!err && info->awq)
-		err = nf_error_set(NF_EUNSUPPORTED, "engine build: %s: AWQ is not wired yet", info->name);
+		err = apply_awq(q, m, calib, o);
 	free(tokens);
 	nf_calib_free(calib);
 	return err;
