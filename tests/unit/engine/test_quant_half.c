@@ -204,8 +204,8 @@ static void problem_init(problem *p, nf_quant_kind kind, int rows, int cols, siz
 	p->h = malloc(sizeof(uint16_t) * nw);
 	p->x = malloc(sizeof(float) * n * p->ldx);
 	p->y0 = malloc(sizeof(float) * n * p->ldy);
-	for (size_t i = 0; i < nw; i++)
-		w[i] = nf_test_unif(&seed, 0.5);
+	for (size_t i = 0; i < nw; i++) /* every third row below 2^-14: f16 subnormals */
+		w[i] = nf_test_unif(&seed, 0.5) * (i / (size_t)cols % 3 == 2 ? 0x1p-16f : 1.0f);
 	for (size_t i = 0; i < n * p->ldx; i++)
 		p->x[i] = nf_test_unif(&seed, 2.0);
 	for (size_t i = 0; i < n * p->ldy; i++)
