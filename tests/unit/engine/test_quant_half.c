@@ -279,8 +279,10 @@ static void check_scalar_exact_enough(void)
 	is_int(untouched_bad, 0, "scalar gemm_h16 leaves rows outside [r0, r1) alone");
 }
 
-/* Every family bit for bit against the scalar kernel: every shape, n = 1..5,
- * both kinds, overwrite and accumulate over a sub-range of rows. */
+/* Every family bit for bit against the scalar kernel: every shape, n = 1..5
+ * and the prefill sizes 8 and 9, both kinds, overwrite and accumulate over
+ * a sub-range of rows. */
+static const size_t ns[] = {1, 2, 3, 4, 5, 8, 9};
 static void check_family(const nf_backend_ops *ops)
 {
 	if (!ops->gemm_h16) {
@@ -290,7 +292,8 @@ static void check_family(const nf_backend_ops *ops)
 	for (size_t k = 0; k < 2; k++) {
 		size_t cases = 0, differ = 0;
 		for (size_t si = 0; si < NSHAPES; si++)
-			for (size_t n = 1; n <= 5; n++) {
+			for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+				size_t n = ns[ni];
 				problem p;
 				int rows = shapes[si][0], cols = shapes[si][1];
 				problem_init(&p, kinds[k], rows, cols, n, 100 * si + n);
