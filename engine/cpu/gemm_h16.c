@@ -198,8 +198,8 @@ AVX2 INLINE void tile_avx2(float *sums, const uint16_t *w, size_t cols, const fl
 			sums[v * rows + i] = sum_lanes_avx2(lo[v][i], hi[v][i]);
 }
 
-/* Output rows [r, r + rows) for every vector: decode tiles of AVX2_ROWS
- * rows, prefill tiles of AVX2_VEC_ROWS rows by AVX2_VECS vectors. */
+/* Output rows [r, r + rows) for every vector, AVX2_VECS at a time: the
+ * prefill tiles, and the rows a decode's tiles leave over. */
 AVX2 INLINE void rows_avx2(float *y, size_t ldy, const uint16_t *w, size_t cols, const float *x,
 			   size_t ldx, size_t n, int rows, int accumulate, int bf16, int prefetch)
 {
