@@ -100,13 +100,13 @@ static void expected_inputs(inputs *in, const nf_model *m, const int *tokens, in
 	}
 }
 
-static const float *pick(const inputs *in, nf_ref_input which)
+static const float *pick(const inputs *in, nf_act_site which)
 {
 	switch (which) {
-	case NF_REF_IN_ATT: return in->att;
-	case NF_REF_IN_WO: return in->wo;
-	case NF_REF_IN_FFN: return in->ffn;
-	case NF_REF_IN_W2: return in->w2;
+	case NF_ACT_ATT: return in->att;
+	case NF_ACT_WO: return in->wo;
+	case NF_ACT_FFN: return in->ffn;
+	case NF_ACT_W2: return in->w2;
 	default: return in->cls;
 	}
 }
@@ -115,9 +115,9 @@ static int close_to(float a, float b) { return fabsf(a - b) <= 1e-5f + 1e-4f * f
 
 /* Means, maxima and (all) rows of one site against the formulas. */
 static int site_matches(const nf_calib_site *s, const nf_model *m, const int *tokens, int l,
-			nf_ref_input which)
+			nf_act_site which)
 {
-	int n = which == NF_REF_IN_W2 ? HIDDEN : DIM, good = s->n == n && s->count == NTOK &&
+	int n = which == NF_ACT_W2 ? HIDDEN : DIM, good = s->n == n && s->count == NTOK &&
 							      s->n_rows == NTOK;
 	float sum[HIDDEN] = {0}, max[HIDDEN] = {0}, absmax = 0.0f;
 	for (int t = 0; t < NTOK && good; t++) {
@@ -154,28 +154,29 @@ static void test_synthetic(void)
 	is_int(nf_calib_layers(c), LAYERS, "layers");
 	is_int((long long)nf_calib_tokens(c), NTOK, "tokens");
 	for (int l = 0; l < LAYERS; l++)
-		for (int w = 0; w < NF_REF_IN_CLS; w++)
-			ok(site_matches(nf_calib_get(c, l, (nf_ref_input)w), m, tokens, l,
-					(nf_ref_input)w),
+		for (int w = 0; w < NF_ACT_CLS; w++)
+			ok(site_matches(nf_calib_get(c, l, (nf_act_site)w), m, tokens, l,
+					(nf_act_site)w),
 			   "layer %d %s input: means, maxima and rows as computed by hand", l, names[w]);
-	const nf_calib_site *cls = nf_calib_get(c, 0, NF_REF_IN_CLS);
-	ok(site_matches(cls, m, tokens, 0, NF_REF_IN_CLS), "classifier input as computed by hand");
-	ok(nf_calib_get(c, 7, NF_REF_IN_CLS) == cls, "the classifier's site ignores the layer");
-	ok(nf_calib_get(c, LAYERS, NF_REF_IN_ATT) == NULL && nf_calib_get(c, -1, NF_REF_IN_W2) == NULL &&
-		   nf_calib_get(c, 0, NF_REF_IN_COUNT) == NULL,
+	const nf_calib_site *cls = nf_calib_get(c, 0, NF_ACT_CLS);
+	ok(site_matches(cls, m, tokens, 0, NF_ACT_CLS), "classifier input as computed by hand");
+	ok(nf_calib_get(c, 7, NF_ACT_CLS) == cls, "the classifier's site ignores the layer");
+	ok(nf_calib_get(c, LAYERS, NF_ACT_ATT) == NULL && nf_calib_get(c, -1, NF_ACT_W2) == NULL &&
+		   nf_calib_get(c, 0, NF_ACT_SITE_COUNT) == NULL,
 	   "sites out of range are NULL");
-	const nf_calib_site *w2 = nf_calib_get(c, 1, NF_REF_IN_W2);
-	ok(w2->absmax > 0.0f && nf_calib_fp8_scale(c, 1, NF_REF_IN_W2) == w2->absmax / 448.0f,
-	   "fp8 activation scale is absmax / 448 (%g)", (double)nf_calib_fp8_scale(c, 1, NF_REF_IN_W2));
-	ok(nf_calib_fp8_scale(c, 9, NF_REF_IN_ATT) == 0.0f, "fp8 scale of no site is 0");
-	float wo_absmax = nf_calib_get(c, 0, NF_REF_IN_WO)->absmax;
+	const nf_calib_site *w2 = nf_calib_get(c, 1, NF_ACT_W2);
+	ok(w2->absmax > 0.0f && nf_calib_fp8_scale(c, 1, NF_ACT_W2) == w2->absmax / 448.0f,
+	   "fp8 activation scale is absmax / 448 (%g)", (double)nf_calib_fp8_scale(c, 1, NF_ACT_W2));
+	ok(nf_calib_fp8_scale(c, 9, NF_ACT_ATT) == 0.0f, "fp8 scale of no site is 0");
+	float wo_absmax = nf_calib_get(c, 0, NF_ACT_WO)->absmax;
 	nf_calib_free(c);
 	c = NULL;
 
 	/* a sample of 3 rows: 3 distinct tokens' rows */
-	is_int(nf_calib_run_rows(m, tokens, NTOK, 3, &c), 0, "calibrate keeping 3 rows");
+	nf_calib_opts three = {.max_rows = 3, .threads = 1};
+	is_int(nf_calib_run_opts(m, tokens, NTOK, &three, &c), 0, "calibrate keeping 3 rows");
 	if (c) {
-		const nf_calib_site *s = nf_calib_get(c, 0, NF_REF_IN_WO);
+		const nf_calib_site *s = nf_calib_get(c, 0, NF_ACT_WO);
 		int found[3] = {-1, -1, -1};
 		for (int r = 0; r < 3 && s->n_rows == 3; r++)
 			for (int t = 0; t < NTOK; t++) {
@@ -227,7 +228,7 @@ static void test_default_text_on_stories(void)
 	diag("shipped text: %zu stories260K tokens", n);
 	is_int(nf_calib_run(m, ids, n, &c), 0, "calibrate stories260K on the shipped text");
 	if (c) {
-		const nf_calib_site *s = nf_calib_get(c, 4, NF_REF_IN_W2);
+		const nf_calib_site *s = nf_calib_get(c, 4, NF_ACT_W2);
 		ok(s->count == n && s->n_rows == NF_CALIB_MAX_ROWS && s->n == m->cfg.hidden_dim,
 		   "w2 input of the last layer: %zu vectors, %zu rows of %d", s->count, s->n_rows, s->n);
 		float top = 0.0f, mean = 0.0f;
