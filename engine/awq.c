@@ -32,13 +32,13 @@ static float *layer_matrix(float *base, size_t l, size_t rows, size_t cols)
 }
 
 /* The input site each group reads. */
-static nf_act_site group_site(nf_awq_group g)
+static nf_ref_input group_site(nf_awq_group g)
 {
-	static const nf_act_site site[NF_AWQ_GROUP_COUNT] = {
-		[NF_AWQ_QKV] = NF_ACT_ATT,
-		[NF_AWQ_O] = NF_ACT_WO,
-		[NF_AWQ_UPGATE] = NF_ACT_FFN,
-		[NF_AWQ_DOWN] = NF_ACT_W2,
+	static const nf_ref_input site[NF_AWQ_GROUP_COUNT] = {
+		[NF_AWQ_QKV] = NF_REF_IN_ATT,
+		[NF_AWQ_O] = NF_REF_IN_WO,
+		[NF_AWQ_UPGATE] = NF_REF_IN_FFN,
+		[NF_AWQ_DOWN] = NF_REF_IN_W2,
 	};
 	return site[g];
 }

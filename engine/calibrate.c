@@ -35,9 +35,9 @@ struct nf_calib {
 
 static size_t site_count(int n_layers) { return (size_t)n_layers * 4 + 1; }
 
-static size_t site_index(int n_layers, int layer, nf_act_site which)
+static size_t site_index(int n_layers, int layer, nf_ref_input which)
 {
-	if (which == NF_ACT_CLS)
+	if (which == NF_REF_IN_CLS)
 		return (size_t)n_layers * 4;
 	return (size_t)layer * 4 + (size_t)which;
 }
@@ -125,7 +125,7 @@ static void observe_one(site_rec *s, size_t cap, const float *x)
 	s->pub.count++;
 }
 
-static void observe(void *ctx, int layer, nf_act_site which, const float *x, size_t n, int width)
+static void observe(void *ctx, int layer, nf_ref_input which, const float *x, size_t n, int width)
 {
 	nf_calib *c = ctx;
 	site_rec *s = &c->sites[site_index(c->n_layers, layer, which)];
@@ -157,11 +157,11 @@ static int calib_new(nf_calib **out, const nf_model_config *cfg, size_t max_rows
 	c->cap = max_rows;
 	c->sites = alloc_array(site_count(cfg->n_layers), sizeof *c->sites, &err);
 	for (int l = 0; l < cfg->n_layers && !err; l++)
-		for (int w = 0; w < NF_ACT_CLS && !err; w++)
-			err = site_init(&c->sites[site_index(c->n_layers, l, (nf_act_site)w)],
-					w == NF_ACT_W2 ? cfg->hidden_dim : cfg->dim, max_rows);
+		for (int w = 0; w < NF_REF_IN_CLS && !err; w++)
+			err = site_init(&c->sites[site_index(c->n_layers, l, (nf_ref_input)w)],
+					w == NF_REF_IN_W2 ? cfg->hidden_dim : cfg->dim, max_rows);
 	if (!err)
-		err = site_init(&c->sites[site_index(c->n_layers, 0, NF_ACT_CLS)], cfg->dim,
+		err = site_init(&c->sites[site_index(c->n_layers, 0, NF_REF_IN_CLS)], cfg->dim,
 				max_rows);
 	if (err) {
 		nf_calib_free(c);
@@ -252,16 +252,16 @@ int nf_calib_layers(const nf_calib *c) { return c->n_layers; }
 
 size_t nf_calib_tokens(const nf_calib *c) { return c->tokens; }
 
-const nf_calib_site *nf_calib_get(const nf_calib *c, int layer, nf_act_site which)
+const nf_calib_site *nf_calib_get(const nf_calib *c, int layer, nf_ref_input which)
 {
-	if ((unsigned)which >= NF_ACT_SITE_COUNT)
+	if ((unsigned)which >= NF_REF_IN_COUNT)
 		return NULL;
-	if (which != NF_ACT_CLS && (layer < 0 || layer >= c->n_layers))
+	if (which != NF_REF_IN_CLS && (layer < 0 || layer >= c->n_layers))
 		return NULL;
 	return &c->sites[site_index(c->n_layers, layer, which)].pub;
 }
 
-float nf_calib_fp8_scale(const nf_calib *c, int layer, nf_act_site which)
+float nf_calib_fp8_scale(const nf_calib *c, int layer, nf_ref_input which)
 {
 	const nf_calib_site *s = nf_calib_get(c, layer, which);
 	if (!s)

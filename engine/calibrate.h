@@ -6,7 +6,7 @@
  *
  * The float model runs through the engine's own forward pass (forward.h,
  * batched GEMMs on every core: 10-30x the float32 reference's speed) with
- * an observer on every matrix input ("site", engine/observe.h): per layer
+ * an observer on every matrix input ("site", nf_ref_input): per layer
  * the attention input (after rms_att), the input of wo, the FFN input
  * (after rms_ffn) and the input of w2, and once the classifier's input
  * (after rms_final).
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"
-#include "engine/observe.h"
+#include "engine/reference.h"
 
 /* Rows of each input kept for AWQ's error (memory: rows * channels floats
  * per site). */
@@ -29,7 +29,7 @@ typedef struct nf_calib nf_calib;
 /* What was recorded for one matrix input; every array is owned by the
  * nf_calib and lives as long as it. */
 typedef struct nf_calib_site {
-	int n;                 /* channels: dim, or hidden_dim for NF_ACT_W2 */
+	int n;                 /* channels: dim, or hidden_dim for NF_REF_IN_W2 */
 	size_t count;          /* vectors observed (one per token) */
 	const float *mean_abs; /* (n) mean over the tokens of |x_c| */
 	const float *max_abs;  /* (n) max over the tokens of |x_c| */
@@ -58,13 +58,13 @@ void nf_calib_free(nf_calib *c); /* NULL is fine */
 int nf_calib_layers(const nf_calib *c);
 /* Tokens it was run on. */
 size_t nf_calib_tokens(const nf_calib *c);
-/* The site `which` of layer `layer` (layer ignored for NF_ACT_CLS), or
+/* The site `which` of layer `layer` (layer ignored for NF_REF_IN_CLS), or
  * NULL when out of range. */
-const nf_calib_site *nf_calib_get(const nf_calib *c, int layer, nf_act_site which);
+const nf_calib_site *nf_calib_get(const nf_calib *c, int layer, nf_ref_input which);
 /* The per-tensor fp8 e4m3 activation scale of a site: absmax / 448 (the
  * largest e4m3 value), 1 for an input that was always zero; 0 when the site
  * is out of range. */
-float nf_calib_fp8_scale(const nf_calib *c, int layer, nf_act_site which);
+float nf_calib_fp8_scale(const nf_calib *c, int layer, nf_ref_input which);
 
 /* The calibration text shipped with the tool, for recipes that name none:
  * the United States Declaration of Independence followed by the Gettysburg
