@@ -3,7 +3,9 @@
 # out of ../shared, offline) are valid for the tools that read them:
 # gates.json against docs/schemas/gates.schema.json (jsonschema), junit.xml
 # against the Jenkins JUnit schema (tests/data/junit/junit.xsd, xmlschema),
-# gates.tap read by TAP::Parser (plan, counts, no parse errors),
+# gates.tap read by TAP::Parser (plan, counts, no parse errors), summary.md
+# a table with a row per profile, chart.svg self-contained SVG with a point
+# per profile; none of them in the image but gates.json (the artifact);
 # and the same for a build whose gate fails (exit 3, no image, reports still
 # written).
 set -u
@@ -39,7 +41,26 @@ for run in pass fail; do
 	t "$run: gates.json validates against docs/schemas/gates.schema.json" "$PY" "$CHECK" json "$R/gates.json"
 	is "$run: schema_version" "$(json_get "$R/gates.json" "j['schema_version']")" 1
 	t "$run: junit.xml validates against the Jenkins JUnit schema (xmlschema)" "$PY" "$CHECK" junit "$R/junit.xml"
+	t "$run: summary.md has one table row per profile" "$PY" "$CHECK" md "$R/summary.md" 2
+	t "$run: chart.svg is SVG 1.1 with no script, a point per profile" "$PY" "$CHECK" svg "$R/chart.svg" 2
+	t "$run: no temporary file left beside the reports" sh -c \
+		"ls -A '$R' | grep -vx -e gates.json -e junit.xml -e gates.tap -e summary.md -e chart.svg -e tactics | grep -q . && exit 1 || exit 0"
 done
+is "pass: summary.md's columns are the metrics this build measured" \
+	"$(grep '^| profile' "$W/pass/reports/summary.md")" \
+	"| profile | device | precision | verdict | decode tok/s | peak memory (MiB) | greedy agreement |"
+is "fail: summary.md lists each failed decode bound with its reason" \
+	"$(grep -cF '** performance, decode throughput: failed: decode\_tokens\_per\_s ' "$W/fail/reports/summary.md")" 2
+t "fail: chart.svg draws the failed profiles in red" grep -q 'class="point".*fill="#c62828"' "$W/fail/reports/chart.svg"
+
+# The reports describe this run and this host: none of them is in the image.
+# gates.json alone travels beside it, as the gate-report artifact.
+in_blobs() { test -e "$W/pass/oci/blobs/sha256/$(sha256sum "$1" | cut -d' ' -f1)"; }
+not_in_blobs() { ! in_blobs "$1"; }
+for f in junit.xml gates.tap summary.md chart.svg; do
+	t "$f is not a blob of the image" not_in_blobs "$W/pass/reports/$f"
+done
+t "gates.json is attached beside the image, byte for byte" in_blobs "$W/pass/reports/gates.json"
 # 2 profiles x (3 prompts + decode throughput + peak memory)
 is "pass: TAP::Parser reads gates.tap: plan, counts, no parse errors" \
 	"$(perl "$SRC/tests/report_tap.pl" "$W/pass/reports/gates.tap" | head -1)" \
