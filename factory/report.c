@@ -104,12 +104,44 @@ static json_t *gate_json(const nf_gate_result *r, int *bad)
 	return g;
 }
 
+/* One profile: its names, its verdict over its gates, and those gates. */
+static json_t *profile_json(const nf_gate_results *rs, const nf_gate_result *r, int *bad)
+{
+	json_t *p = json_object(), *gates = json_array();
+	jset(p, "id", jstr(r->profile_id), bad);
+	jset(p, "name", jstr(r->profile_name), bad);
+	jset(p, "device", jstr(r->device), bad);
+	jset(p, "precision", jstr(r->precision), bad);
+	jset(p, "verdict", jstr(nf_verdict_name(nf_gate_results_profile_verdict(rs, r->profile_id,
+										    r->profile_name))), bad);
+	for (size_t j = 0; gates && j < rs->n; j++) {
+		if (!nf_report_same_profile(rs->items[j], r))
+			continue;
+		json_t *g = gate_json(rs->items[j], bad);
+		if (!g || json_array_append_new(gates, g) != 0)
+			(*bad)++;
+	}
+	jset(p, "gates", gates, bad);
+	return p;
+}
+
+static json_t *summary_json(const nf_gate_results *rs, int *bad)
+{
+	json_t *summary = json_object();
+	size_t counts[NF_REPORT_VERDICTS];
+	nf_report_gate_counts(counts, rs);
+	jset(summary, "gates", json_integer((json_int_t)rs->n), bad);
+	jset(summary, "passed", json_integer((json_int_t)counts[NF_VERDICT_PASSED]), bad);
+	jset(summary, "failed", json_integer((json_int_t)counts[NF_VERDICT_FAILED]), bad);
+	jset(summary, "skipped", json_integer((json_int_t)counts[NF_VERDICT_SKIPPED]), bad);
+	return summary;
+}
+
 int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *meta)
 {
-	json_t *root = json_object(), *profiles = json_array(), *summary = json_object();
+	json_t *root = json_object(), *profiles = json_array();
 	char when[64];
 	int bad = 0, rc = 0;
-	size_t counts[4] = {0};
 
 	*out = NULL;
 	if (meta && meta->generated_at)
@@ -125,39 +157,14 @@ int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *
 	if (meta && meta->recipe)
 		jset(root, "recipe", jstr(meta->recipe), &bad);
 	jset(root, "verdict", jstr(nf_verdict_name(nf_gate_results_verdict(rs))), &bad);
-
+	jset(root, "summary", summary_json(rs, &bad), &bad);
 	for (size_t i = 0; profiles && i < rs->n; i++) {
-		const nf_gate_result *r = rs->items[i];
-		json_t *p, *gates;
 		if (!nf_report_first_of_profile(rs, i))
 			continue;
-		p = json_object();
-		gates = json_array();
-		jset(p, "id", jstr(r->profile_id), &bad);
-		jset(p, "name", jstr(r->profile_name), &bad);
-		jset(p, "device", jstr(r->device), &bad);
-		jset(p, "precision", jstr(r->precision), &bad);
-		jset(p, "verdict", jstr(nf_verdict_name(nf_gate_results_profile_verdict(
-					   rs, r->profile_id, r->profile_name))), &bad);
-		for (size_t j = i; gates && j < rs->n; j++) {
-			if (!nf_report_same_profile(rs->items[j], r))
-				continue;
-			json_t *g = gate_json(rs->items[j], &bad);
-			if (!g || json_array_append_new(gates, g) != 0)
-				bad++;
-		}
-		jset(p, "gates", gates, &bad);
+		json_t *p = profile_json(rs, rs->items[i], &bad);
 		if (!p || json_array_append_new(profiles, p) != 0)
 			bad++;
 	}
-	for (size_t i = 0; i < rs->n; i++)
-		if ((unsigned)rs->items[i]->verdict < 4)
-			counts[rs->items[i]->verdict]++;
-	jset(summary, "gates", json_integer((json_int_t)rs->n), &bad);
-	jset(summary, "passed", json_integer((json_int_t)counts[NF_VERDICT_PASSED]), &bad);
-	jset(summary, "failed", json_integer((json_int_t)counts[NF_VERDICT_FAILED]), &bad);
-	jset(summary, "skipped", json_integer((json_int_t)counts[NF_VERDICT_SKIPPED]), &bad);
-	jset(root, "summary", summary, &bad);
 	jset(root, "profiles", profiles, &bad);
 	if (bad) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory building gates.json");
@@ -219,6 +226,54 @@ static double junit_seconds(double s)
 	return isfinite(s) && s > 0 ? s : 0.0;
 }
 
+/* time="..." as JUnit readers parse it: a plain decimal whatever the locale. */
+static void junit_time(nf_report_text *s, double seconds)
+{
+	char num[NF_REPORT_NUM_MAX];
+	nf_report_num_fixed(num, junit_seconds(seconds), 3);
+	fprintf(s->f, " time=\"%s\"", num);
+}
+
+/* <skipped> or <failure> of a case with verdict v; nothing when it passed. */
+static void junit_outcome(nf_report_text *s, nf_verdict v, const nf_gate_metric *m, size_t nm,
+			  const char *reason)
+{
+	if (v == NF_VERDICT_SKIPPED) {
+		fputs("      <skipped message=\"", s->f);
+		nf_report_text_xml(s, reason ? reason : "skipped", 1);
+		fputs("\"/>\n", s->f);
+	} else if (v == NF_VERDICT_FAILED) {
+		fputs("      <failure type=\"gate\" message=\"", s->f);
+		failure_message(s, m, nm, reason);
+		fputs("\">", s->f);
+		if (reason) {
+			nf_report_text_xml(s, reason, 0);
+			fputc('\n', s->f);
+		}
+		for (size_t i = 0; i < nm; i++) {
+			metric_line(s, &m[i], 0);
+			fputc('\n', s->f);
+		}
+		fputs("</failure>\n", s->f);
+	}
+}
+
+/* <system-out>: the prompt and every metric, for cases that ran. */
+static void junit_output(nf_report_text *s, const nf_gate_case *c, const nf_gate_metric *m, size_t nm)
+{
+	fputs("      <system-out>", s->f);
+	if (c && c->prompt) {
+		fputs("prompt: ", s->f);
+		nf_report_text_xml(s, c->prompt, 0);
+		fputc('\n', s->f);
+	}
+	for (size_t i = 0; i < nm; i++) {
+		metric_line(s, &m[i], 0);
+		fputc('\n', s->f);
+	}
+	fputs("</system-out>\n", s->f);
+}
+
 /* One <testcase>; c may be NULL for a gate without cases. */
 static void junit_case(nf_report_text *s, const nf_gate_result *r, const nf_gate_case *c)
 {
@@ -238,38 +293,12 @@ static void junit_case(nf_report_text *s, const nf_gate_result *r, const nf_gate
 	nf_report_text_xml(s, nf_gate_kind_name(r->kind), 1);
 	fputs("\" name=\"", s->f);
 	nf_report_text_xml(s, c ? c->name : nf_gate_kind_name(r->kind), 1);
-	fprintf(s->f, "\" time=\"%.3f\">\n", junit_seconds(c ? c->seconds : r->seconds));
-	if (v == NF_VERDICT_SKIPPED) {
-		fputs("      <skipped message=\"", s->f);
-		nf_report_text_xml(s, reason ? reason : "skipped", 1);
-		fputs("\"/>\n", s->f);
-	} else if (v == NF_VERDICT_FAILED) {
-		fputs("      <failure type=\"gate\" message=\"", s->f);
-		failure_message(s, m, nm, reason);
-		fputs("\">", s->f);
-		if (reason) {
-			nf_report_text_xml(s, reason, 0);
-			fputc('\n', s->f);
-		}
-		for (size_t i = 0; i < nm; i++) {
-			metric_line(s, &m[i], 0);
-			fputc('\n', s->f);
-		}
-		fputs("</failure>\n", s->f);
-	}
-	if (v != NF_VERDICT_SKIPPED && nm) {
-		fputs("      <system-out>", s->f);
-		if (c && c->prompt) {
-			fputs("prompt: ", s->f);
-			nf_report_text_xml(s, c->prompt, 0);
-			fputc('\n', s->f);
-		}
-		for (size_t i = 0; i < nm; i++) {
-			metric_line(s, &m[i], 0);
-			fputc('\n', s->f);
-		}
-		fputs("</system-out>\n", s->f);
-	}
+	fputc('"', s->f);
+	junit_time(s, c ? c->seconds : r->seconds);
+	fputs(">\n", s->f);
+	junit_outcome(s, v, m, nm, reason);
+	if (v != NF_VERDICT_SKIPPED && nm)
+		junit_output(s, c, m, nm);
 	fputs("    </testcase>\n", s->f);
 }
 
@@ -288,6 +317,48 @@ static void gate_counts(const nf_gate_result *r, size_t *tests, size_t *failed, 
 		*failed += v == NF_VERDICT_FAILED;
 		*skipped += v == NF_VERDICT_SKIPPED;
 	}
+}
+
+/* One <testsuite>: the profile of r, its properties and every case of its gates. */
+static void junit_suite(nf_report_text *s, const nf_gate_results *rs, const nf_gate_result *r,
+			const char *when)
+{
+	size_t t = 0, f = 0, sk = 0;
+	double secs = 0;
+	const char *props[][2] = {{"profile_id", r->profile_id}, {"device", r->device},
+				  {"precision", r->precision}, {"tool_version", NF_VERSION}};
+
+	for (size_t j = 0; j < rs->n; j++) {
+		if (nf_report_same_profile(rs->items[j], r)) {
+			gate_counts(rs->items[j], &t, &f, &sk);
+			secs += junit_seconds(rs->items[j]->seconds);
+		}
+	}
+	fputs("  <testsuite name=\"", s->f);
+	nf_report_text_xml(s, r->profile_name, 1);
+	fprintf(s->f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\"", t, f, sk);
+	junit_time(s, secs);
+	fputs(" timestamp=\"", s->f);
+	nf_report_text_xml(s, when, 1);
+	fputs("\">\n    <properties>\n", s->f);
+	for (size_t k = 0; k < sizeof(props) / sizeof(props[0]); k++) {
+		fputs("      <property name=\"", s->f);
+		nf_report_text_xml(s, props[k][0], 1);
+		fputs("\" value=\"", s->f);
+		nf_report_text_xml(s, props[k][1], 1);
+		fputs("\"/>\n", s->f);
+	}
+	fputs("    </properties>\n", s->f);
+	for (size_t j = 0; j < rs->n; j++) {
+		const nf_gate_result *g = rs->items[j];
+		if (!nf_report_same_profile(g, r))
+			continue;
+		if (g->n_cases == 0)
+			junit_case(s, g, NULL);
+		for (size_t k = 0; k < g->n_cases; k++)
+			junit_case(s, g, &g->cases[k]);
+	}
+	fputs("  </testsuite>\n", s->f);
 }
 
 int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta *meta)
@@ -309,51 +380,15 @@ int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta 
 		gate_counts(rs->items[i], &tests, &failed, &skipped);
 		secs += junit_seconds(rs->items[i]->seconds);
 	}
-	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", s.f);
-	fputs("<testsuites name=\"", s.f);
+	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"", s.f);
 	nf_report_text_xml(&s, meta && meta->model ? meta->model : REPORT_TOOL " gates", 1);
 	/* No skipped= here: Jenkins' schema has it on <testsuite> only. */
-	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" time=\"%.3f\">\n", tests, failed,
-		secs);
-	for (size_t i = 0; i < rs->n; i++) {
-		const nf_gate_result *r = rs->items[i];
-		size_t t = 0, f = 0, sk = 0;
-		double ps = 0;
-		if (!nf_report_first_of_profile(rs, i))
-			continue;
-		for (size_t j = i; j < rs->n; j++) {
-			if (nf_report_same_profile(rs->items[j], r)) {
-				gate_counts(rs->items[j], &t, &f, &sk);
-				ps += junit_seconds(rs->items[j]->seconds);
-			}
-		}
-		fputs("  <testsuite name=\"", s.f);
-		nf_report_text_xml(&s, r->profile_name, 1);
-		fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"",
-			t, f, sk, ps);
-		nf_report_text_xml(&s, when, 1);
-		fputs("\">\n    <properties>\n", s.f);
-		const char *props[][2] = {{"profile_id", r->profile_id}, {"device", r->device},
-					  {"precision", r->precision}, {"tool_version", NF_VERSION}};
-		for (size_t k = 0; k < sizeof(props) / sizeof(props[0]); k++) {
-			fputs("      <property name=\"", s.f);
-			nf_report_text_xml(&s, props[k][0], 1);
-			fputs("\" value=\"", s.f);
-			nf_report_text_xml(&s, props[k][1], 1);
-			fputs("\"/>\n", s.f);
-		}
-		fputs("    </properties>\n", s.f);
-		for (size_t j = i; j < rs->n; j++) {
-			const nf_gate_result *g = rs->items[j];
-			if (!nf_report_same_profile(g, r))
-				continue;
-			if (g->n_cases == 0)
-				junit_case(&s, g, NULL);
-			for (size_t k = 0; k < g->n_cases; k++)
-				junit_case(&s, g, &g->cases[k]);
-		}
-		fputs("  </testsuite>\n", s.f);
-	}
+	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\"", tests, failed);
+	junit_time(&s, secs);
+	fputs(">\n", s.f);
+	for (size_t i = 0; i < rs->n; i++)
+		if (nf_report_first_of_profile(rs, i))
+			junit_suite(&s, rs, rs->items[i], when);
 	fputs("</testsuites>\n", s.f);
 	return nf_report_text_close(&s, out);
 }

@@ -110,10 +110,8 @@ static void put_cell(nf_report_text *t, const nf_gate_results *rs, const nf_gate
 
 static void put_header(nf_report_text *t, const nf_gate_results *rs, const nf_report_meta *meta)
 {
-	size_t counts[4] = {0};
-	for (size_t i = 0; i < rs->n; i++)
-		if ((unsigned)rs->items[i]->verdict < 4)
-			counts[rs->items[i]->verdict]++;
+	size_t counts[NF_REPORT_VERDICTS];
+	nf_report_gate_counts(counts, rs);
 	fputs("# Gates", t->f);
 	if (meta && meta->model) {
 		fputs(": ", t->f);

@@ -22,6 +22,14 @@ bool nf_report_first_of_profile(const nf_gate_results *rs, size_t i)
 	return true;
 }
 
+void nf_report_gate_counts(size_t counts[NF_REPORT_VERDICTS], const nf_gate_results *rs)
+{
+	memset(counts, 0, NF_REPORT_VERDICTS * sizeof(counts[0]));
+	for (size_t i = 0; i < rs->n; i++)
+		if ((unsigned)rs->items[i]->verdict < NF_REPORT_VERDICTS)
+			counts[rs->items[i]->verdict]++;
+}
+
 int nf_report_profiles(nf_report_profile **out, size_t *n, const nf_gate_results *rs)
 {
 	*out = NULL;

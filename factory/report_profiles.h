@@ -18,6 +18,10 @@ bool nf_report_same_profile(const nf_gate_result *a, const nf_gate_result *b);
 /* Whether rs->items[i] is the first result of its profile. */
 bool nf_report_first_of_profile(const nf_gate_results *rs, size_t i);
 
+/* How many gates of rs have each verdict, indexed by nf_verdict. */
+#define NF_REPORT_VERDICTS 4 /* pending, passed, failed, skipped */
+void nf_report_gate_counts(size_t counts[NF_REPORT_VERDICTS], const nf_gate_results *rs);
+
 typedef struct nf_report_profile {
 	const nf_gate_result *first; /* its first result: id, name, device, precision */
 	nf_verdict verdict;          /* over all its gates */

@@ -70,6 +70,15 @@ typedef struct point {
 	double r;
 } point;
 
+/* What is drawn: the accuracy axis chosen, the points, the rest by name. */
+typedef struct chart {
+	const y_choice *y;                     /* NULL: no profile has an accuracy metric */
+	point *pts;                            /* owned */
+	size_t n_pts;
+	const nf_report_profile **unplotted;   /* owned array, borrowed profiles */
+	size_t n_unplotted;
+} chart;
+
 static const char *verdict_colour(nf_verdict v)
 {
 	return v == NF_VERDICT_PASSED ? "#2e7d32" : v == NF_VERDICT_FAILED ? "#c62828" : "#757575";
@@ -174,35 +183,34 @@ static double value_of(const nf_gate_results *rs, const nf_gate_result *p, const
 	return m && isfinite(m->value) ? m->value : NAN;
 }
 
-/* Fill pts with the plottable profiles (both values finite), largest point
- * first so that small ones are drawn on top; the others go to skipped. */
-static void collect(point *pts, size_t *n_pts, const nf_report_profile **skipped, size_t *n_skipped,
-		    const nf_gate_results *rs, const nf_report_profile *ps, size_t n, const y_choice *y)
+/* Fill c with the plottable profiles (both values finite), largest point
+ * first so that small ones are drawn on top; the others go to unplotted. */
+static void collect(chart *c, const nf_gate_results *rs, const nf_report_profile *ps, size_t n)
 {
 	double mib_max = 0;
-	*n_pts = *n_skipped = 0;
+	c->n_pts = c->n_unplotted = 0;
 	for (size_t i = 0; i < n; i++) {
 		point q = {ps[i].first, ps[i].verdict, value_of(rs, ps[i].first, x_metric),
-			   value_of(rs, ps[i].first, y ? y->metric : NULL),
+			   value_of(rs, ps[i].first, c->y ? c->y->metric : NULL),
 			   value_of(rs, ps[i].first, "engine_mib"), R_NONE};
 		if (isnan(q.x) || isnan(q.y)) {
-			skipped[(*n_skipped)++] = &ps[i];
+			c->unplotted[c->n_unplotted++] = &ps[i];
 			continue;
 		}
 		if (q.mib > mib_max)
 			mib_max = q.mib;
-		pts[(*n_pts)++] = q;
+		c->pts[c->n_pts++] = q;
 	}
-	for (size_t i = 0; i < *n_pts; i++)
-		if (pts[i].mib > 0 && mib_max > 0)
-			pts[i].r = fmax(R_MIN, R_MAX * sqrt(pts[i].mib / mib_max));
+	for (size_t i = 0; i < c->n_pts; i++)
+		if (c->pts[i].mib > 0 && mib_max > 0)
+			c->pts[i].r = fmax(R_MIN, R_MAX * sqrt(c->pts[i].mib / mib_max));
 	/* Insertion sort: stable, so equal points keep the profiles' order. */
-	for (size_t i = 1; i < *n_pts; i++) {
-		point q = pts[i];
+	for (size_t i = 1; i < c->n_pts; i++) {
+		point q = c->pts[i];
 		size_t j = i;
-		for (; j > 0 && pts[j - 1].r < q.r; j--)
-			pts[j] = pts[j - 1];
-		pts[j] = q;
+		for (; j > 0 && c->pts[j - 1].r < q.r; j--)
+			c->pts[j] = c->pts[j - 1];
+		c->pts[j] = q;
 	}
 }
 
@@ -272,12 +280,10 @@ static void draw_point(nf_report_text *t, const point *q, const axis *ax, const 
 	fputs("</g>\n", t->f);
 }
 
-static void draw_legend(nf_report_text *t, const point *pts, size_t n_pts,
-			const nf_report_profile *const *skipped, size_t n_skipped)
+/* The verdict colours, from y; returns the y below them. */
+static double legend_verdicts(nf_report_text *t, double y)
 {
 	static const nf_verdict verdicts[] = {NF_VERDICT_PASSED, NF_VERDICT_FAILED, NF_VERDICT_SKIPPED};
-	double y = PLOT_T + 4, mib_max = NAN, r_max = 0;
-
 	put_text(t, LEGEND_X, y, "font-weight=\"bold\"", "verdict");
 	for (size_t i = 0; i < sizeof(verdicts) / sizeof(verdicts[0]); i++) {
 		y += 20;
@@ -288,39 +294,56 @@ static void draw_legend(nf_report_text *t, const point *pts, size_t n_pts,
 			verdict_colour(verdicts[i]), verdict_colour(verdicts[i]));
 		put_text(t, LEGEND_X + 18, y, "", nf_verdict_name(verdicts[i]));
 	}
+	return y;
+}
+
+/* The size scale: the largest engine's circle and its MiB. */
+static double legend_size(nf_report_text *t, double y, const point *pts, size_t n_pts)
+{
+	double mib_max = NAN, r_max = 0;
+	char num[NF_REPORT_NUM_MAX], label[NF_REPORT_NUM_MAX + 8];
+
 	for (size_t i = 0; i < n_pts; i++)
 		if (!isnan(pts[i].mib) && pts[i].r >= r_max) {
 			r_max = pts[i].r;
 			mib_max = pts[i].mib;
 		}
-	y += 36;
 	put_text(t, LEGEND_X, y, "font-weight=\"bold\"", "area: engine size");
 	if (isnan(mib_max)) {
 		put_text(t, LEGEND_X, y + 20, "", "not measured");
-		y += 20;
-	} else {
-		char num[NF_REPORT_NUM_MAX], label[NF_REPORT_NUM_MAX + 8];
-		fputs("<circle", t->f);
-		put_attr(t, "cx", LEGEND_X + R_MAX);
-		put_attr(t, "cy", y + 10 + r_max);
-		put_attr(t, "r", r_max);
-		fputs(" fill=\"none\" stroke=\"#000\"/>\n", t->f);
-		nf_report_num_sig(num, mib_max, 4);
-		snprintf(label, sizeof(label), "%s MiB", num);
-		put_text(t, LEGEND_X + 2 * R_MAX + 8, y + 14 + r_max, "", label);
-		y += 20 + 2 * r_max;
+		return y + 20;
 	}
-	if (n_skipped == 0)
+	fputs("<circle", t->f);
+	put_attr(t, "cx", LEGEND_X + R_MAX);
+	put_attr(t, "cy", y + 10 + r_max);
+	put_attr(t, "r", r_max);
+	fputs(" fill=\"none\" stroke=\"#000\"/>\n", t->f);
+	nf_report_num_sig(num, mib_max, 4);
+	snprintf(label, sizeof(label), "%s MiB", num);
+	put_text(t, LEGEND_X + 2 * R_MAX + 8, y + 14 + r_max, "", label);
+	return y + 20 + 2 * r_max;
+}
+
+/* The profiles not plotted, by name. */
+static void legend_unplotted(nf_report_text *t, double y, const chart *c)
+{
+	if (c->n_unplotted == 0)
 		return;
-	y += 30;
 	put_text(t, LEGEND_X, y, "font-weight=\"bold\"", "not plotted");
-	for (size_t i = 0; i < n_skipped && i < LEGEND_NAMES; i++)
-		put_text(t, LEGEND_X, y += 16, "", skipped[i]->first->profile_name);
-	if (n_skipped > LEGEND_NAMES) {
+	for (size_t i = 0; i < c->n_unplotted && i < LEGEND_NAMES; i++)
+		put_text(t, LEGEND_X, y += 16, "", c->unplotted[i]->first->profile_name);
+	if (c->n_unplotted > LEGEND_NAMES) {
 		char more[48];
-		snprintf(more, sizeof(more), "and %zu more", n_skipped - LEGEND_NAMES);
+		snprintf(more, sizeof(more), "and %zu more", c->n_unplotted - LEGEND_NAMES);
 		put_text(t, LEGEND_X, y + 16, "", more);
 	}
+}
+
+static void draw_legend(nf_report_text *t, const chart *c)
+{
+	double y = legend_verdicts(t, PLOT_T + 4);
+	y = legend_size(t, y + 36, c->pts, c->n_pts);
+	legend_unplotted(t, y + 30, c);
 }
 
 /* The axes' ranges: x from 0 to the fastest, y over the values and 1. */
@@ -341,14 +364,13 @@ static void fit_axes(axis *ax, axis *ay, const point *pts, size_t n)
 	*ay = fit_axis(ylo - (yhi - ylo) * 0.05, yhi + (yhi - ylo) * 0.05);
 }
 
-static void draw(nf_report_text *t, const nf_gate_results *rs, const nf_report_meta *meta,
-		 const point *pts, size_t n_pts, const nf_report_profile *const *skipped, size_t n_skipped)
+static void draw(nf_report_text *t, const chart *c, const nf_report_meta *meta)
 {
-	const y_choice *y = choose_y(rs);
+	const y_choice *y = c->y;
 	axis ax, ay;
 	char title[256];
 
-	fit_axes(&ax, &ay, pts, n_pts);
+	fit_axes(&ax, &ay, c->pts, c->n_pts);
 	fprintf(t->f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
 		      "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
@@ -361,13 +383,13 @@ static void draw(nf_report_text *t, const nf_gate_results *rs, const nf_report_m
 	fprintf(t->f, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", SVG_W, SVG_H);
 	put_text(t, PLOT_L, 30, "font-size=\"16\" font-weight=\"bold\"", title);
 	draw_axes(t, &ax, &ay, y);
-	for (size_t i = 0; i < n_pts; i++)
-		draw_point(t, &pts[i], &ax, &ay, y);
-	if (n_pts == 0)
+	for (size_t i = 0; i < c->n_pts; i++)
+		draw_point(t, &c->pts[i], &ax, &ay, y);
+	if (c->n_pts == 0)
 		put_text(t, (PLOT_L + PLOT_R) / 2.0, (PLOT_T + PLOT_B) / 2.0, "text-anchor=\"middle\"",
 			 y ? "no profile has both this accuracy and a decode speed"
 			   : "no profile has an accuracy metric");
-	draw_legend(t, pts, n_pts, skipped, n_skipped);
+	draw_legend(t, c);
 	fputs("</svg>\n", t->f);
 }
 
@@ -375,28 +397,27 @@ int nf_report_svg(char **out, const nf_gate_results *rs, const nf_report_meta *m
 {
 	nf_report_text t;
 	nf_report_profile *ps = NULL;
-	const nf_report_profile **skipped = NULL;
-	point *pts = NULL;
-	size_t n = 0, n_pts = 0, n_skipped = 0;
+	chart c = {.y = choose_y(rs)};
+	size_t n = 0;
 	int rc;
 
 	*out = NULL;
 	if ((rc = nf_report_profiles(&ps, &n, rs)) < 0)
 		return rc;
-	pts = calloc(n ? n : 1, sizeof(*pts));
-	skipped = calloc(n ? n : 1, sizeof(*skipped));
-	if (!pts || !skipped) {
+	c.pts = calloc(n ? n : 1, sizeof(*c.pts));
+	c.unplotted = calloc(n ? n : 1, sizeof(*c.unplotted));
+	if (!c.pts || !c.unplotted) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
-	collect(pts, &n_pts, skipped, &n_skipped, rs, ps, n, choose_y(rs));
+	collect(&c, rs, ps, n);
 	if ((rc = nf_report_text_open(&t)) < 0)
 		goto done;
-	draw(&t, rs, meta, pts, n_pts, skipped, n_skipped);
+	draw(&t, &c, meta);
 	rc = nf_report_text_close(&t, out);
 done:
 	free(ps);
-	free(pts);
-	free(skipped);
+	free(c.pts);
+	free(c.unplotted);
 	return rc;
 }
