@@ -42,6 +42,7 @@ enum {
 #define R_MAX 26.0  /* radius of the largest engine's point */
 #define R_MIN 3.0   /* smallest radius, so a tiny engine stays visible */
 #define R_NONE 6.0  /* radius when the engine's size was not measured */
+#define LABEL_CHAR_W 7.0 /* a generous width of one 12px sans-serif character */
 
 static const char *const x_metric = "decode_tokens_per_s";
 
@@ -276,7 +277,13 @@ static void draw_point(nf_report_text *t, const point *q, const axis *ax, const 
 	put_attr(t, "r", q->r);
 	fprintf(t->f, " fill=\"%s\" fill-opacity=\"0.6\" stroke=\"%s\"/>\n", verdict_colour(q->verdict),
 		verdict_colour(q->verdict));
-	put_text(t, cx + q->r + 3, cy + 4, "", q->p->precision);
+	/* The label goes right of the point unless it would run into the
+	 * legend; the width is estimated, as a self-contained SVG cannot
+	 * measure its text. */
+	if (cx + q->r + 3 + LABEL_CHAR_W * (double)strlen(q->p->precision) <= PLOT_R)
+		put_text(t, cx + q->r + 3, cy + 4, "", q->p->precision);
+	else
+		put_text(t, cx - q->r - 3, cy + 4, "text-anchor=\"end\"", q->p->precision);
 	fputs("</g>\n", t->f);
 }
 

@@ -196,6 +196,24 @@ static void test_case_only(void)
 	nf_gate_results_release(&rs);
 }
 
+/* A point near the right edge has its label on its left, off the legend. */
+static void test_label_side(void)
+{
+	nf_gate_results rs;
+	nf_profile slow = fx_profile('a', "cpu-fp32-tp1", "cpu", NF_PREC_FP32);
+	nf_profile fast = fx_profile('b', "cpu-fp8-e4m3-tp1", "cpu", NF_PREC_FP8_E4M3);
+	char *svg = NULL;
+	nf_gate_results_init(&rs);
+	add_profile(&rs, &slow, 1.0, 10, 100, NF_VERDICT_PASSED);
+	add_profile(&rs, &fast, 0.99, 95, 25, NF_VERDICT_PASSED); /* x axis ends at 100 */
+	is_int(nf_report_svg(&svg, &rs, NULL), 0, "label sides: written");
+	ok(svg && strstr(svg, "text-anchor=\"end\">fp8-e4m3</text>"), "label left of a point at the right edge");
+	ok(svg && strstr(svg, "\">fp32</text>") && !strstr(svg, "text-anchor=\"end\">fp32</text>"),
+	   "label right of a point with room");
+	free(svg);
+	nf_gate_results_release(&rs);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/nf_test_report_svg.XXXXXX";
@@ -208,6 +226,7 @@ int main(void)
 	test_today();
 	test_suite();
 	test_case_only();
+	test_label_side();
 	nf_fs_remove_tree(tmpdir);
 	return done_testing();
 }
