@@ -51,6 +51,11 @@ is "pass: summary.md's columns are the metrics this build measured" \
 	"| profile | device | precision | verdict | decode tok/s | peak memory (MiB) | greedy agreement |"
 is "fail: summary.md lists each failed decode bound with its reason" \
 	"$(grep -cF '** performance, decode throughput: failed: decode\_tokens\_per\_s ' "$W/fail/reports/summary.md")" 2
+if command -v rsvg-convert >/dev/null 2>&1; then
+	t "pass: librsvg renders chart.svg" rsvg-convert -o "$W/chart.png" "$W/pass/reports/chart.svg"
+else
+	skip "rsvg-convert not installed"
+fi
 t "fail: chart.svg draws the failed profiles in red" grep -q 'class="point".*fill="#c62828"' "$W/fail/reports/chart.svg"
 
 # The reports describe this run and this host: none of them is in the image.
