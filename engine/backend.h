@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv_kind.h"
 #include "engine/quant.h"
 
 /* Padding of int8 activation rows (bytes): kernels may read this far. */
@@ -86,13 +87,15 @@ typedef struct nf_backend_ops {
 	void (*softmax)(float *x, int n);
 	/* Causal attention of heads [h0, h1) of one sequence at position pos:
 	 * q (n_heads*head_size); kc, vc the cache, head-major: the pos+1 rows
-	 * of KV head g at element kc + g*head_stride, head_size elements each,
-	 * one after the other (so a head's rows are one sequential stream),
-	 * floats, or IEEE half (uint16_t) when kv_f16; out (n_heads*head_size);
-	 * att scratch of (h1-h0)*(pos+1) floats. */
-	void (*attention)(float *out, const float *q, const void *kc, const void *vc, int kv_f16,
-			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
-			  size_t head_stride, float *att);
+	 * of KV head g at byte kc + g*head_stride, nf_kv_row_bytes(kind,
+	 * head_size) bytes each, one after the other (so a head's rows are one
+	 * sequential stream); out (n_heads*head_size); att scratch of
+	 * (h1-h0)*(pos+1) + head_size floats.  NF_KV_INT8 scores are
+	 * qs*ks * (q8 . k8) with q quantized per head (nf_quant_int8_vec), the
+	 * integer dot product exact, so every family's scores are the same. */
+	void (*attention)(float *out, const float *q, const void *kc, const void *vc,
+			  nf_kv_kind kind, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+			  int head_size, size_t head_stride, float *att);
 	/* h1[i] = silu(h1[i]) * h3[i]. */
 	void (*swiglu)(float *h1, const float *h3, int n);
 	/* y[i] += x[i] (optional; NULL uses a plain loop). */

@@ -24,7 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv_kind.h"
 #include "engine/model.h"
+#include "engine/quant.h"
 #include "engine/tokenizer.h"
 
 typedef enum nf_precision {
@@ -32,14 +34,28 @@ typedef enum nf_precision {
 	NF_PREC_FP16,
 	NF_PREC_BF16,
 	NF_PREC_INT8_WO,  /* int8 weights, per-output-channel float scales */
-	NF_PREC_INT4_AWQ, /* int4 weights, per-group scales (AWQ-style) */
-	NF_PREC_FP8_E4M3,
+	NF_PREC_INT4_WO,  /* int4 weights in groups, a scale and min each */
+	NF_PREC_INT4_AWQ, /* the same after activation-aware scaling (AWQ) */
+	NF_PREC_FP8_E4M3, /* fp8 weights, per-channel scales; fp8 activations */
 	NF_PREC_COUNT
 } nf_precision;
 
-/* Canonical names: "fp32" "fp16" "bf16" "int8-wo" "int4-awq" "fp8-e4m3". */
+/* What a precision is, as data (precision.c has the table). */
+typedef struct nf_precision_info {
+	const char *name;      /* "fp32" "fp16" "bf16" "int8-wo" "int4-wo" "int4-awq" "fp8-e4m3" */
+	nf_quant_kind weights; /* how its matrices are stored (engine/wformat.h) */
+	int group;             /* int4: default columns per group */
+	int awq;               /* 1: AWQ scaling searched on calibration text first */
+	int calibrated;        /* 1: the build needs calibration activations */
+	const char *llama_type; /* the nearest llama.cpp type (benchmarks) */
+} nf_precision_info;
+
+const nf_precision_info *nf_precision_info_of(nf_precision p); /* NULL out of range */
 const char *nf_precision_name(nf_precision p);
 int nf_precision_parse(nf_precision *out, const char *name); /* NF_EINPUT if unknown */
+/* The int4 group an engine of precision p is built with: `requested`, or
+ * the precision's default when 0 (0 for precisions without groups). */
+int nf_precision_group(nf_precision p, int requested);
 /* Whether the CPU backend can build and run this precision. */
 int nf_precision_cpu_supported(nf_precision p);
 
@@ -57,7 +73,17 @@ typedef struct nf_engine_build_opts {
 	const char *tactics_report;  /* with autotune: write the measured table here and keep the
 					engine's tactics.json modelled, so the engine is reproducible
 					(NULL: the engine keeps the measured table) */
+	int group;                   /* int4: columns per group (0: the precision's default) */
+	const char *calib_text;      /* calibration text (int4-awq, fp8-e4m3), tokenized with the
+					model's tokenizer; NULL: the tool's shipped default */
+	const char *kv_cache;        /* "f32", "f16" or "int8", recorded as config.json's
+					"kv_cache"; NULL: no field, and the engine keeps
+					nf_kv_kind_default's cache */
 } nf_engine_build_opts;
+
+/* The KV cache of an engine whose config.json has no "kv_cache": floats for
+ * fp32 (it must match the float32 reference), halves for the rest. */
+nf_kv_kind nf_kv_kind_default(nf_precision p);
 
 /* Quantize m and write the engine folder `dir` (created; every file written
  * atomically, the folder complete only when this returns 0). */
@@ -91,6 +117,13 @@ int nf_engine_verify(const nf_engine *e);
 int nf_engine_set_kernel(nf_engine *e, const char *name);
 /* Threads the engine's pool uses. */
 int nf_engine_threads(const nf_engine *e);
+/* The kind of KV cache the engine's sequences get. */
+nf_kv_kind nf_engine_kv_cache(const nf_engine *e);
+/* Give the sequences created from now on a cache of another kind (a
+ * benchmark's --kv; an engine's own is its config.json's); the kept spare
+ * sequences are freed.  Sequences alive keep theirs and must not be stepped
+ * with new ones in one call.  NF_EINPUT for a kind out of range. */
+int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind);
 
 typedef struct nf_seq nf_seq;
 /* A sequence at position 0 with its KV cache (a kept one when there is). */

@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/gemm.h"
 #include "engine/layout.h"
 #include "engine/quant.h"
+#include "engine/wformat.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/banned.h"
@@ -43,7 +45,9 @@ struct nf_fwd {
 	float *inv_freq;   /* (head_size / 2) RoPE inverse frequencies, scaled */
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
-	float *att;        /* (threads, n_heads * max_seq) attention scores */
+	float *x8;         /* (cap, widest) activations on the fp8 grid */
+	float *att;        /* (threads, att_stride) attention scratch */
+	size_t att_stride; /* n_heads * max_seq scores + head_size (backend.h) */
 	nf_fwd_kv **tkv;   /* (cap) the cache of each token's sequence (ragged steps) */
 	int *tpos;         /* (cap) the position of each token (ragged steps) */
 	struct {
@@ -89,32 +93,57 @@ const nf_bk_matrix *nf_fwd_layer_matrix(const nf_fwd_layer *L, int id)
 	return layer_matrix((nf_fwd_layer *)L, id);
 }
 
-/* A matrix view of (rows, cols) at data (and scale) of the given kind. */
-static nf_bk_matrix view(nf_quant_kind kind, uint64_t rows, uint64_t cols, const void *data,
-			 const float *scale)
+/* Layer l's matrix view of (rows, cols) in s's stored form. */
+static nf_bk_matrix view(const nf_fwd_src *s, uint64_t rows, uint64_t cols, size_t l)
 {
+	const nf_wformat *f = nf_wformat_of(s->kind);
+	const char *data = (const char *)s->data + l * nf_wformat_data_bytes(f, rows, cols);
+	const char *aux = s->aux ? (const char *)s->aux + l * rows *
+						 nf_wformat_aux_cols(f, cols, s->group) *
+						 nf_wformat_aux_size(f)
+				 : NULL;
 	nf_bk_matrix m = {0};
-	m.kind = kind;
+	m.kind = s->kind;
 	m.rows = (int)rows;
 	m.cols = (int)cols;
-	m.f32 = kind == NF_QUANT_NONE ? data : NULL;
-	m.q8 = kind == NF_QUANT_INT8_ROW ? data : NULL;
-	m.scale = kind == NF_QUANT_INT8_ROW ? scale : NULL;
+	m.group = s->group;
+	m.act_scale = s->act_scale ? s->act_scale[l] : 0.0f;
+	switch (s->kind) {
+	case NF_QUANT_NONE:
+		m.f32 = (const float *)data;
+		break;
+	case NF_QUANT_INT8_ROW:
+		m.q8 = (const int8_t *)data;
+		m.scale = (const float *)aux;
+		break;
+	case NF_QUANT_INT4_GROUP:
+		m.q4 = (const uint8_t *)data;
+		m.gsm = (const uint16_t *)aux;
+		break;
+	case NF_QUANT_FP8_E4M3:
+		m.f8 = (const uint8_t *)data;
+		m.scale = (const float *)aux;
+		break;
+	case NF_QUANT_F16:
+	case NF_QUANT_BF16:
+		m.h16 = (const uint16_t *)data;
+		break;
+	default:
+		break;
+	}
 	return m;
 }
 
-void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
-		 const void *data, const float *scale)
+void nf_fwd_bind_src(nf_fwd_weights *w, const nf_model_config *cfg, int id, const nf_fwd_src *s)
 {
 	const nf_arch_tensor *t = nf_arch_find(nf_arch_get(cfg->arch), (nf_tensor_id)id);
 	uint64_t rows = nf_arch_dim_value(t->rows, cfg), cols = nf_arch_dim_value(t->cols, cfg);
-	size_t es = kind == NF_QUANT_INT8_ROW ? 1 : sizeof(float);
 	if (id == NF_T_RMS_FINAL) {
-		w->rms_final = data;
+		w->rms_final = s->data;
 		return;
 	}
 	if (id == NF_T_EMB || id == NF_T_WCLS) {
-		nf_bk_matrix m = view(kind, rows, cols, data, scale);
+		nf_bk_matrix m = view(s, rows, cols, 0);
 		if (id == NF_T_EMB)
 			w->emb = m;
 		if (id == NF_T_WCLS || cfg->shared_classifier)
@@ -123,13 +152,19 @@ void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant
 	}
 	for (size_t l = 0; l < (size_t)cfg->n_layers; l++) {
 		nf_fwd_layer *L = &w->layers[l];
-		const char *at = (const char *)data + l * rows * cols * es;
 		nf_bk_matrix *m = layer_matrix(L, id);
 		if (m)
-			*m = view(kind, rows, cols, at, scale ? scale + l * rows : NULL);
-		else
-			*layer_vector(L, id) = (const float *)at;
+			*m = view(s, rows, cols, l);
+		else /* a vector: float32, (rows) a layer */
+			*layer_vector(L, id) = (const float *)s->data + l * rows;
 	}
+}
+
+void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
+		 const void *data, const float *scale)
+{
+	nf_fwd_src s = {.kind = kind, .data = data, .aux = scale};
+	nf_fwd_bind_src(w, cfg, id, &s);
 }
 
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
@@ -159,7 +194,7 @@ static int all_matrices(nf_bk_matrix ***out, size_t *n, nf_fwd_weights *w,
 	    !(m = calloc(max, sizeof *m)))
 		return nf_error_set(NF_ENOMEM, "forward: out of memory");
 	m[k++] = &w->emb;
-	if (w->cls.q8 != w->emb.q8 || w->cls.f32 != w->emb.f32)
+	if (nf_bk_elems(&w->cls) != nf_bk_elems(&w->emb))
 		m[k++] = &w->cls;
 	for (int l = 0; l < cfg->n_layers; l++)
 		for (size_t i = 0; i < a->n_tensors; i++) {
@@ -198,7 +233,7 @@ int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg)
 			m->rowsum = w->rowsums + at;
 			at += (size_t)m->rows;
 		}
-		if (w->cls.kind == NF_QUANT_INT8_ROW && w->cls.q8 == w->emb.q8)
+		if (w->cls.kind == NF_QUANT_INT8_ROW && nf_bk_elems(&w->cls) == nf_bk_elems(&w->emb))
 			w->cls.rowsum = w->emb.rowsum;
 	}
 done:
@@ -218,7 +253,7 @@ int nf_fwd_weights_tile(nf_fwd_weights *w, const nf_model_config *cfg)
 		err = nf_bk_tile_in_place(mats[i], (void *)(uintptr_t)nf_bk_elems(mats[i]));
 	}
 	/* a shared classifier is the embedding's memory, tiled once above */
-	if (w->cls.q8 == w->emb.q8 && w->cls.f32 == w->emb.f32)
+	if (nf_bk_elems(&w->cls) == nf_bk_elems(&w->emb))
 		w->cls.layout = w->emb.layout;
 	free(mats);
 	return err;
@@ -236,10 +271,7 @@ void nf_fwd_weights_release(nf_fwd_weights *w)
 
 static uint64_t matrix_bytes(const nf_bk_matrix *m)
 {
-	uint64_t n = (uint64_t)m->rows * (uint64_t)m->cols;
-	if (m->kind == NF_QUANT_INT8_ROW)
-		return n + 4u * (uint64_t)m->rows;
-	return 4u * n;
+	return nf_wformat_matrix_bytes(m);
 }
 
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg)
@@ -260,19 +292,27 @@ uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cf
 
 /* ---- KV cache ---- */
 
-static size_t kv_elem_size(const nf_fwd_kv *kv)
+/* Bytes from one KV head's rows to the next's (max_seq_len rows). */
+static size_t kv_head_stride(const nf_model_config *cfg, nf_kv_kind kind)
 {
-	return kv->f16 ? sizeof(uint16_t) : sizeof(float);
+	return (size_t)cfg->max_seq_len * nf_kv_row_bytes(kind, (size_t)nf_model_head_size(cfg));
 }
 
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16)
+size_t nf_fwd_kv_bytes(const nf_model_config *cfg, nf_kv_kind kind)
 {
 	size_t n;
+	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->n_kv_heads, (size_t)cfg->max_seq_len) ||
+	    !nf_size_mul(&n, n, nf_kv_row_bytes(kind, (size_t)nf_model_head_size(cfg))))
+		return 0;
+	return n;
+}
+
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, nf_kv_kind kind)
+{
+	size_t n = nf_fwd_kv_bytes(cfg, kind);
 	kv->k = kv->v = NULL;
-	kv->f16 = f16;
-	if (!nf_size_mul3(&n, (size_t)cfg->n_layers, (size_t)cfg->max_seq_len,
-			  (size_t)nf_model_kv_dim(cfg)) ||
-	    !nf_size_mul(&n, n, kv_elem_size(kv)))
+	kv->kind = kind;
+	if (!n)
 		return nf_error_set(NF_ENOMEM, "KV cache size overflows");
 	kv->k = calloc(1, n);
 	kv->v = calloc(1, n);
@@ -295,12 +335,12 @@ void nf_fwd_kv_release(nf_fwd_kv *kv)
 void nf_fwd_kv_copy_prefix(nf_fwd_kv *dst, const nf_fwd_kv *src, const nf_model_config *cfg,
 			   size_t n)
 {
-	size_t es = kv_elem_size(src), hs = (size_t)nf_model_head_size(cfg);
-	size_t run = (size_t)cfg->max_seq_len * hs * es, heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
+	size_t rb = nf_kv_row_bytes(src->kind, (size_t)nf_model_head_size(cfg));
+	size_t run = kv_head_stride(cfg, src->kind), heads = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads;
 	/* head-major: each (layer, head) holds its positions as one run */
 	for (size_t h = 0; h < heads; h++) {
-		memcpy((char *)dst->k + h * run, (const char *)src->k + h * run, n * hs * es);
-		memcpy((char *)dst->v + h * run, (const char *)src->v + h * run, n * hs * es);
+		memcpy((char *)dst->k + h * run, (const char *)src->k + h * run, n * rb);
+		memcpy((char *)dst->v + h * run, (const char *)src->v + h * run, n * rb);
 	}
 }
 
@@ -319,11 +359,12 @@ static void free_buffers(nf_fwd *f)
 	free(f->cs);
 	free(f->xq);
 	free(f->xs);
+	free(f->x8);
 	free(f->tkv);
 	free(f->tpos);
 	f->tkv = NULL;
 	f->tpos = NULL;
-	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = NULL;
+	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = f->x8 = NULL;
 	f->xq = NULL;
 	f->cap = 0;
 }
@@ -356,6 +397,8 @@ static int grow(nf_fwd *f, size_t cap)
 	f->cs = zalloc(cap, (size_t)nf_model_head_size(c) * sizeof(float), &err);
 	f->xq = zalloc(cap, f->ldq, &err);
 	f->xs = zalloc(cap, sizeof(float), &err);
+	f->x8 = zalloc(cap, (size_t)(c->dim > c->hidden_dim ? c->dim : c->hidden_dim) * sizeof(float),
+		       &err);
 	f->tkv = zalloc(cap, sizeof *f->tkv, &err);
 	f->tpos = zalloc(cap, sizeof *f->tpos, &err);
 	if (err) {
@@ -381,8 +424,9 @@ int nf_fwd_new(nf_fwd **out, const nf_model_config *cfg, const nf_fwd_weights *w
 	f->ldq = (widest + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	if ((err = nf_pool_new(&f->pool, threads)))
 		goto done;
-	f->att = zalloc((size_t)nf_pool_threads(f->pool) * (size_t)cfg->n_heads,
-			(size_t)cfg->max_seq_len * sizeof(float), &err);
+	/* per thread: every head's scores, and a head's quantized q (int8 caches) */
+	f->att_stride = (size_t)cfg->n_heads * (size_t)cfg->max_seq_len + (size_t)nf_model_head_size(cfg);
+	f->att = zalloc((size_t)nf_pool_threads(f->pool), f->att_stride * sizeof(float), &err);
 	/* once here, not a powf per pair and token */
 	f->inv_freq = zalloc((size_t)nf_model_head_size(cfg) / 2, sizeof(float), &err);
 	if (!err)
@@ -431,12 +475,16 @@ int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *op
 	return 0;
 }
 
+/* The family the tactics chose for m's shape; the scalar one for a kind
+ * the family has no kernel for (every family has every kernel today:
+ * tests/unit/engine/test_kernels.c checks it). */
 static const nf_backend_ops *ops_for(const nf_fwd *f, const nf_bk_matrix *m)
 {
+	const nf_backend_ops *ops = f->ops;
 	for (int i = 0; i < f->n_shape_ops; i++)
 		if (f->shape_ops[i].rows == m->rows && f->shape_ops[i].cols == m->cols)
-			return f->shape_ops[i].ops;
-	return f->ops;
+			ops = f->shape_ops[i].ops;
+	return nf_bk_has_kernel(ops, m->kind) ? ops : &nf_cpu_scalar_ops;
 }
 
 const nf_backend_ops *nf_fwd_ops(const nf_fwd *f)
@@ -466,20 +514,13 @@ typedef struct gemm_job {
 			   * then t[0].y = silu(t[0].y) * t[1].y on the range */
 	int first[4];     /* first unit (NF_FWD_UNIT_ROWS rows) of each task;
 			   * first[nt] = total */
-	const float *x;   /* (n, ldx) float activations */
-	size_t ldx;
-	const int8_t *xq; /* (n, ldq) int8 activations, when a matrix is int8 */
-	size_t ldq;
-	const float *xs;
+	nf_bk_acts acts;  /* the shared input, in every form the tasks' kinds take */
 	size_t n;
 } gemm_job;
 
 static void gemm_rows(const gemm_job *j, const gemm_task *t, int r0, int r1)
 {
-	if (t->w->kind == NF_QUANT_INT8_ROW)
-		t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1, t->accumulate);
-	else
-		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
+	nf_bk_gemm(t->ops, t->w, t->y, t->ldy, &j->acts, j->n, r0, r1, t->accumulate);
 }
 
 /* Rows [r0, r1) of task t (and of the up projection after a gate). */
@@ -511,31 +552,47 @@ static void gemm_range(void *ctx, int u0, int u1, int tid)
 	}
 }
 
+/* The job's input x (n vectors of cols floats) in the forms its matrices'
+ * kinds take (wformat.h): int8 per vector, or the fp8 grid of the job's
+ * activation scale (matrices that share an input share its calibration). */
+static void prepare_acts(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
+{
+	int q8 = 0, f8 = 0;
+	float act_scale = 0.0f;
+	for (int i = 0; i < j->nt; i++) {
+		nf_act_form form = nf_wformat_of(j->t[i].w->kind)->act;
+		q8 |= form == NF_ACT_Q8;
+		if (form == NF_ACT_F8) {
+			f8 = 1;
+			act_scale = j->t[i].w->act_scale;
+		}
+	}
+	j->acts.x = x;
+	j->acts.ldx = (size_t)cols;
+	if (q8) {
+		nf_bk_prepare_q8(f->ops, f->xq, f->ldq, f->xs, x, (size_t)cols, (size_t)cols, n);
+		j->acts.xq = f->xq;
+		j->acts.ldq = f->ldq;
+		j->acts.xs = f->xs;
+	}
+	if (f8) {
+		nf_bk_prepare_f8(f->ops, f->x8, x, (size_t)cols, (size_t)cols, n, act_scale);
+		j->acts.x8 = f->x8;
+	}
+}
+
 /* Run the job's GEMMs (all sharing input x of `cols` floats per vector);
  * below PAR_MIN_MACS on the calling thread only. */
 static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
 	size_t macs = 0;
-	int any_q8 = 0, groups = j->swiglu ? 1 : j->nt, units = 0;
-	j->x = x;
-	j->ldx = (size_t)cols;
+	int groups = j->swiglu ? 1 : j->nt, units = 0;
 	j->n = n;
 	for (int i = 0; i < j->nt; i++) {
 		j->t[i].ops = ops_for(f, j->t[i].w);
 		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
-		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
 	}
-	if (any_q8) {
-		for (size_t b = 0; b < n; b++)
-			f->xs[b] = f->ops->quantize_q8
-					   ? f->ops->quantize_q8(f->xq + b * f->ldq, x + b * (size_t)cols,
-								 (size_t)cols)
-					   : nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
-							       (size_t)cols);
-		j->xq = f->xq;
-		j->ldq = f->ldq;
-		j->xs = f->xs;
-	}
+	prepare_acts(f, j, x, cols, n);
 	for (int i = 0; i < groups; i++) {
 		j->first[i] = units;
 		units += (j->t[i].w->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
@@ -572,21 +629,20 @@ static void attn_chunk(void *ctx, int chunk, int tid)
 {
 	const attn_job *j = ctx;
 	const nf_model_config *c = j->f->cfg;
-	size_t dim = (size_t)c->dim, kvd = (size_t)nf_model_kv_dim(c);
-	size_t lstride = (size_t)c->max_seq_len * kvd;
+	size_t dim = (size_t)c->dim;
 	size_t s = (size_t)chunk / (size_t)j->hc;
 	int h0 = (chunk % j->hc) * j->hpc, h1 = h0 + j->hpc;
 	if (h1 > c->n_heads)
 		h1 = c->n_heads;
 	if (h0 >= h1)
 		return;
-	float *att = j->f->att + (size_t)tid * (size_t)c->n_heads * (size_t)c->max_seq_len;
+	float *att = j->f->att + (size_t)tid * j->f->att_stride;
 	const nf_fwd_kv *kv = j->kv[s];
-	size_t at = j->layer * lstride * kv_elem_size(kv); /* bytes */
+	size_t hstride = kv_head_stride(c, kv->kind);
+	size_t at = j->layer * (size_t)c->n_kv_heads * hstride; /* bytes */
 	j->f->ops->attention(j->f->xb2 + s * dim, j->f->q + s * dim, (const char *)kv->k + at,
-			     (const char *)kv->v + at, kv->f16, j->pos[s], h0, h1, c->n_heads,
-			     c->n_kv_heads, nf_model_head_size(c),
-			     (size_t)c->max_seq_len * (size_t)nf_model_head_size(c), att);
+			     (const char *)kv->v + at, kv->kind, j->pos[s], h0, h1, c->n_heads,
+			     c->n_kv_heads, nf_model_head_size(c), hstride, att);
 }
 
 /* y += bias over n floats (no bias: nothing), with the backend's add when it has one. */
@@ -602,17 +658,31 @@ static void add_bias(const nf_backend_ops *ops, float *y, const float *bias, int
 		y[i] += bias[i];
 }
 
-/* Store a token's K and V rows of one head at element `at` of the caches. */
+/* One cache row from the floats x (hs of them) at row, in the cache's kind. */
+static void store_row(const nf_backend_ops *ops, nf_kv_kind kind, char *row, const float *x,
+		      size_t hs)
+{
+	switch (kind) {
+	case NF_KV_F16:
+		ops->to_f16((uint16_t *)row, x, (int)hs);
+		break;
+	case NF_KV_INT8: {
+		int8_t *q = (int8_t *)(row + sizeof(float));
+		float scale = ops->quantize_q8 ? ops->quantize_q8(q, x, hs) : nf_quant_int8_vec(q, x, hs);
+		memcpy(row, &scale, sizeof scale); /* 4-aligned only when head_size is */
+		break;
+	}
+	default:
+		memcpy(row, x, hs * sizeof(float));
+	}
+}
+
+/* Store a token's K and V rows of one head at byte `at` of the caches. */
 static void store_kv_row(const nf_backend_ops *ops, nf_fwd_kv *kv, size_t at, const float *k,
 			 const float *v, size_t hs)
 {
-	if (kv->f16) {
-		ops->to_f16((uint16_t *)kv->k + at, k, (int)hs);
-		ops->to_f16((uint16_t *)kv->v + at, v, (int)hs);
-	} else {
-		memcpy((float *)kv->k + at, k, hs * sizeof(float));
-		memcpy((float *)kv->v + at, v, hs * sizeof(float));
-	}
+	store_row(ops, kv->kind, (char *)kv->k + at, k, hs);
+	store_row(ops, kv->kind, (char *)kv->v + at, v, hs);
 }
 
 /* Run the n tokens of one pass through every layer: token b of sequence
@@ -631,7 +701,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 	/* embeddings and the RoPE angles of each sequence's position */
 	for (size_t b = 0; b < n; b++) {
 		size_t tok = (size_t)tokens[b];
-		nf_bk_row_f32(f->x + b * dim, &w->emb, tok);
+		nf_wformat_row_f32(f->x + b * dim, &w->emb, tok);
 		float *cs = f->cs + b * hs;
 		for (size_t i = 0; i < hs; i += 2) {
 			float val = (float)pos[b] * f->inv_freq[i / 2];
@@ -659,8 +729,9 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 			ops->rope(f->q + b * dim, c->dim, (int)hs, f->cs + b * hs);
 			ops->rope(f->k + b * kvd, (int)kvd, (int)hs, f->cs + b * hs);
 			/* head-major cache (backend.h): head g's row at pos */
+			size_t rb = nf_kv_row_bytes(kv[b]->kind, hs);
 			for (size_t g = 0; g < kvd / hs; g++) {
-				size_t at = l * seq * kvd + g * seq * hs + (size_t)pos[b] * hs;
+				size_t at = ((l * (kvd / hs) + g) * seq + (size_t)pos[b]) * rb; /* bytes */
 				store_kv_row(ops, kv[b], at, f->k + b * kvd + g * hs, f->v + b * kvd + g * hs, hs);
 			}
 		}

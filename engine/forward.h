@@ -24,7 +24,7 @@ typedef struct nf_fwd_layer {
 /* Borrowed weight views, except `layers` and `rowsums`, which the owner frees
  * with nf_fwd_weights_release. */
 typedef struct nf_fwd_weights {
-	nf_bk_matrix emb;     /* (vocab, dim) token embedding, float32 or int8 */
+	nf_bk_matrix emb;     /* (vocab, dim) token embedding, in the engine's format */
 	nf_fwd_layer *layers; /* (n_layers) owned */
 	const float *rms_final; /* (dim) */
 	nf_bk_matrix cls;     /* (vocab, dim) classifier */
@@ -33,10 +33,24 @@ typedef struct nf_fwd_weights {
 
 /* Views of a float32 nf_model (no copies); w->layers is allocated. */
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m);
+/* A tensor's stored form, layers stacked (engine/wformat.h): its data, what
+ * the format keeps beside it (per-row scales as floats, or per-group
+ * scale/min halves), the static activation scale of each layer (fp8), and
+ * the int4 group. */
+typedef struct nf_fwd_src {
+	nf_quant_kind kind;
+	const void *data;
+	const void *aux;
+	const float *act_scale;
+	int group;
+} nf_fwd_src;
 /* Point the views of table tensor id (an nf_tensor_id of cfg's
- * architecture, engine/arch.h) at data, stacked by layer: float32, or int8
- * with per-row scales when kind is NF_QUANT_INT8_ROW.  w->layers must hold
- * n_layers entries.  A shared classifier is bound with the embedding. */
+ * architecture, engine/arch.h) at s, stacked by layer.  Vectors (norms,
+ * biases) are always float32.  w->layers must hold n_layers entries.  A
+ * shared classifier is bound with the embedding. */
+void nf_fwd_bind_src(nf_fwd_weights *w, const nf_model_config *cfg, int id, const nf_fwd_src *s);
+/* nf_fwd_bind_src of float32 data, or int8 with per-row scales when kind
+ * is NF_QUANT_INT8_ROW. */
 void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
 		 const void *data, const float *scale);
 /* The matrix view of table tensor id in layer L (NULL: not a layer matrix). */
@@ -51,17 +65,21 @@ void nf_fwd_weights_release(nf_fwd_weights *w);
 /* Bytes of weights one decode step reads. */
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg);
 
-/* A sequence's KV cache: (layer, n_kv_heads, max_seq_len, head_size) each,
- * head-major so that attention reads each head's rows as one stream.
- * Elements are floats, or IEEE half when f16: decode reads the whole cache
- * every token, from memory, so half the bytes is a faster step (fp32
- * engines keep floats: they must match the float32 reference to 1e-4). */
+/* A sequence's KV cache: (layer, n_kv_heads, max_seq_len) rows of
+ * head_size elements each (backend.h's nf_kv_kind), head-major so that
+ * attention reads each head's rows as one stream.  Decode reads the whole
+ * cache every token, from memory, so fewer bytes is a faster step: halves
+ * (f16) or int8 with a scale per row (int8, half the bytes again: a longer
+ * context fits).  fp32 engines keep floats by default: they must match the
+ * float32 reference to 1e-4. */
 typedef struct nf_fwd_kv {
 	void *k;
 	void *v;
-	int f16;
+	nf_kv_kind kind;
 } nf_fwd_kv;
-int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, int f16);
+int nf_fwd_kv_init(nf_fwd_kv *kv, const nf_model_config *cfg, nf_kv_kind kind);
+/* Bytes of one of the two caches (K or V) of cfg in kind (0: overflow). */
+size_t nf_fwd_kv_bytes(const nf_model_config *cfg, nf_kv_kind kind);
 void nf_fwd_kv_release(nf_fwd_kv *kv);
 /* Copy the K and V rows of positions [0, n) of every layer and head from
  * src to dst (n <= max_seq_len, checked by the caller). */

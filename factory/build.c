@@ -44,6 +44,8 @@ typedef struct build_ctx {
 	char tok_digest[NF_SHA256_HEX_LEN + 1];
 	nf_model *model;
 	nf_tokenizer *tokenizer; /* NULL for llama2.c models (tok_path is their tokenizer) */
+	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
+	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
 	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
 	char *gate_tmp;           /* the gates' temporary folder beside OUT, removed at the end */
 	nf_gate_ref *ref;         /* the float32 reference, once per build */
@@ -161,6 +163,25 @@ static int resolve_chat_template(build_ctx *b)
 	return err ? nf_error_wrap(err, "%s", b->model_path) : 0;
 }
 
+/* Largest calibration text read (a few thousand tokens are what is used). */
+#define CALIB_TEXT_MAX ((size_t)16 << 20)
+
+/* The recipe's calibration text, read once for every profile that needs one. */
+static int load_calibration(build_ctx *b)
+{
+	const char *path = b->recipe->build.quant.calibration_text;
+	size_t len;
+	int err;
+	if (!path)
+		return 0;
+	if ((err = nf_fs_read_file(&b->calib_text, &len, path, CALIB_TEXT_MAX)))
+		return nf_error_wrap(err, "%s: build.quantization.calibration_text", b->recipe->file);
+	if (memchr(b->calib_text, '\0', len))
+		return nf_error_set(NF_EINPUT, "%s: build.quantization.calibration_text: %s holds a NUL byte",
+				    b->recipe->file, path);
+	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
+}
+
 static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
@@ -178,6 +199,8 @@ static int stage_convert(build_ctx *b)
 	if (!err)
 		err = resolve_chat_template(b);
 	if (!err)
+		err = load_calibration(b);
+	if (!err)
 		memcpy(st->key, b->source_digest, sizeof(st->key));
 	st->seconds = now_seconds() - t0;
 	if (!err) {
@@ -190,6 +213,21 @@ static int stage_convert(build_ctx *b)
 		nf_log_stage_end(b->log, "convert", err, "failed");
 	}
 	return err;
+}
+
+/* What of build.quantization the engine of p depends on (its int4 group,
+ * its calibration text), added to its provenance; -1 out of memory. */
+static int quantization_provenance(const build_ctx *b, const nf_profile *p, json_t *prov)
+{
+	const nf_precision_info *info = nf_precision_info_of(p->precision);
+	int group = nf_precision_group(p->precision, b->recipe->build.quant.group_size);
+	if (group && json_object_set_new(prov, "group_size", json_integer(group)))
+		return -1;
+	if (info->calibrated &&
+	    json_object_set_new(prov, "calibration_sha256",
+				json_string(b->calib_text ? b->calib_digest : "default")))
+		return -1;
+	return 0;
 }
 
 /* What an engine is made of: it is rebuilt exactly when one of these changes. */
@@ -206,6 +244,10 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 	*provenance = NULL;
 	if (!prov)
 		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (quantization_provenance(b, p, prov)) {
+		json_decref(prov);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
 	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
 			 b->recipe->build.autotune);
 	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
@@ -254,6 +296,9 @@ static int stage_compile(build_ctx *b, size_t i)
 		.threads = b->opts->threads,
 		.autotune = b->recipe->build.autotune,
 		.tactics_report = report,
+		.group = b->recipe->build.quant.group_size,
+		.calib_text = b->calib_text,
+		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;
@@ -684,6 +729,8 @@ done:
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
 	nf_model_free(b.model);
+	nf_tokenizer_free(b.tokenizer);
+	free(b.calib_text);
 	nf_tokenizer_free(b.model_tokenizer);
 	free(b.model_path);
 	free(b.tok_path);

@@ -754,24 +754,41 @@ static int check_source_path(struct ctx *c, const nf_ynode *v, void *obj)
 	return 0;
 }
 
-/* gates.correctness.eval_text: a readable regular file of at most
- * NF_RECIPE_MAX_EVAL_TEXT bytes, relative to the recipe's folder. */
-static int check_eval_text(struct ctx *c, const nf_ynode *v, void *obj)
+/* A text file a recipe names (written as `written`): *resolved gets its
+ * path from the recipe's folder; it must be a readable regular file of 1
+ * to NF_RECIPE_MAX_EVAL_TEXT bytes. */
+static int check_text_file(struct ctx *c, const nf_ynode *v, const char *written, char **resolved)
 {
-	nf_recipe_correctness *cr = obj;
 	uint64_t size = 0;
 	if (!*v->str)
 		return cerr(c, v, "%s: empty path", c->path);
-	free(cr->eval_text);
-	if (!(cr->eval_text = resolve_path(c, cr->eval_text_written)))
+	free(*resolved);
+	if (!(*resolved = resolve_path(c, written)))
 		return oom();
-	if (nf_fs_is_dir(cr->eval_text) || nf_fs_file_size(&size, cr->eval_text) < 0 ||
-	    access(cr->eval_text, R_OK) != 0)
-		return cerr(c, v, "%s: cannot read '%.200s'", c->path, cr->eval_text_written);
+	if (nf_fs_is_dir(*resolved) || nf_fs_file_size(&size, *resolved) < 0 ||
+	    access(*resolved, R_OK) != 0)
+		return cerr(c, v, "%s: cannot read '%.200s'", c->path, written);
 	if (size == 0 || size > NF_RECIPE_MAX_EVAL_TEXT)
-		return cerr(c, v, "%s: '%.200s' is %llu bytes; an evaluation text has 1 to %u",
-			    c->path, cr->eval_text_written, (unsigned long long)size, NF_RECIPE_MAX_EVAL_TEXT);
+		return cerr(c, v, "%s: '%.200s' is %llu bytes; a text file here has 1 to %u", c->path,
+			    written, (unsigned long long)size, NF_RECIPE_MAX_EVAL_TEXT);
 	return 0;
+}
+
+/* build.quantization.calibration_text (check_text_file). */
+static int check_calibration_path(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_quant *q = obj;
+	free(q->calibration_text_written);
+	q->calibration_text_written = q->calibration_text;
+	q->calibration_text = NULL;
+	return check_text_file(c, v, q->calibration_text_written, &q->calibration_text);
+}
+
+/* gates.correctness.eval_text (check_text_file). */
+static int check_eval_text(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_correctness *cr = obj;
+	return check_text_file(c, v, cr->eval_text_written, &cr->eval_text);
 }
 
 static int check_tag(struct ctx *c, const nf_ynode *v, void *obj)
@@ -990,6 +1007,8 @@ static int source_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 static int model_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 /* Every field NAN: not written. */
 static nf_recipe_tolerance unset_tolerance(void)
 {
@@ -1113,20 +1132,56 @@ static const struct field model_rows[] = {
 };
 static const struct schema model_schema = SCHEMA(model_rows, .post = model_post);
 
+/* `kv_cache: [f16, int8]`: the KV caches each precision is built with. */
+static int parse_kv_caches(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	static const char *const names[NF_KV_KIND_COUNT + 1] = {"f32", "f16", "int8", NULL};
+	nf_recipe_target *t = obj;
+	if (v->type != NF_YNODE_SEQ)
+		return type_err(c, v, "a list of f32, f16, int8");
+	if (v->n == 0)
+		return cerr(c, v, "%s: an empty list; name at least one of f32, f16, int8", c->path);
+	t->n_kv_caches = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		const nf_ynode *it = v->kids[i];
+		size_t save = push_index(c, i);
+		nf_kv_kind k = NF_KV_F32;
+		int err = want_str(c, it);
+		if (!err && nf_kv_kind_parse(&k, it->str))
+			err = unknown_value(c, it, "kv_cache", names, NF_KV_KIND_COUNT, 2);
+		for (size_t j = 0; !err && j < t->n_kv_caches; j++)
+			if (t->kv_caches[j] == k)
+				err = cerr(c, it, "%s: kv_cache '%s' is listed twice", c->path, it->str);
+		pop(c, save);
+		if (err < 0)
+			return err;
+		t->kv_caches[t->n_kv_caches++] = k; /* distinct, so at most NF_KV_KIND_COUNT */
+	}
+	return 0;
+}
+
 static const struct field target_rows[] = {
 	CUSTOM("device", F_REQ, parse_device),
 	LIST(T_PREC_LIST, "precisions", F_REQ, 1, NF_PREC_COUNT * 4, 0, nf_recipe_target, precisions,
 	     n_precisions),
 	LIST(T_TP_LIST, "tensor_parallel", 0, 1, NF_RECIPE_MAX_TP * 4, 0, nf_recipe_target,
 	     tensor_parallel, n_tensor_parallel),
+	CUSTOM("kv_cache", 0, parse_kv_caches),
 };
 static const struct schema target_schema =
 	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);
+
+static const struct field quant_rows[] = {
+	INT("group_size", 0, 32, 128, nf_recipe_quant, group_size),
+	STR("calibration_text", 0, 4096, nf_recipe_quant, calibration_text, check_calibration_path),
+};
+static const struct schema quant_schema = SCHEMA(quant_rows, .post = quant_post);
 
 static const struct field build_rows[] = {
 	LIST_MAP("targets", F_REQ, 1, NF_RECIPE_MAX_TARGETS, target_schema, nf_recipe_build, targets,
 		 n_targets),
 	BOOL("autotune", 0, nf_recipe_build, autotune),
+	MAP("quantization", 0, quant_schema, nf_recipe_build, quant),
 };
 static const struct schema build_schema = SCHEMA(build_rows, .post = build_post);
 
@@ -1262,6 +1317,16 @@ static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 		t->tensor_parallel[0] = 1;
 		t->n_tensor_parallel = 1;
 	}
+	return 0;
+}
+
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_quant *q = obj;
+	const nf_ynode *g = map_get(m, "group_size");
+	if (g && q->group_size != 32 && q->group_size != 64 && q->group_size != 128)
+		return cerr(c, g, "%s.group_size: %d (expected 32, 64 or 128)", c->path, q->group_size);
+	(void)keys;
 	return 0;
 }
 
@@ -1435,6 +1500,8 @@ void nf_recipe_free(nf_recipe *r)
 	source_release(&r->model.source);
 	source_release(&r->model.tokenizer);
 	free(r->build.targets);
+	free(r->build.quant.calibration_text);
+	free(r->build.quant.calibration_text_written);
 	for (size_t i = 0; i < r->gates.correctness.n_prompts; i++)
 		free(r->gates.correctness.prompts[i]);
 	free(r->gates.correctness.prompts);

@@ -87,12 +87,23 @@ typedef struct nf_recipe_target {
 	size_t n_precisions;                    /* >= 1 */
 	int tensor_parallel[NF_RECIPE_MAX_TP];  /* powers of two in 1..64, recipe order, no duplicates */
 	size_t n_tensor_parallel;               /* >= 1 (default: {1}) */
+	nf_kv_kind kv_caches[NF_KV_KIND_COUNT]; /* `kv_cache`: recipe order, no duplicates */
+	size_t n_kv_caches;                     /* 0 when absent: each precision's default
+						   cache (nf_kv_kind_default) */
 } nf_recipe_target;
+
+/* build.quantization: how the quantized precisions are made. */
+typedef struct nf_recipe_quant {
+	int group_size;                 /* int4: 32, 64 or 128; 0 = the precision's default */
+	char *calibration_text;         /* resolved path, NULL = the tool's shipped text */
+	char *calibration_text_written; /* as written in the recipe */
+} nf_recipe_quant;
 
 typedef struct nf_recipe_build {
 	nf_recipe_target *targets; /* owned; devices are distinct */
 	size_t n_targets;          /* 1..NF_RECIPE_MAX_TARGETS */
 	bool autotune;             /* default true */
+	nf_recipe_quant quant;     /* `quantization`, all optional */
 } nf_recipe_build;
 
 /* A precision's correctness thresholds.  In `def` a field the recipe does

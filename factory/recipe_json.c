@@ -138,9 +138,22 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 		jset(&b, to, "device", json_string(t->sku->name));
 		jset(&b, to, "precisions", precisions_json(&b, t->precisions, t->n_precisions));
 		jset(&b, to, "tensor_parallel", ints_json(&b, t->tensor_parallel, t->n_tensor_parallel));
+		if (t->n_kv_caches) { /* absent: the recipe's digest as before the key existed */
+			json_t *kv = jset(&b, to, "kv_cache", json_array());
+			for (size_t k = 0; k < t->n_kv_caches; k++)
+				jpush(&b, kv, json_string(nf_kv_kind_name(t->kv_caches[k])));
+		}
 		jpush(&b, a, to);
 	}
 	jset(&b, o, "autotune", json_boolean(r->build.autotune));
+	/* only when written, so that older recipes keep their digest */
+	if (r->build.quant.group_size || r->build.quant.calibration_text_written) {
+		x = jset(&b, o, "quantization", json_object());
+		if (r->build.quant.group_size)
+			jset(&b, x, "group_size", json_integer(r->build.quant.group_size));
+		if (r->build.quant.calibration_text_written)
+			jset(&b, x, "calibration_text", jstr(r->build.quant.calibration_text_written));
+	}
 
 	g = jset(&b, root, "gates", json_object());
 	{

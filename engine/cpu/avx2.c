@@ -320,7 +320,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 	float scale = 1.0f / sqrtf((float)head_size);
 	for (int h = h0; h < h1; h++) {
 		const float *qh = q + (size_t)h * hs;
-		const char *k = (const char *)kc + (size_t)(h / group) * head_stride * es;
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride;
 		for (size_t t = 0; t < np; t++, k += hs * es) {
 			__m256 a = _mm256_setzero_ps();
 			size_t i = 0;
@@ -340,7 +340,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 	for (size_t t = 0; t < np; t++) {
 		for (int h = h0; h < h1; h++) {
 			float a = att[(size_t)(h - h0) * np + t], *o = out + (size_t)h * hs;
-			const char *vh = (const char *)vc + ((size_t)(h / group) * head_stride + t * hs) * es;
+			const char *vh = (const char *)vc + (size_t)(h / group) * head_stride + t * hs * es;
 			__m256 va = _mm256_set1_ps(a);
 			size_t i = 0;
 			for (; i + 8 <= hs; i += 8)
@@ -353,10 +353,13 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 }
 
 AVX2 static void avx2_attention(float *out, const float *q, const void *kc, const void *vc,
-				int kv_f16, int pos, int h0, int h1, int n_heads, int n_kv_heads,
-				int head_size, size_t head_stride, float *att)
+		nf_kv_kind kind, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+		int head_size, size_t head_stride, float *att)
 {
-	if (kv_f16)
+	if (kind == NF_KV_INT8)
+		nf_cpu_attention_kv8_avx2(out, q, kc, vc, pos, h0, h1, n_heads, n_kv_heads, head_size,
+			head_stride, att);
+	else if (kind == NF_KV_F16)
 		attention_heads(out, q, kc, vc, 1, pos, h0, h1, n_heads, n_kv_heads, head_size,
 				head_stride, att);
 	else
@@ -413,6 +416,10 @@ const nf_backend_ops nf_cpu_avx2_ops = {
 	.available = avx2_available,
 	.gemm_f32 = avx2_gemm_f32,
 	.gemm_q8 = avx2_gemm_q8,
+	.gemm_h16 = nf_cpu_gemm_h16_avx2,
+	.gemm_q4 = nf_cpu_gemm_q4_avx2,
+	.gemm_f8 = nf_cpu_gemm_f8_avx2,
+	.round_f8 = nf_cpu_round_f8_avx2,
 	.rmsnorm = avx2_rmsnorm,
 	.rope = nf_cpu_rope_ref,
 	.softmax = avx2_softmax,

@@ -515,7 +515,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 	int group = n_heads / n_kv_heads;
 	float scale = 1.0f / sqrtf((float)head_size);
 	for (int h = h0; h < h1; h++) {
-		const char *k = (const char *)kc + (size_t)(h / group) * head_stride * es;
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride;
 		for (size_t t = 0; t < np; t++, k += row) {
 			prefetch_ahead(k, row);
 			att[(size_t)(h - h0) * np + t] = dot_kv(q + (size_t)h * hs, k, hs, f16) * scale;
@@ -536,7 +536,7 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 				m[j] = o < hs ? mask16((int)(hs - o)) : 0;
 				acc[j] = _mm512_setzero_ps();
 			}
-			const char *v = (const char *)vc + ((size_t)(h / group) * head_stride + i) * es;
+			const char *v = (const char *)vc + (size_t)(h / group) * head_stride + i * es;
 			for (size_t t = 0; t < np; t++, v += row) {
 				prefetch_ahead(v, (hs - i < 64 ? hs - i : 64) * es);
 				__m512 at = _mm512_set1_ps(a[t]);
@@ -553,10 +553,13 @@ attention_heads(float *out, const float *q, const void *kc, const void *vc, int 
 }
 
 AVX512 static void avx512_attention(float *out, const float *q, const void *kc, const void *vc,
-				    int kv_f16, int pos, int h0, int h1, int n_heads, int n_kv_heads,
-				    int head_size, size_t head_stride, float *att)
+		nf_kv_kind kind, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+		int head_size, size_t head_stride, float *att)
 {
-	if (kv_f16)
+	if (kind == NF_KV_INT8)
+		nf_cpu_attention_kv8_avx512(out, q, kc, vc, pos, h0, h1, n_heads, n_kv_heads, head_size,
+			head_stride, att);
+	else if (kind == NF_KV_F16)
 		attention_heads(out, q, kc, vc, 1, pos, h0, h1, n_heads, n_kv_heads, head_size,
 				head_stride, att);
 	else
@@ -580,6 +583,9 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	.available = avx512_available,
 	.gemm_f32 = avx512_gemm_f32,
 	.gemm_q8 = avx512_gemm_q8,
+	.gemm_h16 = nf_cpu_gemm_h16_avx512,
+	.gemm_f8 = nf_cpu_gemm_f8_avx512,
+	.round_f8 = nf_cpu_round_f8_avx512,
 	.rmsnorm = avx512_rmsnorm,
 	.rope = nf_cpu_rope_ref,
 	.softmax = avx512_softmax,

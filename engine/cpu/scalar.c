@@ -4,9 +4,11 @@
  * ones the SIMD families reuse, and the conformance tests' reference.
  */
 #include <math.h>
+#include <string.h>
 
 #include "engine/cpu/cpu.h"
 #include "engine/layout.h"
+#include "engine/quant.h"
 #include "engine/safetensors.h"
 #include "util/banned.h"
 
@@ -99,30 +101,78 @@ float nf_cpu_kv_at(const void *c, size_t i, int f16)
 	return f16 ? nf_f16_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
 }
 
-void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void *vc, int kv_f16,
-			  int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
-			  size_t head_stride, float *att)
+float nf_cpu_kv8_scale(const void *row)
+{
+	float s;
+	memcpy(&s, row, sizeof s); /* 4-aligned only when head_size is */
+	return s;
+}
+
+/* Over an int8 cache (backend.h): q quantized per head once, each score an
+ * exact integer dot product times the two scales; V rows widened and
+ * weighted by att[t] * their scale. */
+static void attention_int8_ref(float *out, const float *q, const void *kc, const void *vc,
+			       int pos, int h0, int h1, int n_heads, int n_kv_heads, int head_size,
+			       size_t head_stride, float *att)
 {
 	int group = n_heads / n_kv_heads;
+	size_t hs = (size_t)head_size, rb = nf_kv_row_bytes(NF_KV_INT8, hs), np = (size_t)pos + 1;
+	int8_t *q8 = (int8_t *)(att + (size_t)(h1 - h0) * np); /* the scratch's head_size floats */
 	float scale = 1.0f / sqrtf((float)head_size);
-	size_t hs = (size_t)head_size;
+	for (int h = h0; h < h1; h++) {
+		float qs = nf_quant_int8_vec(q8, q + (size_t)h * hs, hs) * scale;
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride;
+		for (size_t t = 0; t < np; t++, k += rb) {
+			const int8_t *k8 = (const int8_t *)(k + sizeof(float));
+			int32_t dot = 0;
+			for (size_t i = 0; i < hs; i++)
+				dot += (int32_t)q8[i] * (int32_t)k8[i];
+			att[t] = (float)dot * (nf_cpu_kv8_scale(k) * qs);
+		}
+		nf_cpu_softmax_ref(att, (int)np);
+		float *oh = out + (size_t)h * hs;
+		for (size_t i = 0; i < hs; i++)
+			oh[i] = 0.0f;
+		const char *v = (const char *)vc + (size_t)(h / group) * head_stride;
+		for (size_t t = 0; t < np; t++, v += rb) {
+			const int8_t *v8 = (const int8_t *)(v + sizeof(float));
+			float a = att[t] * nf_cpu_kv8_scale(v);
+			for (size_t i = 0; i < hs; i++)
+				oh[i] += a * (float)v8[i];
+		}
+	}
+}
+
+void nf_cpu_attention_ref(float *out, const float *q, const void *kc, const void *vc,
+			  nf_kv_kind kind, int pos, int h0, int h1, int n_heads, int n_kv_heads,
+			  int head_size, size_t head_stride, float *att)
+{
+	if (kind == NF_KV_INT8) {
+		attention_int8_ref(out, q, kc, vc, pos, h0, h1, n_heads, n_kv_heads, head_size,
+				   head_stride, att);
+		return;
+	}
+	int group = n_heads / n_kv_heads, f16 = kind == NF_KV_F16;
+	float scale = 1.0f / sqrtf((float)head_size);
+	size_t hs = (size_t)head_size, rb = nf_kv_row_bytes(kind, hs);
 	for (int h = h0; h < h1; h++) {
 		const float *qh = q + (size_t)h * hs;
-		size_t koff = (size_t)(h / group) * head_stride;
-		for (int t = 0; t <= pos; t++) {
+		const char *k = (const char *)kc + (size_t)(h / group) * head_stride;
+		for (int t = 0; t <= pos; t++, k += rb) {
 			float s = 0.0f;
 			for (size_t i = 0; i < hs; i++)
-				s += qh[i] * nf_cpu_kv_at(kc, koff + (size_t)t * hs + i, kv_f16);
+				s += qh[i] * nf_cpu_kv_at(k, i, f16);
 			att[t] = s * scale;
 		}
 		nf_cpu_softmax_ref(att, pos + 1);
 		float *oh = out + (size_t)h * hs;
 		for (size_t i = 0; i < hs; i++)
 			oh[i] = 0.0f;
-		for (int t = 0; t <= pos; t++) {
+		const char *v = (const char *)vc + (size_t)(h / group) * head_stride;
+		for (int t = 0; t <= pos; t++, v += rb) {
 			float a = att[t];
 			for (size_t i = 0; i < hs; i++)
-				oh[i] += a * nf_cpu_kv_at(vc, koff + (size_t)t * hs + i, kv_f16);
+				oh[i] += a * nf_cpu_kv_at(v, i, f16);
 		}
 	}
 }
@@ -152,6 +202,10 @@ const nf_backend_ops nf_cpu_scalar_ops = {
 	.available = scalar_available,
 	.gemm_f32 = scalar_gemm_f32,
 	.gemm_q8 = scalar_gemm_q8,
+	.gemm_h16 = nf_cpu_gemm_h16_scalar,
+	.gemm_f8 = nf_cpu_gemm_f8_scalar,
+	.round_f8 = nf_cpu_round_f8_scalar,
+	.gemm_q4 = nf_cpu_gemm_q4_scalar,
 	.rmsnorm = nf_cpu_rmsnorm_ref,
 	.rope = nf_cpu_rope_ref,
 	.softmax = nf_cpu_softmax_ref,

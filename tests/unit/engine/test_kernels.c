@@ -69,8 +69,8 @@ static void check_gemm(const nf_backend_ops *ops, const nf_backend_ops *ref)
 			nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
 			for (size_t b = 0; b < n; b++)
 				xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
-			nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
-			nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
+			nf_bk_matrix mf = {.kind = NF_QUANT_NONE, .rows = rows, .cols = cols, .f32 = w, .layout = NF_BK_ROWS};
+			nf_bk_matrix mq = {.kind = NF_QUANT_INT8_ROW, .rows = rows, .cols = cols, .q8 = wq, .scale = ws, .rowsum = rs, .layout = NF_BK_ROWS};
 
 			/* float32: whole range, then accumulate over a sub-range */
 			ref->gemm_f32(y0, ldy, &mf, x, ldx, n, 0, rows, 0);
@@ -140,8 +140,8 @@ static void check_gemm_batch(const nf_backend_ops *ops, const nf_backend_ops *re
 		nf_quant_int8_rowsums(rs, wq, (size_t)rows, (size_t)cols);
 		for (size_t b = 0; b < N; b++)
 			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
-		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
-		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
+		nf_bk_matrix mf = {.kind = NF_QUANT_NONE, .rows = rows, .cols = cols, .f32 = w, .layout = NF_BK_ROWS};
+		nf_bk_matrix mq = {.kind = NF_QUANT_INT8_ROW, .rows = rows, .cols = cols, .q8 = wq, .scale = ws, .rowsum = rs, .layout = NF_BK_ROWS};
 		for (size_t n = 1; n <= N; n++) {
 			int r0 = rows > 16 ? 16 : 0;
 			ops->gemm_f32(yb, ldy, &mf, x, ldx, n, 0, rows, 0);
@@ -198,8 +198,8 @@ static void check_gemm_tiled(const nf_backend_ops *ops)
 			xs[b] = nf_quant_int8_vec(xq + b * ldq, x + b * ldx, (size_t)cols);
 		memcpy(wt, w, sizeof(float) * nw);
 		memcpy(wqt, wq, nw);
-		nf_bk_matrix mf = {NF_QUANT_NONE, rows, cols, w, NULL, NULL, NULL, NF_BK_ROWS};
-		nf_bk_matrix mq = {NF_QUANT_INT8_ROW, rows, cols, NULL, wq, ws, rs, NF_BK_ROWS};
+		nf_bk_matrix mf = {.kind = NF_QUANT_NONE, .rows = rows, .cols = cols, .f32 = w, .layout = NF_BK_ROWS};
+		nf_bk_matrix mq = {.kind = NF_QUANT_INT8_ROW, .rows = rows, .cols = cols, .q8 = wq, .scale = ws, .rowsum = rs, .layout = NF_BK_ROWS};
 		nf_bk_matrix tf = mf, tq = mq;
 		tf.f32 = wt;
 		tq.q8 = wqt;
@@ -232,7 +232,7 @@ static void check_gemm_tiled(const nf_backend_ops *ops)
 /* What can be tiled, where an element lands, and a row read back. */
 static void check_layout(void)
 {
-	nf_bk_matrix m = {NF_QUANT_INT8_ROW, 16, 128, NULL, NULL, NULL, NULL, NF_BK_ROWS};
+	nf_bk_matrix m = {.kind = NF_QUANT_INT8_ROW, .rows = 16, .cols = 128, .layout = NF_BK_ROWS};
 	ok(nf_bk_can_tile(&m), "int8 16x128 can be tiled");
 	m.cols = 96;
 	ok(!nf_bk_can_tile(&m), "int8 rows of 96 bytes cannot (not whole 64-byte chunks)");
@@ -250,7 +250,7 @@ static void check_layout(void)
 	for (int r = 0; r < R; r++)
 		sc[r] = 0.5f + (float)r;
 	memcpy(qt, q, sizeof q);
-	nf_bk_matrix t = {NF_QUANT_INT8_ROW, R, C, NULL, qt, sc, NULL, NF_BK_ROWS};
+	nf_bk_matrix t = {.kind = NF_QUANT_INT8_ROW, .rows = R, .cols = C, .q8 = qt, .scale = sc, .layout = NF_BK_ROWS};
 	ok(nf_bk_tile_in_place(&t, qt) == 0 && t.layout == NF_BK_TILE8, "int8 16x128 tiled in place");
 	/* (r, c) = (9, 70): tile 1 (byte 1024), chunk 1 (+512), row 1 in it (+64), byte 6 */
 	ok(nf_bk_index(&t, 9, 70) == 1024 + 512 + 64 + 6, "element (9, 70) of a tiled 16x128 int8 at byte 1606");
@@ -325,13 +325,13 @@ static void check_small_ops(const nf_backend_ops *ops, const nf_backend_ops *ref
 	 * honoured, not assumed to be (POS + 1) rows) */
 	size_t hstride = (POS + 6) * HS, kvn = NKV * hstride;
 	float *kc = malloc(sizeof(float) * kvn), *vc = malloc(sizeof(float) * kvn);
-	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[NH * (POS + 1)];
+	float q[NH * HS], o0[NH * HS], o1[NH * HS], att[NH * (POS + 1) + HS];
 	fill(kc, kvn, 1.0f);
 	fill(vc, kvn, 1.0f);
 	fill(q, NH * HS, 1.0f);
-	ref->attention(o0, q, kc, vc, 0, POS, 0, NH, NH, NKV, HS, hstride, att);
-	ops->attention(o1, q, kc, vc, 0, POS, 0, 3, NH, NKV, HS, hstride, att);
-	ops->attention(o1, q, kc, vc, 0, POS, 3, NH, NH, NKV, HS, hstride, att);
+	ref->attention(o0, q, kc, vc, NF_KV_F32, POS, 0, NH, NH, NKV, HS, hstride * sizeof(float), att);
+	ops->attention(o1, q, kc, vc, NF_KV_F32, POS, 0, 3, NH, NKV, HS, hstride * sizeof(float), att);
+	ops->attention(o1, q, kc, vc, NF_KV_F32, POS, 3, NH, NH, NKV, HS, hstride * sizeof(float), att);
 	ok(rel_err(o1, o0, NH * HS) < 1e-5, "%s attention (GQA, split heads)", ops->name);
 	/* head 5 reads KV head 2: check it against a direct computation */
 	double sc[POS + 1], mx = -1e30, tot = 0, o = 0;
@@ -386,16 +386,16 @@ static void check_attention_sizes(const nf_backend_ops *ops, const nf_backend_op
 		uint16_t *kh = malloc(sizeof(uint16_t) * kvn), *vh = malloc(sizeof(uint16_t) * kvn);
 		float *q = malloc(sizeof(float) * qd), *o0 = malloc(sizeof(float) * qd);
 		float *o1 = malloc(sizeof(float) * qd), *o2 = malloc(sizeof(float) * qd);
-		float *att = malloc(sizeof(float) * NH * (POS + 1));
+		float *att = malloc(sizeof(float) * (NH * (POS + 1) + (size_t)hs));
 		if (!kc || !vc || !kr || !vr || !kh || !vh || !q || !o0 || !o1 || !o2 || !att) {
 			worst = INFINITY;
 		} else {
 			fill(kc, kvn, 1.0f);
 			fill(vc, kvn, 1.0f);
 			fill(q, qd, 1.0f);
-			ref->attention(o0, q, kc, vc, 0, POS, 0, NH, NH, NKV, hs, hstride, att);
-			ops->attention(o1, q, kc, vc, 0, POS, 0, 2, NH, NKV, hs, hstride, att);
-			ops->attention(o1, q, kc, vc, 0, POS, 2, NH, NH, NKV, hs, hstride, att);
+			ref->attention(o0, q, kc, vc, NF_KV_F32, POS, 0, NH, NH, NKV, hs, hstride * sizeof(float), att);
+			ops->attention(o1, q, kc, vc, NF_KV_F32, POS, 0, 2, NH, NKV, hs, hstride * sizeof(float), att);
+			ops->attention(o1, q, kc, vc, NF_KV_F32, POS, 2, NH, NH, NKV, hs, hstride * sizeof(float), att);
 			worst = fmax(worst, rel_err(o1, o0, qd));
 			for (size_t i = 0; i < kvn; i++) {
 				kh[i] = nf_f32_to_f16(kc[i]);
@@ -403,12 +403,12 @@ static void check_attention_sizes(const nf_backend_ops *ops, const nf_backend_op
 				kr[i] = nf_f16_to_f32(kh[i]);
 				vr[i] = nf_f16_to_f32(vh[i]);
 			}
-			ref->attention(o2, q, kh, vh, 1, POS, 0, NH, NH, NKV, hs, hstride, att);
+			ref->attention(o2, q, kh, vh, NF_KV_F16, POS, 0, NH, NH, NKV, hs, hstride * sizeof(uint16_t), att);
 			drift = fmax(drift, rel_err(o2, o0, qd));
-			ops->attention(o1, q, kh, vh, 1, POS, 0, 3, NH, NKV, hs, hstride, att);
-			ops->attention(o1, q, kh, vh, 1, POS, 3, NH, NH, NKV, hs, hstride, att);
+			ops->attention(o1, q, kh, vh, NF_KV_F16, POS, 0, 3, NH, NKV, hs, hstride * sizeof(uint16_t), att);
+			ops->attention(o1, q, kh, vh, NF_KV_F16, POS, 3, NH, NH, NKV, hs, hstride * sizeof(uint16_t), att);
 			worst_h = fmax(worst_h, rel_err(o1, o2, qd));
-			ops->attention(o2, q, kr, vr, 0, POS, 0, NH, NH, NKV, hs, hstride, att);
+			ops->attention(o2, q, kr, vr, NF_KV_F32, POS, 0, NH, NH, NKV, hs, hstride * sizeof(float), att);
 			worst_rounded = fmax(worst_rounded, rel_err(o1, o2, qd));
 		}
 		free(kc);
