@@ -241,7 +241,7 @@ static int prompt_case(nf_gate_case *c, eval_run *run, const nf_gate_ref_prompt 
 
 static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c)
 {
-	nf_log_field f[8];
+	nf_log_field f[12];
 	size_t n = 0;
 	char text[512];
 	size_t tl = 0;
@@ -251,7 +251,7 @@ static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c
 	f[n++] = NF_LOG_STR("case", c->name);
 	f[n++] = NF_LOG_STR("verdict", nf_verdict_name(c->verdict));
 	text[0] = '\0';
-	for (size_t i = 0; i < c->n_metrics && n < 8; i++) {
+	for (size_t i = 0; i < c->n_metrics && n < 12; i++) {
 		const nf_gate_metric *m = &c->metrics[i];
 		f[n++] = NF_LOG_DBL(m->name, m->value);
 		bool big = isfinite(m->value) && fabs(m->value) >= 1e4 && fabs(m->value) < 1e9;
