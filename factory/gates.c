@@ -102,7 +102,8 @@ static int check_model_match(const nf_model_config *a, const nf_model_config *b,
 {
 	if (a->arch != b->arch || a->dim != b->dim || a->n_layers != b->n_layers ||
 	    a->vocab_size != b->vocab_size ||
-	    a->hidden_dim != b->hidden_dim || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads)
+	    a->hidden_dim != b->hidden_dim || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads ||
+	    a->max_seq_len != b->max_seq_len)
 		return nf_error_set(NF_EINPUT,
 				    "%s: engine (dim %d, layers %d, vocab %d) does not match the "
 				    "reference model (dim %d, layers %d, vocab %d)",
