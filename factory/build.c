@@ -43,7 +43,8 @@ typedef struct build_ctx {
 	char source_digest[NF_SHA256_HEX_LEN + 1];
 	char tok_digest[NF_SHA256_HEX_LEN + 1];
 	nf_model *model;
-	nf_tokenizer *tokenizer; /* NULL for llama2.c models (tok_path is their tokenizer) */
+	nf_tokenizer *tokenizer; /* borrowed from model_tokenizer; NULL for llama2.c models
+				    (tok_path is their tokenizer) */
 	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
 	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
 	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
@@ -729,9 +730,8 @@ done:
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
 	nf_model_free(b.model);
-	nf_tokenizer_free(b.tokenizer);
 	free(b.calib_text);
-	nf_tokenizer_free(b.model_tokenizer);
+	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);
