@@ -80,6 +80,19 @@ void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const in
 #define Q4_PREFETCH 8192
 #define Q4_QUAD 4 /* groups per quad */
 
+/* How far ahead of offset `off` of its row (rs bytes long) each of the 8
+ * rows prefetches, so that the prefetches run Q4_PREFETCH bytes ahead of
+ * what the 8 rows together read: short rows (8 rows within Q4_PREFETCH)
+ * are one stream block after block, so straight ahead; a long row leads
+ * by its share, and near its end jumps to its row of the next 8. */
+static inline size_t prefetch_ahead(size_t off, size_t rs)
+{
+	size_t lead = Q4_PREFETCH / Q4_ROWS;
+	if (rs <= lead)
+		return Q4_PREFETCH;
+	return off + lead < rs ? lead : lead + (Q4_ROWS - 1) * rs;
+}
+
 /* Rows [r, r1) of the scalar family, for what is left after the 8-row steps. */
 static void rows_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			size_t ldx, const float *xs, size_t n, int r, int r1, int accumulate)
@@ -114,11 +127,11 @@ AVX2 INLINE __m256i dot_nibbles(__m256i w, __m256i xl, __m256i xh)
 }
 
 /* 64 columns: 32 bytes at w of each of 8 rows (rs bytes apart) against nv
- * vectors (x, x + ldx, ...).  Per vector: a[v], b[v] the 8 rows' sums of
+ * vectors (x, x + ldx, ...), prefetching `prefetch` bytes ahead (0: not).  Per vector: a[v], b[v] the 8 rows' sums of
  * q * x over the first and the second block of 32, and xt[v] the vector's
  * partial sums (4 lanes of the first block, 4 of the second). */
 AVX2 INLINE void chunk64_avx2(__m256i *a, __m256i *b, __m256i *xt, const uint8_t *w, size_t rs,
-			      const int8_t *x, size_t ldx, int nv, int prefetch)
+			      const int8_t *x, size_t ldx, int nv, size_t prefetch)
 {
 	const __m256i ones = _mm256_set1_epi8(0x11);
 	__m256i xl[Q4_NV2], xh[Q4_NV2], p[Q4_NV2][Q4_ROWS];
@@ -133,7 +146,7 @@ AVX2 INLINE void chunk64_avx2(__m256i *a, __m256i *b, __m256i *xt, const uint8_t
 #pragma GCC unroll 8
 	for (int i = 0; i < Q4_ROWS; i++) {
 		if (prefetch)
-			_mm_prefetch((const char *)(w + (size_t)i * rs) + Q4_PREFETCH, _MM_HINT_T0);
+			_mm_prefetch((const char *)(w + (size_t)i * rs) + prefetch, _MM_HINT_T0);
 		__m256i wi = _mm256_loadu_si256((const __m256i *)(w + (size_t)i * rs));
 		for (int v = 0; v < nv; v++)
 			p[v][i] = dot_nibbles(wi, xl[v], xh[v]);
@@ -219,7 +232,9 @@ AVX2 INLINE void quad_avx2(__m256 *acc, const uint8_t *w, size_t rs, const uint1
 #pragma GCC unroll 8
 	for (size_t j = 0; j < chunks; j++) {
 		size_t c = c0 + 64 * j;
-		chunk64_avx2(a, b, xt, w + c / 2, rs, x + c, ldx, nv, full && j % 2 == 0);
+		/* a prefetch a cache line: every other chunk */
+		size_t ahead = full && j % 2 == 0 ? prefetch_ahead(c / 2, rs) : 0;
+		chunk64_avx2(a, b, xt, w + c / 2, rs, x + c, ldx, nv, ahead);
 		int k = (int)(2 * j) / bpg; /* the group of the first block */
 		for (int v = 0; v < nv; v++) {
 			if (bpg == 1) { /* two groups */
