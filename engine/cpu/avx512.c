@@ -583,6 +583,7 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	.available = avx512_available,
 	.gemm_f32 = avx512_gemm_f32,
 	.gemm_q8 = avx512_gemm_q8,
+	.gemm_q4 = nf_cpu_gemm_q4_avx512,
 	.rmsnorm = avx512_rmsnorm,
 	.rope = nf_cpu_rope_ref,
 	.softmax = avx512_softmax,
