@@ -930,3 +930,24 @@ int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int 
 	int nt = (int)n;
 	return nf_engine_step_ragged(e, &s, tokens, &nt, &pos0, 1, logits_last);
 }
+
+int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+			     float *logits)
+{
+	const char *what = "engine prefill with logits";
+	int err;
+	if (n == 0 || pos0 < 0 || (uint64_t)pos0 + n > (uint64_t)e->cfg.max_seq_len)
+		return nf_error_set(NF_EINPUT, "%s: %zu tokens at position %d (max_seq_len %d)", what,
+				    n, pos0, (int)e->cfg.max_seq_len);
+	if ((err = check_seq(e, &s, 0, what)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
+			return nf_error_set(NF_EINPUT, "%s: token %d out of range (vocab %d)", what,
+					    tokens[i], (int)e->cfg.vocab_size);
+	hist_truncate(s, pos0);
+	if ((err = nf_fwd_prefill_logits(e->fwd, &s->kv, tokens, n, pos0, logits)))
+		return err;
+	hist_extend(s, tokens, pos0, (int)n);
+	return 0;
+}

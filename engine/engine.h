@@ -189,4 +189,13 @@ int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
 		      float *logits_last);
 
+/* Prefill that keeps every position's logits: s consumes tokens[0, n) at
+ * positions pos0 .. pos0 + n - 1 in passes over the weights, and the logits
+ * after token i go to logits + i*vocab_size (caller's n x vocab_size
+ * floats).  Each row equals what nf_engine_step gives one token at a time:
+ * teacher-forced evaluation (the gates) in one pass.  n == 0 or
+ * pos0 + n > max_seq_len: NF_EINPUT. */
+int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+			     float *logits);
+
 #endif

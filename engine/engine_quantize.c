@@ -10,24 +10,143 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/awq.h"
+#include "engine/calibrate.h"
 #include "engine/cpu/cpu.h"
+#include "engine/safetensors.h" /* nf_f16_to_f32 */
+#include "engine/tokenizer.h"
 #include "engine/wformat.h"
 #include "util/error.h"
 #include "util/banned.h"
 
+/* Calibration tokens past this many are not run: the statistics settle
+ * long before, and the float32 reference runs one token at a time. */
+#define CALIB_MAX_TOKENS 512
+
+/* The calibration text (o's, or the shipped default) as the model's tokens,
+ * at most CALIB_MAX_TOKENS. */
+static int calibration_tokens(int **tokens, size_t *n, const nf_model *m,
+			      const nf_engine_build_opts *o)
+{
+	nf_tokenizer *own = NULL;
+	const nf_tokenizer *tok = o->tokenizer;
+	size_t len = 0;
+	const char *text = o->calib_text ? o->calib_text : nf_calib_default_text(&len);
+	int err = 0;
+	if (o->calib_text)
+		len = strlen(o->calib_text);
+	if (!tok && o->tokenizer_path && !(err = nf_tokenizer_load(&own, o->tokenizer_path,
+								    m->cfg.vocab_size)))
+		tok = own;
+	if (!err && !tok)
+		err = nf_error_set(NF_EINPUT, "engine build: calibration needs the model's tokenizer");
+	if (!err)
+		err = nf_tokenizer_encode(tok, text, len, NF_TOK_ADD_SPECIAL, tokens, n);
+	if (!err && *n > CALIB_MAX_TOKENS)
+		*n = CALIB_MAX_TOKENS;
+	if (!err && *n < 2)
+		err = nf_error_set(NF_EINPUT, "engine build: the calibration text is %zu tokens", *n);
+	nf_tokenizer_free(own);
+	return err ? nf_error_wrap(err, "calibration") : 0;
+}
+
+/* Where each matrix reads its input from, for the activation scales. */
+static nf_ref_input input_of(int id)
+{
+	switch (id) {
+	case NF_T_WO:
+		return NF_REF_IN_WO;
+	case NF_T_W1:
+	case NF_T_W3:
+		return NF_REF_IN_FFN;
+	case NF_T_W2:
+		return NF_REF_IN_W2;
+	case NF_T_WCLS:
+	case NF_T_EMB:
+		return NF_REF_IN_CLS;
+	default:
+		return NF_REF_IN_ATT;
+	}
+}
+
+/* The static activation scale of every matrix of every layer (fp8):
+ * calibrated max |x| of its input / 448. */
+static int calibrate_act_scales(nf_engine_quant *q, const nf_calib *c)
+{
+	size_t layers = (size_t)(q->n_layers > 0 ? q->n_layers : 1);
+	if (!(q->act_scales = calloc((size_t)NF_T_COUNT * layers, sizeof(float))))
+		return nf_error_set(NF_ENOMEM, "engine build: out of memory");
+	for (int id = 0; id < NF_T_COUNT; id++)
+		for (size_t l = 0; l < layers; l++)
+			q->act_scales[(size_t)id * layers + l] =
+				nf_calib_fp8_scale(c, (int)l, input_of(id));
+	return 0;
+}
+
+/* AWQ's stand-in for the int4 quantizer while it searches: each group
+ * rounded to the nearest of 16 levels between its min and max (the scale
+ * and min as halves, as stored), the round-to-nearest quantization of the
+ * AWQ paper.  The engine's own quantizer then searches each group's scale
+ * further (quant_int4.c); the scaling AWQ picks helps both. */
+static void int4_fakequant(float *out, const float *w, size_t rows, size_t cols, void *ctx)
+{
+	size_t group = (size_t)*(const int *)ctx;
+	for (size_t r = 0; r < rows; r++)
+		for (size_t c0 = 0; c0 < cols; c0 += group) {
+			const float *x = w + r * cols + c0;
+			float *y = out + r * cols + c0;
+			size_t n = cols - c0 < group ? cols - c0 : group;
+			float lo = x[0], hi = x[0];
+			for (size_t i = 1; i < n; i++) {
+				lo = x[i] < lo ? x[i] : lo;
+				hi = x[i] > hi ? x[i] : hi;
+			}
+			float s = nf_f16_to_f32(nf_f32_to_f16((hi - lo) / 15.0f));
+			float m = nf_f16_to_f32(nf_f32_to_f16(lo));
+			float inv = s > 0.0f ? 1.0f / s : 0.0f;
+			for (size_t i = 0; i < n; i++) {
+				float q = (x[i] - m) * inv + 0.5f;
+				q = q < 0.0f ? 0.0f : q > 15.0f ? 15.0f : (float)(int)q;
+				y[i] = s * q + m;
+			}
+		}
+}
+
+/* q's model becomes m with AWQ's scaling for int4 groups of o's size. */
+static int apply_awq(nf_engine_quant *q, const nf_model *m, const nf_calib *calib,
+		     const nf_engine_build_opts *o)
+{
+	int group = nf_precision_group(o->precision, o->group);
+	nf_awq_opts ao = {.fakequant = int4_fakequant, .ctx = &group, .threads = o->threads};
+	nf_awq_report *report = NULL;
+	int err = nf_awq_apply(&q->owned, &report, m, calib, &ao);
+	nf_awq_report_free(report);
+	if (!err)
+		q->model = q->owned;
+	return err;
+}
+
 int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engine_build_opts *o)
 {
 	const nf_precision_info *info = nf_precision_info_of(o->precision);
+	nf_calib *calib = NULL;
+	int *tokens = NULL;
+	size_t n = 0;
 	memset(q, 0, sizeof *q);
 	q->model = m;
 	q->n_layers = m->cfg.n_layers;
 	int err = nf_pool_new(&q->pool, o->threads);
-	if (err)
+	if (err || !info->calibrated)
 		return err;
-	if (info->calibrated)
-		return nf_error_set(NF_EUNSUPPORTED, "engine build: %s needs calibration (not yet wired)",
-				    info->name);
-	return 0;
+	if (!(err = calibration_tokens(&tokens, &n, m, o)))
+		err = nf_calib_run(m, tokens, n, &calib);
+	if (!err && info->weights == NF_QUANT_FP8_E4M3)
+		err = calibrate_act_scales(q, calib);
+	if (!err && info->awq)
+		err = apply_awq(q, m, calib, o);
+	free(tokens);
+	nf_calib_free(calib);
+	return err;
 }
 
 const float *nf_engine_quant_act_scales(const nf_engine_quant *q, int id)

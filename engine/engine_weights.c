@@ -124,9 +124,17 @@ static int add_matrix(nf_st_writer *wr, nf_fwd_src *src, nf_engine_wbufs *keep,
 				       andim, ashape, aux, acount * nf_wformat_aux_size(f));
 	}
 	if (!err && f->act_scale) {
+		/* q's scales go with q: the writer and the views need a copy that lives on */
 		uint64_t n = s->layers;
-		snprintf(aname, sizeof aname, "%s.act_scale", name);
-		err = nf_st_writer_add(wr, aname, NF_DTYPE_F32, 1, &n, src->act_scale, n * 4);
+		float *copy = keep_alloc(keep, n * sizeof(float), &err);
+		if (!err && !src->act_scale)
+			err = nf_error_set(NF_EINTERNAL, "engine build: %s has no activation scale", name);
+		if (!err) {
+			memcpy(copy, src->act_scale, n * sizeof(float));
+			src->act_scale = copy;
+			snprintf(aname, sizeof aname, "%s.act_scale", name);
+			err = nf_st_writer_add(wr, aname, NF_DTYPE_F32, 1, &n, copy, n * 4);
+		}
 	}
 	src->data = data;
 	src->aux = aux;

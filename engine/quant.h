@@ -26,6 +26,17 @@ typedef enum nf_quant_kind {
 	NF_QUANT_KIND_COUNT
 } nf_quant_kind;
 
+/* x rounded to the nearest integer, ties to even, for |x| < 2^22: adding
+ * and removing 1.5 * 2^23 leaves no fraction bits, in the default rounding
+ * mode.  The same as nearbyintf there, without a libm call per weight
+ * (x86-64's baseline has no SSE4.1 round instruction); C does not
+ * reassociate floats, so the sum is not folded away. */
+static inline float nf_round_even(float x)
+{
+	const float magic = 12582912.0f;
+	return (x + magic) - magic;
+}
+
 /* Quantize `rows` rows of `cols` floats (row-major) into q (rows*cols int8,
  * caller-owned) and scales (rows floats).  An all-zero row gets scale 0. */
 void nf_quant_int8_rows(int8_t *q, float *scales, const float *w, size_t rows, size_t cols);

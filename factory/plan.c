@@ -86,9 +86,19 @@ static int add_stage(nf_plan *p, size_t *cap, nf_stage_kind kind, int profile, c
 	return 0;
 }
 
-static int make_profile(nf_profile *pr, const nf_recipe *r, const nf_sku *sku, nf_precision prec,
-			int tp)
+/* A build point: where, what precision, how split, which KV cache. */
+typedef struct point {
+	const nf_sku *sku;
+	nf_precision prec;
+	int tp;
+	nf_kv_kind kv;
+} point;
+
+static int make_profile(nf_profile *pr, const nf_recipe *r, const point *pt)
 {
+	const nf_sku *sku = pt->sku;
+	nf_precision prec = pt->prec;
+	int tp = pt->tp, kv_explicit = pt->kv != nf_kv_kind_default(prec);
 	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o}", "model", r->model.name,
 			      "family", "llama", "device", sku->name, "arch", sku->cuda_arch,
 			      "tensor_parallel", tp, "precision", nf_precision_name(prec), "source",
@@ -96,6 +106,12 @@ static int make_profile(nf_profile *pr, const nf_recipe *r, const nf_sku *sku, n
 			      source_identity(&r->model.tokenizer));
 	int err;
 	memset(pr, 0, sizeof(*pr));
+	/* only a cache other than the default is part of the identity: the
+	 * default profiles keep the ids they had before the choice existed */
+	if (j && kv_explicit && json_object_set_new(j, "kv_cache", json_string(nf_kv_kind_name(pt->kv)))) {
+		json_decref(j);
+		j = NULL;
+	}
 	if (!j)
 		return nf_error_set(NF_ENOMEM, "plan: out of memory");
 	pr->canonical_json = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -104,7 +120,10 @@ static int make_profile(nf_profile *pr, const nf_recipe *r, const nf_sku *sku, n
 	json_decref(j);
 	if (err)
 		return err;
-	snprintf(pr->name, sizeof(pr->name), "%s-%s-tp%d", sku->name, nf_precision_name(prec), tp);
+	snprintf(pr->name, sizeof(pr->name), "%s-%s-tp%d%s%s", sku->name, nf_precision_name(prec), tp,
+		 kv_explicit ? "-" : "", kv_explicit ? nf_profile_kv_suffix(pt->kv) : "");
+	pr->kv_cache = pt->kv;
+	pr->kv_explicit = kv_explicit;
 	snprintf(pr->device, sizeof(pr->device), "%s", sku->name);
 	snprintf(pr->arch, sizeof(pr->arch), "%s", sku->cuda_arch);
 	pr->is_gpu = sku->kind == NF_SKU_GPU;
@@ -141,8 +160,11 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 		return nf_error_set(NF_ENOMEM, "plan: out of memory");
 	if ((err = nf_recipe_digest(p->recipe_digest, r)))
 		goto done;
-	for (size_t t = 0; t < r->build.n_targets; t++)
-		max_points += r->build.targets[t].n_precisions * r->build.targets[t].n_tensor_parallel;
+	for (size_t t = 0; t < r->build.n_targets; t++) {
+		const nf_recipe_target *tg = &r->build.targets[t];
+		max_points += tg->n_precisions * tg->n_tensor_parallel *
+			      (tg->n_kv_caches ? tg->n_kv_caches : 1);
+	}
 	p->profiles = calloc(max_points ? max_points : 1, sizeof(*p->profiles));
 	p->dropped = calloc(max_points ? max_points : 1, sizeof(*p->dropped));
 	if (!p->profiles || !p->dropped) {
@@ -176,9 +198,14 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 					snprintf(d->reason, sizeof(d->reason), "%s", why);
 					continue;
 				}
-				if ((err = make_profile(&p->profiles[p->n_profiles], r, tg->sku, prec, tp)))
-					goto done;
-				p->n_profiles++;
+				/* the recipe's caches, or the precision's default one */
+				for (size_t v = 0; v < (tg->n_kv_caches ? tg->n_kv_caches : 1); v++) {
+					point pt = {tg->sku, prec, tp,
+						    tg->n_kv_caches ? tg->kv_caches[v] : nf_kv_kind_default(prec)};
+					if ((err = make_profile(&p->profiles[p->n_profiles], r, &pt)))
+						goto done;
+					p->n_profiles++;
+				}
 			}
 		}
 	}
@@ -261,11 +288,12 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 		json_t *canon = json_loads(pr->canonical_json, 0, NULL);
 		bad |= json_array_append_new(
 			profiles,
-			json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:s?}", "id", pr->id, "name",
-				  pr->name, "device", pr->device, "arch", pr->arch, "precision",
+			json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:s?}", "id", pr->id,
+				  "name", pr->name, "device", pr->device, "arch", pr->arch, "precision",
 				  nf_precision_name(pr->precision), "tensor_parallel",
-				  pr->tensor_parallel, "gate", nf_verdict_name(pr->verdict),
-				  "canonical", canon ? canon : json_null(), "engine", pr->engine_dir));
+				  pr->tensor_parallel, "kv_cache", nf_kv_kind_name(pr->kv_cache), "gate",
+				  nf_verdict_name(pr->verdict), "canonical", canon ? canon : json_null(),
+				  "engine", pr->engine_dir));
 	}
 	for (size_t i = 0; !bad && i < p->n_dropped; i++) {
 		const nf_dropped *d = &p->dropped[i];

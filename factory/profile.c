@@ -24,3 +24,13 @@ void nf_profile_release(nf_profile *p)
 	p->canonical_json = NULL;
 	p->engine_dir = NULL;
 }
+
+const char *nf_profile_kv_suffix(nf_kv_kind kind)
+{
+	switch (kind) {
+	case NF_KV_F32: return "kv32";
+	case NF_KV_F16: return "kv16";
+	case NF_KV_INT8: return "kv8";
+	default: return "kv";
+	}
+}

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "factory/gate_defaults.h"
 #include "factory/yaml_tree.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -753,16 +754,41 @@ static int check_source_path(struct ctx *c, const nf_ynode *v, void *obj)
 	return 0;
 }
 
+/* A text file a recipe names (written as `written`): *resolved gets its
+ * path from the recipe's folder; it must be a readable regular file of 1
+ * to NF_RECIPE_MAX_EVAL_TEXT bytes. */
+static int check_text_file(struct ctx *c, const nf_ynode *v, const char *written, char **resolved)
+{
+	uint64_t size = 0;
+	if (!*v->str)
+		return cerr(c, v, "%s: empty path", c->path);
+	free(*resolved);
+	if (!(*resolved = resolve_path(c, written)))
+		return oom();
+	if (nf_fs_is_dir(*resolved) || nf_fs_file_size(&size, *resolved) < 0 ||
+	    access(*resolved, R_OK) != 0)
+		return cerr(c, v, "%s: cannot read '%.200s'", c->path, written);
+	if (size == 0 || size > NF_RECIPE_MAX_EVAL_TEXT)
+		return cerr(c, v, "%s: '%.200s' is %llu bytes; a text file here has 1 to %u", c->path,
+			    written, (unsigned long long)size, NF_RECIPE_MAX_EVAL_TEXT);
+	return 0;
+}
+
+/* build.quantization.calibration_text (check_text_file). */
 static int check_calibration_path(struct ctx *c, const nf_ynode *v, void *obj)
 {
 	nf_recipe_quant *q = obj;
-	if (!*v->str)
-		return cerr(c, v, "%s: empty path", c->path);
 	free(q->calibration_text_written);
 	q->calibration_text_written = q->calibration_text;
-	if (!(q->calibration_text = resolve_path(c, q->calibration_text_written)))
-		return oom();
-	return 0;
+	q->calibration_text = NULL;
+	return check_text_file(c, v, q->calibration_text_written, &q->calibration_text);
+}
+
+/* gates.correctness.eval_text (check_text_file). */
+static int check_eval_text(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_correctness *cr = obj;
+	return check_text_file(c, v, cr->eval_text_written, &cr->eval_text);
 }
 
 static int check_tag(struct ctx *c, const nf_ynode *v, void *obj)
@@ -983,8 +1009,100 @@ static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+/* Every field NAN: not written. */
+static nf_recipe_tolerance unset_tolerance(void)
+{
+	return (nf_recipe_tolerance){NAN, NAN, NAN, NAN, NAN};
+}
+
+static double first_set(double a, double b, double c) { return !isnan(a) ? a : !isnan(b) ? b : c; }
+
+/* tolerance[p]: the override, else `default:`, else the precision's defaults. */
+static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_correctness *cr = obj;
+	for (int p = 0; p < NF_PREC_COUNT; p++) {
+		nf_recipe_tolerance *t = &cr->tolerance[p];
+		const nf_recipe_tolerance *d = &cr->def;
+		const nf_gate_bounds *tb = nf_gate_defaults_for(nf_precision_name((nf_precision)p));
+		if (!cr->overridden[p])
+			*t = unset_tolerance();
+		t->min_token_agreement = first_set(t->min_token_agreement, d->min_token_agreement,
+						   tb->min_greedy_agreement);
+		t->max_logit_rel_error = first_set(t->max_logit_rel_error, d->max_logit_rel_error,
+						   tb->max_rel_err);
+		t->min_top1_agreement = first_set(t->min_top1_agreement, d->min_top1_agreement,
+						  tb->min_top1_agreement);
+		t->max_kl_mean = first_set(t->max_kl_mean, d->max_kl_mean, tb->max_kl_mean);
+		t->min_ppl_ratio = first_set(t->min_ppl_ratio, d->min_ppl_ratio, tb->min_ppl_ratio);
+	}
+	return 0;
+}
+
+/* A performance ratio bound per precision: {int4-wo: 3.0, ...}, each > 0. */
+static int parse_prec_ratios(struct ctx *c, const nf_ynode *v, double *out)
+{
+	static const struct field row = {.key = "ratio", .type = T_NUM, .flags = F_GT, .lo = 0,
+					 .hi = 1e6};
+	char where[600];
+	bool seen[NF_PREC_COUNT] = {0};
+	int err;
+
+	if (v->type != NF_YNODE_MAP)
+		return type_err(c, v, "a mapping of precision to ratio");
+	for (size_t i = 0; i + 1 < v->n; i += 2) {
+		const nf_ynode *k = v->kids[i];
+		nf_precision p;
+		size_t save;
+		if (k->type != NF_YNODE_SCALAR)
+			return cerr(c, k, "keys must be strings, got %s%s", noun(k),
+				    in_where(c, where, sizeof(where)));
+		if ((err = lookup_precision(c, k, &p)) < 0)
+			return err;
+		if (seen[p])
+			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
+		seen[p] = true;
+		save = push_key(c, k->str);
+		err = parse_num(c, v->kids[i + 1], &row, &out[p]);
+		pop(c, save);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int parse_min_decode_speedup(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->min_decode_speedup);
+}
+
+static int parse_min_prefill_speedup(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->min_prefill_speedup);
+}
+
+static int parse_max_ttft_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_ttft_ratio);
+}
+
+static int parse_max_memory_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_memory_ratio);
+}
+
+static int parse_max_size_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_size_ratio);
+}
+
 static int performance_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_min_decode_speedup(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_min_prefill_speedup(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_ttft_ratio(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_memory_ratio(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_size_ratio(struct ctx *c, const nf_ynode *v, void *obj);
 
 static const struct field git_rows[] = {
 	STR("url", F_REQ, 4096, nf_recipe_git, url, check_git_url),
@@ -1014,12 +1132,41 @@ static const struct field model_rows[] = {
 };
 static const struct schema model_schema = SCHEMA(model_rows, .post = model_post);
 
+/* `kv_cache: [f16, int8]`: the KV caches each precision is built with. */
+static int parse_kv_caches(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	static const char *const names[NF_KV_KIND_COUNT + 1] = {"f32", "f16", "int8", NULL};
+	nf_recipe_target *t = obj;
+	if (v->type != NF_YNODE_SEQ)
+		return type_err(c, v, "a list of f32, f16, int8");
+	if (v->n == 0)
+		return cerr(c, v, "%s: an empty list; name at least one of f32, f16, int8", c->path);
+	t->n_kv_caches = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		const nf_ynode *it = v->kids[i];
+		size_t save = push_index(c, i);
+		nf_kv_kind k = NF_KV_F32;
+		int err = want_str(c, it);
+		if (!err && nf_kv_kind_parse(&k, it->str))
+			err = unknown_value(c, it, "kv_cache", names, NF_KV_KIND_COUNT, 2);
+		for (size_t j = 0; !err && j < t->n_kv_caches; j++)
+			if (t->kv_caches[j] == k)
+				err = cerr(c, it, "%s: kv_cache '%s' is listed twice", c->path, it->str);
+		pop(c, save);
+		if (err < 0)
+			return err;
+		t->kv_caches[t->n_kv_caches++] = k; /* distinct, so at most NF_KV_KIND_COUNT */
+	}
+	return 0;
+}
+
 static const struct field target_rows[] = {
 	CUSTOM("device", F_REQ, parse_device),
 	LIST(T_PREC_LIST, "precisions", F_REQ, 1, NF_PREC_COUNT * 4, 0, nf_recipe_target, precisions,
 	     n_precisions),
 	LIST(T_TP_LIST, "tensor_parallel", 0, 1, NF_RECIPE_MAX_TP * 4, 0, nf_recipe_target,
 	     tensor_parallel, n_tensor_parallel),
+	CUSTOM("kv_cache", 0, parse_kv_caches),
 };
 static const struct schema target_schema =
 	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);
@@ -1041,12 +1188,17 @@ static const struct schema build_schema = SCHEMA(build_rows, .post = build_post)
 static const struct field tolerance_rows[] = {
 	NUM("min_token_agreement", 0, 0.0, 1.0, nf_recipe_tolerance, min_token_agreement),
 	NUM("max_logit_rel_error", 0, 0.0, INFINITY, nf_recipe_tolerance, max_logit_rel_error),
+	NUM("min_top1_agreement", 0, 0.0, 1.0, nf_recipe_tolerance, min_top1_agreement),
+	NUM("max_kl_mean", 0, 0.0, INFINITY, nf_recipe_tolerance, max_kl_mean),
+	NUM("min_ppl_ratio", 0, 0.0, 100.0, nf_recipe_tolerance, min_ppl_ratio),
 };
 static const struct schema tolerance_schema = SCHEMA(tolerance_rows);
 
 static const struct field correctness_rows[] = {
 	LIST(T_STR_LIST, "prompts", F_REQ, 1, 64, 4096, nf_recipe_correctness, prompts, n_prompts),
 	INT("max_tokens", 0, 1, 4096, nf_recipe_correctness, max_tokens),
+	STR("eval_text", 0, 4096, nf_recipe_correctness, eval_text_written, check_eval_text),
+	INT("eval_tokens", 0, 2, 65536, nf_recipe_correctness, eval_tokens),
 	MAP("default", 0, tolerance_schema, nf_recipe_correctness, def),
 	CUSTOM("precisions", 0, parse_overrides),
 };
@@ -1059,6 +1211,14 @@ static const struct field performance_rows[] = {
 	 .lo = 0, .hi = INFINITY},
 	{ROW("max_peak_memory_mib", T_NUM, F_GT, nf_recipe_performance, max_peak_memory_mib), .lo = 0,
 	 .hi = INFINITY},
+	{ROW("min_prefill_tokens_per_s", T_NUM, F_GT, nf_recipe_performance, min_prefill_tokens_per_s),
+	 .lo = 0, .hi = INFINITY},
+	{ROW("max_ttft_ms", T_NUM, F_GT, nf_recipe_performance, max_ttft_ms), .lo = 0, .hi = INFINITY},
+	CUSTOM("min_decode_speedup", 0, parse_min_decode_speedup),
+	CUSTOM("min_prefill_speedup", 0, parse_min_prefill_speedup),
+	CUSTOM("max_ttft_ratio", 0, parse_max_ttft_ratio),
+	CUSTOM("max_memory_ratio", 0, parse_max_memory_ratio),
+	CUSTOM("max_size_ratio", 0, parse_max_size_ratio),
 };
 static const struct schema performance_schema = SCHEMA(performance_rows, .post = performance_post);
 
@@ -1224,30 +1384,12 @@ static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj)
 		if (cr->overridden[p])
 			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
 		cr->overridden[p] = true;
-		cr->tolerance[p].min_token_agreement = NAN;
-		cr->tolerance[p].max_logit_rel_error = NAN;
+		cr->tolerance[p] = unset_tolerance();
 		save = push_key(c, k->str);
 		err = walk_map(c, v->kids[i + 1], &tolerance_schema, &cr->tolerance[p]);
 		pop(c, save);
 		if (err < 0)
 			return err;
-	}
-	return 0;
-}
-
-static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
-{
-	nf_recipe_correctness *cr = obj;
-	for (int p = 0; p < NF_PREC_COUNT; p++) {
-		nf_recipe_tolerance *t = &cr->tolerance[p];
-		if (!cr->overridden[p]) {
-			*t = cr->def;
-			continue;
-		}
-		if (isnan(t->min_token_agreement))
-			t->min_token_agreement = cr->def.min_token_agreement;
-		if (isnan(t->max_logit_rel_error))
-			t->max_logit_rel_error = cr->def.max_logit_rel_error;
 	}
 	return 0;
 }
@@ -1327,8 +1469,8 @@ static void recipe_defaults(nf_recipe *r)
 	r->model.family = NF_FAMILY_LLAMA;
 	r->build.autotune = true;
 	r->gates.correctness.max_tokens = 32;
-	r->gates.correctness.def.min_token_agreement = 0.90;
-	r->gates.correctness.def.max_logit_rel_error = 0.10;
+	r->gates.correctness.eval_tokens = 1024;
+	r->gates.correctness.def = unset_tolerance();
 	r->gates.performance.max_tokens = 128;
 	r->serving.chat_template = NF_CHAT_AUTO;
 	r->image.compression = NF_COMPRESS_GZIP;
@@ -1363,6 +1505,8 @@ void nf_recipe_free(nf_recipe *r)
 	for (size_t i = 0; i < r->gates.correctness.n_prompts; i++)
 		free(r->gates.correctness.prompts[i]);
 	free(r->gates.correctness.prompts);
+	free(r->gates.correctness.eval_text);
+	free(r->gates.correctness.eval_text_written);
 	free(r->gates.performance.prompt);
 	free(r->image.repository);
 	free(r->image.tag);

@@ -132,6 +132,7 @@ int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *
 		snprintf(when, sizeof(when), "%s", meta->generated_at);
 	else
 		now_iso(when, sizeof(when));
+	jset(root, "schema_version", json_integer(NF_REPORT_SCHEMA_VERSION), &bad);
 	jset(root, "tool", jstr(REPORT_TOOL), &bad);
 	jset(root, "version", jstr(NF_VERSION), &bad);
 	jset(root, "generated_at", jstr(when), &bad);
@@ -238,6 +239,41 @@ static void metric_line(strm *s, const nf_gate_metric *m, int attr)
 	xml_put(s, line, attr);
 }
 
+/* "name = value unit (bound >= threshold unit)": what a CI view shows of a
+ * failed bound, so the number and its limit are read without opening the
+ * report. */
+static void bound_text(char *buf, size_t size, const nf_gate_metric *m)
+{
+	const char *unit = strcmp(m->unit, "ratio") == 0 ? "" : m->unit;
+	const char *sep = unit[0] ? " " : "";
+	snprintf(buf, size, "%s = %.6g%s%s (bound %s %.6g%s%s)", m->name, m->value, sep, unit,
+		 nf_gate_cmp_symbol(m->cmp), m->threshold, sep, unit);
+}
+
+/* The failure message attribute: every failed bound of the case, or the
+ * reason when no bound failed (e.g. nothing could be compared). */
+static void failure_message(strm *s, const nf_gate_metric *m, size_t nm, const char *reason)
+{
+	size_t failed = 0;
+	for (size_t i = 0; i < nm; i++) {
+		char line[256];
+		if (m[i].cmp == NF_GATE_CMP_NONE || m[i].ok)
+			continue;
+		bound_text(line, sizeof(line), &m[i]);
+		if (failed++)
+			fputs("; ", s->f);
+		xml_put(s, line, 1);
+	}
+	if (!failed)
+		xml_put(s, reason ? reason : "failed", 1);
+}
+
+/* JUnit times are plain decimals (Surefire's pattern): no sign, no NaN. */
+static double junit_seconds(double s)
+{
+	return isfinite(s) && s > 0 ? s : 0.0;
+}
+
 /* One <testcase>; c may be NULL for a gate without cases. */
 static void junit_case(strm *s, const nf_gate_result *r, const nf_gate_case *c)
 {
@@ -257,15 +293,19 @@ static void junit_case(strm *s, const nf_gate_result *r, const nf_gate_case *c)
 	xml_put(s, nf_gate_kind_name(r->kind), 1);
 	fputs("\" name=\"", s->f);
 	xml_put(s, c ? c->name : nf_gate_kind_name(r->kind), 1);
-	fprintf(s->f, "\" time=\"%.3f\">\n", c ? c->seconds : r->seconds);
+	fprintf(s->f, "\" time=\"%.3f\">\n", junit_seconds(c ? c->seconds : r->seconds));
 	if (v == NF_VERDICT_SKIPPED) {
 		fputs("      <skipped message=\"", s->f);
 		xml_put(s, reason ? reason : "skipped", 1);
 		fputs("\"/>\n", s->f);
 	} else if (v == NF_VERDICT_FAILED) {
 		fputs("      <failure type=\"gate\" message=\"", s->f);
-		xml_put(s, reason ? reason : "failed", 1);
+		failure_message(s, m, nm, reason);
 		fputs("\">", s->f);
+		if (reason) {
+			xml_put(s, reason, 0);
+			fputc('\n', s->f);
+		}
 		for (size_t i = 0; i < nm; i++) {
 			metric_line(s, &m[i], 0);
 			fputc('\n', s->f);
@@ -322,13 +362,14 @@ int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta 
 		now_iso(when, sizeof(when));
 	for (size_t i = 0; i < rs->n; i++) {
 		gate_counts(rs->items[i], &tests, &failed, &skipped);
-		secs += rs->items[i]->seconds;
+		secs += junit_seconds(rs->items[i]->seconds);
 	}
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", s.f);
 	fputs("<testsuites name=\"", s.f);
 	xml_put(&s, meta && meta->model ? meta->model : REPORT_TOOL " gates", 1);
-	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n",
-		tests, failed, skipped, secs);
+	/* No skipped= here: Jenkins' schema has it on <testsuite> only. */
+	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" time=\"%.3f\">\n", tests, failed,
+		secs);
 	for (size_t i = 0; i < rs->n; i++) {
 		const nf_gate_result *r = rs->items[i];
 		size_t t = 0, f = 0, sk = 0;
@@ -338,7 +379,7 @@ int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta 
 		for (size_t j = i; j < rs->n; j++) {
 			if (same_profile(rs->items[j], r)) {
 				gate_counts(rs->items[j], &t, &f, &sk);
-				ps += rs->items[j]->seconds;
+				ps += junit_seconds(rs->items[j]->seconds);
 			}
 		}
 		fputs("  <testsuite name=\"", s.f);

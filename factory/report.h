@@ -4,11 +4,15 @@
  *   OUT/reports/gates.json  every result: profile, gate, verdict, reason,
  *                           metrics (value, unit, comparison, threshold, ok),
  *                           per-case details; the verdict per profile and
- *                           overall; tool name and version
+ *                           overall; tool name and version; schema_version.
+ *                           The contract is docs/schemas/gates.schema.json,
+ *                           each field described in docs/reports.md
  *   OUT/reports/junit.xml   JUnit XML as GitLab and Jenkins read it: one
  *                           <testsuite> per profile, one <testcase> per case
  *                           (prompt or bound) of each gate, <failure message>
- *                           when failed, <skipped message> when skipped
+ *                           (each failed value with its bound) when failed,
+ *                           <skipped message> when skipped; valid against
+ *                           Jenkins' JUnit schema (tests/data/junit/junit.xsd)
  *   OUT/reports/gates.tap   TAP version 13, one test per case; skipped cases
  *                           are "ok N - ... # SKIP reason"
  *
@@ -21,6 +25,11 @@
 #include <stdio.h>
 
 #include "factory/gates.h"
+
+/* gates.json's schema_version: raised whenever a field is removed, renamed or
+ * changes meaning; adding a field keeps it (docs/reports.md; the contract is
+ * docs/schemas/gates.schema.json). */
+#define NF_REPORT_SCHEMA_VERSION 1
 
 typedef struct nf_report_meta {
 	const char *model;        /* model name; NULL = omitted */

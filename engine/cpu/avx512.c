@@ -583,6 +583,7 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	.available = avx512_available,
 	.gemm_f32 = avx512_gemm_f32,
 	.gemm_q8 = avx512_gemm_q8,
+	.gemm_h16 = nf_cpu_gemm_h16_avx512,
 	.gemm_f8 = nf_cpu_gemm_f8_avx512,
 	.round_f8 = nf_cpu_round_f8_avx512,
 	.rmsnorm = avx512_rmsnorm,

@@ -38,6 +38,9 @@ const nf_backend_ops *nf_cpu_find(const char *name);
  * other. */
 void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+/* Needs AVX2, FMA and F16C (the avx2 family's features). */
+void nf_cpu_gemm_q4_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			 size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
 
 /* Shared portable implementations of the small ops (scalar.c), which the
  * SIMD families reuse where the op is not worth specialising. */
@@ -66,6 +69,10 @@ void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
  * weights; all three give bit-identical results (the order of the sums is
  * gemm_h16.c's). */
 void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			  size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			    size_t ldx, size_t n, int r0, int r1, int accumulate);
 /* The fp8 e4m3 kernels of each family (gemm_f8.c; backend.h gemm_f8 and
  * round_f8): every family gives the bits of the scalar ones. */

@@ -2,7 +2,12 @@
  * nf_decode_bench - decode throughput of an engine folder, for `make bench`:
  *
  *   nf_decode_bench ENGINE_DIR [--tokens N] [--threads T] [--kernel NAME]
+ *                   [--kv f32|f16|int8] [--context C]
  *       prints: tokens_per_s=<x> cpu_tokens_per_s=<y> kernel=<name> weight_bytes=<n>
+ *               ... kv=<kind> context=<C>
+ *       --kv: the sequences' KV cache instead of the engine's own;
+ *       --context: a prompt of C tokens prefilled first, so the N timed
+ *       decode steps attend over C to C + N - 1 earlier positions
  *   nf_decode_bench --synthetic DIR [--precision fp32|int8-wo] [--dim 768]
  *       [--hidden 2048] [--layers 12] [--heads 12] [--kv-heads 12]
  *       [--vocab 32000] [--seq 1024] [--threads T] [--autotune]
@@ -160,10 +165,24 @@ done:
 	return 0;
 }
 
+/* A prompt of n deterministic tokens into s in one prefill (untimed). */
+static int prefill_context(nf_engine *e, nf_seq *s, int n, float *logits)
+{
+	int vocab = nf_engine_config(e)->vocab_size, err;
+	int *toks = malloc(sizeof(int) * (size_t)n);
+	if (!toks)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (int i = 0; i < n; i++)
+		toks[i] = 3 + (int)((7919u * (unsigned)i) % (unsigned)(vocab - 3));
+	err = nf_engine_prefill(e, s, toks, (size_t)n, 0, logits);
+	free(toks);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
-	const char *dir = NULL, *kernel = NULL;
-	int tokens = 128, threads = 0, err = 0;
+	const char *dir = NULL, *kernel = NULL, *kv = NULL;
+	int tokens = 128, threads = 0, context = 0, err = 0;
 	nf_engine *e = NULL;
 	nf_seq *s = NULL, *warm = NULL;
 	float *logits = NULL;
@@ -177,10 +196,15 @@ int main(int argc, char **argv)
 			i++;
 		else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
 			kernel = argv[++i];
+		else if (strcmp(argv[i], "--kv") == 0 && i + 1 < argc)
+			kv = argv[++i];
+		else if (strcmp(argv[i], "--context") == 0 && parse_int(v, 0, NF_MODEL_MAX_SEQ, &context) == 0)
+			i++;
 		else if (argv[i][0] != '-' && !dir)
 			dir = argv[i];
 		else {
 			fprintf(stderr, "usage: nf_decode_bench ENGINE_DIR [--tokens N] [--threads T] [--kernel NAME]\n"
+					"                       [--kv f32|f16|int8] [--context C]\n"
 					"       nf_decode_bench --synthetic DIR [--precision P] [...]\n");
 			return 2;
 		}
@@ -189,12 +213,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nf_decode_bench: no engine folder given\n");
 		return 2;
 	}
-	if ((err = nf_engine_open(&e, dir, threads)) || (kernel && (err = nf_engine_set_kernel(e, kernel))) ||
-	    (err = nf_seq_new(&s, e)) || (err = nf_seq_new(&warm, e)))
+	nf_kv_kind kind = NF_KV_F32;
+	if ((kv && (err = nf_kv_kind_parse(&kind, kv))) || (err = nf_engine_open(&e, dir, threads)) ||
+	    (kernel && (err = nf_engine_set_kernel(e, kernel))) ||
+	    (kv && (err = nf_engine_set_kv_cache(e, kind))) || (err = nf_seq_new(&s, e)) ||
+	    (err = nf_seq_new(&warm, e)))
 		goto done;
 	const nf_model_config *c = nf_engine_config(e);
-	if (tokens > c->max_seq_len)
-		tokens = c->max_seq_len;
+	if (context >= c->max_seq_len) {
+		err = nf_error_set(NF_EINPUT, "--context %d leaves no room in max_seq_len %d", context,
+				   c->max_seq_len);
+		goto done;
+	}
+	if (tokens > c->max_seq_len - context)
+		tokens = c->max_seq_len - context;
 	if (!(logits = malloc(sizeof(float) * (size_t)c->vocab_size))) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
@@ -203,8 +235,10 @@ int main(int argc, char **argv)
 	for (int p = 0; p < 8 && p < c->max_seq_len; p++) /* warm caches, pages and threads */
 		if ((err = nf_engine_step(e, &warm, &tok, &p, 1, logits)))
 			goto done;
+	if (context > 0 && (err = prefill_context(e, s, context, logits)))
+		goto done;
 	double t0 = now_s(), c0 = cpu_s();
-	for (int p = 0; p < tokens; p++) {
+	for (int p = context; p < context + tokens; p++) {
 		if ((err = nf_engine_step(e, &s, &tok, &p, 1, logits)))
 			goto done;
 		tok = nf_argmax(logits, c->vocab_size); /* greedy, as nimfactory run */
@@ -212,10 +246,10 @@ int main(int argc, char **argv)
 	double dt = now_s() - t0, dc = cpu_s() - c0;
 	/* cpu_tokens_per_s: per second of CPU time of all threads; with one
 	 * thread it is the speed when not descheduled (a steadier A/B figure). */
-	printf("tokens_per_s=%.2f cpu_tokens_per_s=%.2f kernel=%s weight_bytes=%llu threads=%d precision=%s\n",
+	printf("tokens_per_s=%.2f cpu_tokens_per_s=%.2f kernel=%s weight_bytes=%llu threads=%d precision=%s kv=%s context=%d\n",
 	       (double)tokens / dt, (double)tokens / dc, nf_engine_kernel_name(e),
 	       (unsigned long long)nf_engine_weight_bytes(e), nf_engine_threads(e),
-	       nf_precision_name(nf_engine_precision(e)));
+	       nf_precision_name(nf_engine_precision(e)), nf_kv_kind_name(nf_engine_kv_cache(e)), context);
 done:
 	free(logits);
 	nf_seq_free(s);

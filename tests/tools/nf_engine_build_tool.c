@@ -28,7 +28,7 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: nf_engine_build_tool MODEL TOKENIZER PRECISION OUTDIR "
-			"[--threads N] [--no-autotune]\n"
+			"[--threads N] [--no-autotune] [--kv-cache f32|f16|int8]\n"
 			"  TOKENIZER: a llama2.c tokenizer.bin, a folder with tokenizer.json, or - "
 			"(the checkpoint's own)\n");
 }
@@ -62,6 +62,8 @@ int main(int argc, char **argv)
 		if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
 			if ((err = nf_parse_long(&threads, argv[++i], 0, 1024, "--threads")))
 				goto done;
+		} else if (strcmp(argv[i], "--kv-cache") == 0 && i + 1 < argc) {
+			opts.kv_cache = argv[++i]; /* checked by nf_engine_build */
 		} else if (strcmp(argv[i], "--no-autotune") == 0) {
 			opts.autotune = 0;
 		} else if ((argv[i][0] != '-' || strcmp(argv[i], "-") == 0) && npos < 4) {

@@ -237,6 +237,44 @@ static void check_scalar_exact_enough(void)
 	is_int(untouched_bad, 0, "scalar gemm_h16 leaves rows outside [r0, r1) alone");
 }
 
+/* Every family bit for bit against the scalar kernel: every shape, n = 1..5,
+ * both kinds, overwrite and accumulate over a sub-range of rows. */
+static void check_family(const nf_backend_ops *ops)
+{
+	if (!ops->gemm_h16) {
+		ok(0, "%s has a gemm_h16 kernel", ops->name);
+		return;
+	}
+	for (size_t k = 0; k < 2; k++) {
+		size_t cases = 0, differ = 0;
+		for (size_t si = 0; si < NSHAPES; si++)
+			for (size_t n = 1; n <= 5; n++) {
+				problem p;
+				int rows = shapes[si][0], cols = shapes[si][1];
+				problem_init(&p, kinds[k], rows, cols, n, 100 * si + n);
+				int ranges[2][2] = {{0, rows}, {rows / 3, rows - rows / 4}};
+				for (int acc = 0; acc <= 1; acc++) {
+					int r0 = ranges[acc][0], r1 = ranges[acc][1];
+					float *want = run_gemm(&nf_cpu_scalar_ops, &p, r0, r1, acc);
+					float *got = run_gemm(ops, &p, r0, r1, acc);
+					size_t bad = 0;
+					for (size_t i = 0; i < n * p.ldy; i++)
+						bad += bits(got[i]) != bits(want[i]);
+					if (bad)
+						diag("%s %s %dx%d n=%zu accumulate=%d: %zu outputs differ",
+						     ops->name, kind_name(kinds[k]), rows, cols, n, acc, bad);
+					differ += bad != 0;
+					cases++;
+					free(want);
+					free(got);
+				}
+				problem_release(&p);
+			}
+		is_int(differ, 0, "%s gemm_h16 %s: bit-identical to scalar in %zu cases", ops->name,
+		       kind_name(kinds[k]), cases);
+	}
+}
+
 int main(void)
 {
 	check_nearest(NF_QUANT_F16);
@@ -244,5 +282,12 @@ int main(void)
 	check_hand_picked();
 	check_refusals();
 	check_scalar_exact_enough();
+	const nf_backend_ops *const *fam = nf_cpu_families();
+	for (size_t i = 0; fam[i]; i++) {
+		if (!fam[i]->available())
+			skip("kernel family %s: this CPU lacks its instructions", fam[i]->name);
+		else if (fam[i] != &nf_cpu_scalar_ops)
+			check_family(fam[i]);
+	}
 	return done_testing();
 }

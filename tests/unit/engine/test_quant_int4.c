@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "engine/arch.h"
+#include "engine/checkpoint.h"
 #include "engine/cpu/cpu.h"
 #include "engine/gguf.h"
 #include "engine/quant.h"
@@ -307,6 +311,75 @@ static void test_gguf_refused(void)
 	   "48 columns refused");
 }
 
+/* Every matrix of one table entry of a GGUF model, through the model API:
+ * each Q4_0/Q4_1 one taken over equals the loader's float copy. */
+typedef struct source_tally {
+	size_t q4, other, missing, mismatch;
+} source_tally;
+
+static void tally_tensor(source_tally *t, const nf_model *m, const nf_arch_tensor *at)
+{
+	size_t rows = nf_arch_dim_value(at->rows, &m->cfg), cols = nf_arch_dim_value(at->cols, &m->cfg);
+	float *back = malloc(cols * sizeof(float));
+	uint8_t *q4 = malloc(rows * cols / 2);
+	uint16_t *gsm = malloc(rows * (cols / 32) * 2 * sizeof(uint16_t));
+	for (int l = 0; l < (at->per_layer ? m->cfg.n_layers : 1); l++) {
+		int type;
+		const void *blocks = nf_model_source_blocks(m, at->id, l, &type);
+		const float *w = *nf_model_slot((nf_model *)m, at->id) + (size_t)l * rows * cols;
+		if (!blocks) {
+			t->missing++;
+			continue;
+		}
+		if (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1) {
+			t->other++;
+			continue;
+		}
+		t->q4++;
+		if (nf_quant_int4_from_gguf(q4, gsm, blocks, type, rows, cols)) {
+			t->mismatch += rows * cols;
+			continue;
+		}
+		for (size_t r = 0; r < rows; r++) {
+			nf_quant_int4_dequant_row(back, q4, gsm, r, cols, 32);
+			for (size_t c = 0; c < cols; c++)
+				t->mismatch += !(back[c] == w[r * cols + c]);
+		}
+	}
+	free(back), free(q4), free(gsm);
+}
+
+static void test_gguf_model(void)
+{
+	const char *shared = getenv("NF_SHARED");
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+		 shared ? shared : ".");
+	if (!shared || access(path, R_OK) != 0) {
+		skip("no SmolLM2 GGUF at %s", path);
+		return;
+	}
+	nf_model *m = NULL;
+	int err = nf_ckpt_load_gguf(&m, path);
+	ok(!err, "SmolLM2 Q4_1 GGUF loads: %s", err ? nf_error_last() : "");
+	if (err)
+		return;
+	const nf_arch *a = nf_arch_get(m->cfg.arch);
+	source_tally t = {0};
+	for (size_t i = 0; i < a->n_tensors; i++)
+		if (nf_arch_present(&a->tensors[i], &m->cfg) && a->tensors[i].cols != NF_D_NONE)
+			tally_tensor(&t, m, &a->tensors[i]);
+	int type = 0;
+	ok(t.q4 >= 7 * (size_t)m->cfg.n_layers && t.missing == 0 && t.mismatch == 0,
+	   "SmolLM2: %zu Q4_0/Q4_1 matrices taken over exactly through nf_model_source_blocks "
+	   "(%zu weights differ; %zu matrices of other types, %zu without blocks)", t.q4,
+	   t.mismatch, t.other, t.missing);
+	ok(nf_model_source_blocks(m, NF_T_WQ, m->cfg.n_layers, &type) == NULL && type == -1 &&
+	   nf_model_source_blocks(m, NF_T_COUNT, 0, &type) == NULL,
+	   "no blocks for a layer or tensor id out of range");
+	nf_model_free(m);
+}
+
 /* ---- gemm_q4 ---- */
 
 /* n int8 vectors of cols (rows of ldx bytes, zero-padded) and their scales. */
@@ -357,6 +430,66 @@ static void test_gemm_scalar(void)
 	}
 }
 
+/* gemm_q4 of family `ops` against the scalar kernel on one shape: every
+ * n of 1..5, the whole range, then accumulated over a sub-range that
+ * starts and ends off the 8-row steps; bit for bit.  Returns the number
+ * of differing outputs. */
+static size_t family_diffs(const nf_backend_ops *ops, size_t rows, size_t cols, int group)
+{
+	size_t ldx = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD, ldy = rows + 3, diffs = 0;
+	float *w = malloc(rows * cols * sizeof(float)), xs[5];
+	for (size_t i = 0; i < rows * cols; i++)
+		w[i] = frand() * 0.1f + (i % 5 == 0 ? 0.03f : 0.0f);
+	q4_mat m;
+	if (q4_make(&m, w, rows, cols, group)) {
+		free(w);
+		return rows * cols;
+	}
+	nf_bk_matrix mat = {.kind = NF_QUANT_INT4_GROUP, .rows = (int)rows, .cols = (int)cols,
+			    .q4 = m.q4, .gsm = m.gsm, .group = group, .layout = NF_BK_ROWS};
+	int8_t *xq = random_activations(xs, 5, cols, ldx);
+	float *y0 = malloc(5 * ldy * sizeof(float)), *y1 = malloc(5 * ldy * sizeof(float));
+	for (size_t n = 1; n <= 5; n++) {
+		for (size_t i = 0; i < 5 * ldy; i++)
+			y0[i] = y1[i] = frand();
+		int r0 = (int)rows / 3, r1 = (int)rows - (int)rows / 5;
+		nf_cpu_gemm_q4_scalar(y0, ldy, &mat, xq, ldx, xs, n, 0, (int)rows, 0);
+		ops->gemm_q4(y1, ldy, &mat, xq, ldx, xs, n, 0, (int)rows, 0);
+		nf_cpu_gemm_q4_scalar(y0, ldy, &mat, xq, ldx, xs, n, r0, r1, 1);
+		ops->gemm_q4(y1, ldy, &mat, xq, ldx, xs, n, r0, r1, 1);
+		for (size_t i = 0; i < 5 * ldy; i++)
+			diffs += memcmp(&y0[i], &y1[i], sizeof(float)) != 0;
+	}
+	free(w), free(xq), free(y0), free(y1);
+	q4_free(&m);
+	return diffs;
+}
+
+/* Every family this CPU runs, at every group size, on rows that are and
+ * are not multiples of 8 and rows that end with a short quad (a short
+ * last group, a lone block of 32). */
+static void test_gemm_families(void)
+{
+	static const size_t shapes[][2] = {{8, 32},   {13, 96},   {16, 160}, {37, 224},
+					   {24, 512}, {19, 576},  {8, 1536}, {3, 64}};
+	for (const nf_backend_ops *const *f = nf_cpu_families(); *f; f++) {
+		const nf_backend_ops *ops = *f;
+		if (!ops->gemm_q4 || ops->gemm_q4 == nf_cpu_gemm_q4_scalar)
+			continue;
+		if (!ops->available()) {
+			skip("%s: this CPU lacks the family", ops->name);
+			continue;
+		}
+		for (int group = 32; group <= 128; group *= 2) {
+			size_t diffs = 0;
+			for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+				diffs += family_diffs(ops, shapes[i][0], shapes[i][1], group);
+			ok(diffs == 0, "%s gemm_q4 group %d: bit-identical to scalar, n = 1..5, "
+			   "accumulate 0/1 (%zu outputs differ)", ops->name, group, diffs);
+		}
+	}
+}
+
 int main(void)
 {
 	test_round_trip_random();
@@ -366,6 +499,8 @@ int main(void)
 	test_gguf_known();
 	test_gguf_random();
 	test_gguf_refused();
+	test_gguf_model();
 	test_gemm_scalar();
+	test_gemm_families();
 	return done_testing();
 }
