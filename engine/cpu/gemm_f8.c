@@ -172,6 +172,29 @@ step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
 	}
 }
 
+/* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
+ * codes at once (the shifts and masks on 16 words; each 128-bit half then
+ * widened), the sums added group after group as step16_avx2 adds them. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
+	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, int nr)
+{
+	const __m256i mask = _mm256_set1_epi16((short)0xbf80);
+	__m256 xe0, xo0, xe1, xo1;
+	split16_avx2(&xe0, &xo0, x + c);
+	split16_avx2(&xe1, &xo1, x + c + 16);
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++) {
+		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
+		__m256i odd = _mm256_and_si256(_mm256_srai_epi16(w, 1), mask);
+		__m256i even = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), mask);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(even)), xe0, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(odd)), xo0, b[0][i]);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(even, 1)), xe1, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(odd, 1)), xo1, b[0][i]);
+	}
+}
+
 /* out[v * AVX2_F8_ROWS + i] = the row sum (times 2^-8) of row i with
  * vector v, for nr rows and nv vectors (constants at each call).  The last
  * columns short of 16 go through zero-padded copies, which add only zero
@@ -191,6 +214,11 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 #pragma GCC unroll 4
 		for (int i = 0; i < nr; i++)
 			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+		if (nv == 1) {
+			step32_avx2(a, b, row, c, x, nr);
+			step32_avx2(a, b, row, c + 32, x, nr);
+			continue;
+		}
 #pragma GCC unroll 4
 		for (int g = 0; g < 64; g += 16)
 			step16_avx2(a, b, row, c + (size_t)g, x, ldx, nr, nv);
