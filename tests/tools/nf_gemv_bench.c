@@ -2,7 +2,7 @@
  * nf_gemv_bench - throughput of one kernel family's GEMV/GEMM on one weight
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
- *   nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]
+ *   nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]
  *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
  * Builds a random (R, C) matrix of that kind (default 8192 x 4096) and
@@ -181,11 +181,50 @@ static void run_h16(const bench *b, int r0, int r1)
 	b->ops->gemm_h16(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
 }
 
+static size_t bytes_fp8(size_t rows, size_t cols)
+{
+	return rows * cols + rows * sizeof(float);
+}
+
+/* e4m3 codes with a scale per row, and the activations put on the e4m3
+ * grid of one static scale (max|x| / 448, what calibration would give), as
+ * the forward pass hands them to gemm_f8. */
+static int pack_fp8(bench *b, const float *w)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	uint8_t *f8 = alloc_weights(rows * cols * k);
+	float *scale = malloc(rows * k * sizeof(float));
+	b->owned[0] = f8, b->owned[1] = scale;
+	if (!f8 || !scale)
+		return nf_error_set(NF_ENOMEM, "out of memory for the fp8 matrix");
+	int err = nf_quant_fp8_rows(f8, scale, w, rows, cols);
+	if (err)
+		return err;
+	replicate(f8, rows * cols, k);
+	replicate(scale, rows * sizeof(float), k);
+	float amax = 0.0f;
+	for (size_t i = 0; i < b->n * cols; i++)
+		amax = b->x[i] > amax ? b->x[i] : -b->x[i] > amax ? -b->x[i] : amax;
+	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+	for (size_t i = 0; i < b->n * cols; i++)
+		b->x[i] = nf_fp8_e4m3_round(b->x[i] / b->m.act_scale);
+	b->m.kind = NF_QUANT_FP8_E4M3;
+	b->m.f8 = f8;
+	b->m.scale = scale;
+	return 0;
+}
+
+static void run_fp8(const bench *b, int r0, int r1)
+{
+	b->ops->gemm_f8(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
+}
+
 static const gemv_kind kinds[] = {
 	{"f32", bytes_f32, pack_f32, run_f32},
 	{"int8", bytes_int8, pack_int8, run_int8},
 	{"f16", bytes_h16, pack_f16, run_h16},
 	{"bf16", bytes_h16, pack_bf16, run_h16},
+	{"fp8", bytes_fp8, pack_fp8, run_fp8},
 };
 
 static const gemv_kind *find_kind(const char *name)
@@ -219,7 +258,7 @@ typedef struct options {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]\n"
+	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]\n"
 			"                     [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
