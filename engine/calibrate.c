@@ -1,8 +1,11 @@
 /*
  * calibrate.c - records the activation statistics of every matrix input of
- * a float32 model (calibrate.h) through an observer on the reference pass.
+ * a float32 model (calibrate.h) through an observer on the engine's
+ * forward pass.
  */
 #include "engine/calibrate.h"
+
+#include "engine/forward.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,20 +30,23 @@ struct nf_calib {
 	int n_layers;
 	size_t cap;         /* rows kept per site */
 	size_t tokens;      /* tokens run */
-	uint64_t token_key; /* hash of the index of the token being run */
-	site_rec *sites;    /* (n_layers * 4 + 1): layer-major, the classifier last */
+	site_rec *sites;    /* (n_layers * LAYER_SITES + 1): layer-major, the classifier last */
 };
 
-static size_t site_count(int n_layers) { return (size_t)n_layers * 4 + 1; }
+/* Sites in every layer: the inputs before NF_REF_IN_CLS. */
+#define LAYER_SITES ((size_t)NF_REF_IN_CLS)
+
+static size_t site_count(int n_layers) { return (size_t)n_layers * LAYER_SITES + 1; }
 
 static size_t site_index(int n_layers, int layer, nf_ref_input which)
 {
 	if (which == NF_REF_IN_CLS)
-		return (size_t)n_layers * 4;
-	return (size_t)layer * 4 + (size_t)which;
+		return (size_t)n_layers * LAYER_SITES;
+	return (size_t)layer * LAYER_SITES + (size_t)which;
 }
 
-/* splitmix64: a well-mixed 64-bit hash of the token index. */
+/* splitmix64: a well-mixed 64-bit hash of the token index (a site sees
+ * every token once, in order, so its count is the index). */
 static uint64_t hash_index(uint64_t i)
 {
 	uint64_t z = i + 0x9e3779b97f4a7c15ull;
@@ -108,11 +114,9 @@ static void site_sample(site_rec *s, size_t cap, uint64_t key, const float *x)
 			s->worst = i;
 }
 
-static void observe(void *ctx, int layer, nf_ref_input which, const float *x, int n)
+static void observe_one(site_rec *s, size_t cap, const float *x)
 {
-	nf_calib *c = ctx;
-	site_rec *s = &c->sites[site_index(c->n_layers, layer, which)];
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < s->pub.n; i++) {
 		float a = fabsf(x[i]);
 		s->sum_abs[i] += a;
 		if (a > s->max_abs[i])
@@ -120,8 +124,16 @@ static void observe(void *ctx, int layer, nf_ref_input which, const float *x, in
 		if (a > s->pub.absmax)
 			s->pub.absmax = a;
 	}
+	site_sample(s, cap, hash_index(s->pub.count), x);
 	s->pub.count++;
-	site_sample(s, c->cap, c->token_key, x);
+}
+
+static void observe(void *ctx, int layer, nf_ref_input which, const float *x, size_t n, int width)
+{
+	nf_calib *c = ctx;
+	site_rec *s = &c->sites[site_index(c->n_layers, layer, which)];
+	for (size_t b = 0; b < n; b++)
+		observe_one(s, c->cap, x + b * (size_t)width);
 }
 
 /* Publish the means and the arrays behind each site's public view. */
@@ -162,50 +174,71 @@ static int calib_new(nf_calib **out, const nf_model_config *cfg, size_t max_rows
 	return 0;
 }
 
-/* Run the tokens in sequences of max_seq_len, each from position 0. */
-static int run_tokens(nf_calib *c, nf_ref_state *s, const nf_model *m, const int *tokens,
-		      size_t n)
+static int check_tokens(const nf_model *m, const int *tokens, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+			return nf_error_set(NF_EINPUT, "calibrate: token %zu is %d, out of the vocabulary (%d)",
+					    i, tokens[i], (int)m->cfg.vocab_size);
+	return 0;
+}
+
+/* Run the tokens in sequences of max_seq_len, each from position 0 (the
+ * cache rows of a position are written before they are read, so one cache
+ * serves every sequence). */
+static int run_sequences(nf_calib *c, nf_fwd *f, nf_fwd_kv *kv, const nf_model *m,
+			 const int *tokens, size_t n)
 {
 	size_t seq = (size_t)m->cfg.max_seq_len;
-	for (size_t i = 0; i < n; i++) {
-		c->token_key = hash_index(i);
-		if (!nf_ref_forward(s, tokens[i], (int)(i % seq)))
-			return nf_error_wrap(nf_error_last_code(), "calibrate: token %zu", i);
-		c->tokens++;
+	for (size_t i = 0; i < n; i += seq) {
+		int len = (int)(n - i < seq ? n - i : seq), pos0 = 0, err;
+		if ((err = nf_fwd_step_ragged(f, &kv, tokens + i, &len, &pos0, 1, NULL)))
+			return nf_error_wrap(err, "calibrate: tokens from %zu", i);
+		c->tokens += (size_t)len;
 	}
 	return 0;
 }
 
-int nf_calib_run_rows(const nf_model *m, const int *tokens, size_t n, size_t max_rows,
+int nf_calib_run_opts(const nf_model *m, const int *tokens, size_t n, const nf_calib_opts *opts,
 		      nf_calib **out)
 {
 	nf_calib *c = NULL;
-	nf_ref_state *s = NULL;
+	nf_fwd_weights w = {0};
+	nf_fwd_kv kv = {0};
+	nf_fwd *f = NULL;
 	int err;
 	*out = NULL;
 	if (n == 0)
 		return nf_error_set(NF_EINPUT, "calibrate: no calibration tokens");
-	if (max_rows > (size_t)1 << 20)
-		return nf_error_set(NF_EINPUT, "calibrate: %zu rows per input is too many", max_rows);
-	if ((err = nf_ref_state_new(&s, m)))
+	if (opts->max_rows > (size_t)1 << 20)
+		return nf_error_set(NF_EINPUT, "calibrate: %zu rows per input is too many",
+				    opts->max_rows);
+	if ((err = nf_model_config_validate(&m->cfg, "calibrate")) ||
+	    (err = check_tokens(m, tokens, n)))
 		return err;
-	if ((err = calib_new(&c, &m->cfg, max_rows)))
+	if ((err = nf_fwd_weights_from_model(&w, m)) || (err = nf_fwd_weights_prepare(&w, &m->cfg)) ||
+	    (err = nf_fwd_kv_init(&kv, &m->cfg, 0)) ||
+	    (err = nf_fwd_new(&f, &m->cfg, &w, nf_cpu_best(), opts->threads)) ||
+	    (err = calib_new(&c, &m->cfg, opts->max_rows)))
 		goto done;
-	nf_ref_set_observer(s, observe, c);
-	if ((err = run_tokens(c, s, m, tokens, n)))
+	nf_fwd_set_observer(f, observe, c);
+	if ((err = run_sequences(c, f, &kv, m, tokens, n)))
 		goto done;
 	finish(c);
 	*out = c;
 	c = NULL;
 done:
 	nf_calib_free(c);
-	nf_ref_state_free(s);
+	nf_fwd_free(f);
+	nf_fwd_kv_release(&kv);
+	nf_fwd_weights_release(&w);
 	return err;
 }
 
 int nf_calib_run(const nf_model *m, const int *tokens, size_t n, nf_calib **out)
 {
-	return nf_calib_run_rows(m, tokens, n, NF_CALIB_MAX_ROWS, out);
+	nf_calib_opts opts = {.max_rows = NF_CALIB_MAX_ROWS, .threads = 0};
+	return nf_calib_run_opts(m, tokens, n, &opts, out);
 }
 
 void nf_calib_free(nf_calib *c)

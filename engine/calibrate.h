@@ -4,10 +4,12 @@
  * matrix input's per-channel mean |x| and a sample of its rows; fp8
  * activations read each input's overall max |x| (scale = max / 448).
  *
- * The model runs through the float32 reference (engine/reference.h) with an
- * observer on every matrix input ("site"): per layer the attention input
- * (after rms_att), the input of wo, the FFN input (after rms_ffn) and the
- * input of w2, and once the classifier's input (after rms_final).
+ * The float model runs through the engine's own forward pass (forward.h,
+ * batched GEMMs on every core: 10-30x the float32 reference's speed) with
+ * an observer on every matrix input ("site", nf_ref_input): per layer
+ * the attention input (after rms_att), the input of wo, the FFN input
+ * (after rms_ffn) and the input of w2, and once the classifier's input
+ * (after rms_final).
  */
 #ifndef NF_ENGINE_CALIBRATE_H
 #define NF_ENGINE_CALIBRATE_H
@@ -36,15 +38,20 @@ typedef struct nf_calib_site {
 	size_t n_rows;         /* min(count, the row cap) */
 } nf_calib_site;
 
+typedef struct nf_calib_opts {
+	size_t max_rows; /* rows kept per site (0: none), at most 1 << 20 */
+	int threads;     /* <= 0: every online CPU */
+} nf_calib_opts;
+
 /* Run m over tokens[0, n) (each id checked against the vocabulary) in
  * sequences of at most m->cfg.max_seq_len tokens, each from position 0, and
- * record every site.  The row sample keeps, of all tokens, the NF_CALIB_MAX_ROWS
- * whose index hashes lowest: a uniform sample that does not depend on the
- * order the tokens are run in.  Caller owns *out (nf_calib_free). */
-int nf_calib_run(const nf_model *m, const int *tokens, size_t n, nf_calib **out);
-/* The same keeping at most max_rows rows per site (0: none). */
-int nf_calib_run_rows(const nf_model *m, const int *tokens, size_t n, size_t max_rows,
+ * record every site.  The row sample keeps, of all tokens, the max_rows
+ * whose index hashes lowest: a uniform sample, the same however the
+ * tokens are batched.  Caller owns *out (nf_calib_free). */
+int nf_calib_run_opts(const nf_model *m, const int *tokens, size_t n, const nf_calib_opts *opts,
 		      nf_calib **out);
+/* The same with NF_CALIB_MAX_ROWS rows on every CPU. */
+int nf_calib_run(const nf_model *m, const int *tokens, size_t n, nf_calib **out);
 void nf_calib_free(nf_calib *c); /* NULL is fine */
 
 /* Layers of the model it was run on. */

@@ -55,6 +55,8 @@ struct nf_fwd {
 		const nf_backend_ops *ops;
 	} shape_ops[16];   /* per-shape GEMM family from the tactics */
 	int n_shape_ops;
+	nf_fwd_observer observe; /* NULL: nobody observes the matrix inputs */
+	void *observe_ctx;
 };
 
 /* ---- weights ---- */
@@ -453,6 +455,19 @@ void nf_fwd_free(nf_fwd *f)
 	free(f);
 }
 
+void nf_fwd_set_observer(nf_fwd *f, nf_fwd_observer fn, void *ctx)
+{
+	f->observe = fn;
+	f->observe_ctx = ctx;
+}
+
+static void observe(const nf_fwd *f, size_t layer, nf_ref_input site, const float *x, size_t n,
+		    int width)
+{
+	if (f->observe)
+		f->observe(f->observe_ctx, site == NF_REF_IN_CLS ? -1 : (int)layer, site, x, n, width);
+}
+
 void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops)
 {
 	f->ops = ops;
@@ -714,6 +729,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		const nf_fwd_layer *L = &w->layers[l];
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_att, c->dim, c->norm_eps);
+		observe(f, l, NF_REF_IN_ATT, f->xb, n, c->dim);
 
 		gemm_job qkv = {0};
 		qkv.t[0] = (gemm_task){&L->wq, NULL, f->q, dim, 0};
@@ -750,19 +766,27 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		}
 		nf_pool_run_chunks(f->pool, attn_chunk, &aj, (int)n * aj.hc);
 
+		observe(f, l, NF_REF_IN_WO, f->xb2, n, c->dim);
 		gemm1(f, &L->wo, f->x, dim, 1, f->xb2, n); /* x += wo @ att */
 		for (size_t b = 0; b < n; b++)
 			add_bias(ops, f->x + b * dim, L->bo, c->dim); /* (+ bo) */
 
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_ffn, c->dim, c->norm_eps);
+		observe(f, l, NF_REF_IN_FFN, f->xb, n, c->dim);
 		gemm_job up = {0};
 		up.t[0] = (gemm_task){&L->w1, NULL, f->h1, hid, 0};
 		up.t[1] = (gemm_task){&L->w3, NULL, f->h3, hid, 0};
 		up.nt = 2;
 		up.swiglu = 1; /* h1 = silu(h1) * h3 */
 		run_gemm(f, &up, f->xb, c->dim, n);
+		observe(f, l, NF_REF_IN_W2, f->h1, n, c->hidden_dim);
 		gemm1(f, &L->w2, f->x, dim, 1, f->h1, n); /* x += w2 @ h */
+	}
+	if (f->observe) {
+		for (size_t b = 0; b < n; b++)
+			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, w->rms_final, c->dim, c->norm_eps);
+		observe(f, 0, NF_REF_IN_CLS, f->xb, n, c->dim);
 	}
 
 }

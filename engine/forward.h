@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/cpu.h"
 #include "engine/model.h"
+#include "engine/reference.h"
 
 typedef struct nf_fwd_layer {
 	const float *rms_att;             /* (dim) */
@@ -97,6 +98,16 @@ const nf_backend_ops *nf_fwd_ops(const nf_fwd *f);
 /* Use ops for the GEMMs of shape (rows, cols) (tactics); cleared by set_ops. */
 int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops);
 int nf_fwd_threads(const nf_fwd *f);
+/* The matrix inputs of a pass (named as the reference names them): n
+ * vectors of width floats, one after the other, in the order of the pass's
+ * tokens (valid only during the call); layer is -1 for NF_REF_IN_CLS. */
+typedef void (*nf_fwd_observer)(void *ctx, int layer, nf_ref_input which, const float *x,
+				size_t n, int width);
+/* Show every later step's matrix inputs to fn (NULL: stop); unset, a pass
+ * pays one branch per input.  With an observer a pass also computes the
+ * classifier's input of every token, not only of those it returns logits
+ * for. */
+void nf_fwd_set_observer(nf_fwd *f, nf_fwd_observer fn, void *ctx);
 /* How a GEMM's output rows are shared among the threads
  * (nf_pool_run_ranges): units of NF_FWD_UNIT_ROWS rows (two 8-row tiles),
  * at most NF_FWD_GRAIN units per call; the autotuner times GEMVs split

@@ -182,8 +182,9 @@ static size_t bytes_fp8(size_t rows, size_t cols)
 	return rows * cols + rows * sizeof(float);
 }
 
-/* Codes and per-row scales, and the activations rounded to e4m3 under one
- * static scale (their max / 448), as a calibrated engine's are. */
+/* e4m3 codes with a scale per row, and the activations put on the e4m3
+ * grid of one static scale (max|x| / 448, what calibration would give), as
+ * the forward pass hands them to gemm_f8. */
 static int pack_fp8(bench *b, const float *w)
 {
 	size_t rows = b->rows, cols = b->cols, k = b->copies;
@@ -204,7 +205,7 @@ static int pack_fp8(bench *b, const float *w)
 	b->m.kind = NF_QUANT_FP8_E4M3;
 	b->m.f8 = f8;
 	b->m.scale = scale;
-	b->m.act_scale = amax / 448.0f;
+	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
 	nf_bk_prepare_f8(b->ops, b->x8, b->x, cols, cols, b->n, b->m.act_scale);
 	return 0;
 }

@@ -7,7 +7,9 @@
  * embedding in every layer).  The test computes each input from those
  * formulas and compares the recorded means, maxima and rows; the sequence
  * is longer than max_seq_len, so the cut into sequences is checked too.
- * Then the shipped text on stories260K.
+ * Then stories260K: the vectors the engine's forward pass shows the
+ * observer equal those the float32 reference shows its observer, and the
+ * shipped text calibrates it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -173,7 +175,8 @@ static void test_synthetic(void)
 	c = NULL;
 
 	/* a sample of 3 rows: 3 distinct tokens' rows */
-	is_int(nf_calib_run_rows(m, tokens, NTOK, 3, &c), 0, "calibrate keeping 3 rows");
+	nf_calib_opts three = {.max_rows = 3, .threads = 1};
+	is_int(nf_calib_run_opts(m, tokens, NTOK, &three, &c), 0, "calibrate keeping 3 rows");
 	if (c) {
 		const nf_calib_site *s = nf_calib_get(c, 0, NF_REF_IN_WO);
 		int found[3] = {-1, -1, -1};
@@ -204,6 +207,51 @@ static void test_synthetic(void)
 	nf_calib_free(NULL);
 }
 
+/* What the reference's observer saw: every site's vectors, token-major. */
+typedef struct ref_seen {
+	const nf_model *m;
+	float *rows[NF_REF_IN_COUNT]; /* (layers or 1, tokens, width) */
+	size_t tokens, token;
+} ref_seen;
+
+static void ref_observe(void *ctx, int layer, nf_ref_input which, const float *x, int n)
+{
+	ref_seen *r = ctx;
+	size_t l = which == NF_REF_IN_CLS ? 0 : (size_t)layer;
+	memcpy(r->rows[which] + (l * r->tokens + r->token) * (size_t)n, x, (size_t)n * sizeof *x);
+}
+
+/* Largest |calib row - reference vector| over every site of ntok tokens,
+ * relative to the site's absmax. */
+static double forward_vs_reference(const nf_model *m, const nf_calib *c, const int *ids, size_t ntok)
+{
+	ref_seen r = {.m = m, .tokens = ntok};
+	nf_ref_state *s = NULL;
+	size_t layers = (size_t)m->cfg.n_layers, hidden = (size_t)m->cfg.hidden_dim;
+	double worst = INFINITY;
+	for (int w = 0; w < NF_REF_IN_COUNT; w++)
+		r.rows[w] = calloc(layers * ntok * hidden, sizeof(float));
+	if (nf_ref_state_new(&s, m))
+		goto done;
+	nf_ref_set_observer(s, ref_observe, &r);
+	for (r.token = 0; r.token < ntok; r.token++)
+		if (!nf_ref_forward(s, ids[r.token], (int)r.token))
+			goto done;
+	worst = 0.0;
+	for (int w = 0; w < NF_REF_IN_COUNT; w++)
+		for (size_t l = 0; l < (w == NF_REF_IN_CLS ? 1 : layers); l++) {
+			const nf_calib_site *site = nf_calib_get(c, (int)l, (nf_ref_input)w);
+			const float *want = r.rows[w] + l * ntok * (size_t)site->n;
+			for (size_t i = 0; i < ntok * (size_t)site->n; i++)
+				worst = fmax(worst, fabs((double)site->rows[i] - want[i]) / site->absmax);
+		}
+done:
+	for (int w = 0; w < NF_REF_IN_COUNT; w++)
+		free(r.rows[w]);
+	nf_ref_state_free(s);
+	return worst;
+}
+
 static void test_default_text_on_stories(void)
 {
 	char mpath[1024], tpath[1024];
@@ -225,6 +273,16 @@ static void test_default_text_on_stories(void)
 	size_t n = 0;
 	is_int(nf_tokenizer_encode(tok, text, len, NF_TOK_ADD_BOS, &ids, &n), 0, "encode");
 	diag("shipped text: %zu stories260K tokens", n);
+	nf_calib_opts all_rows = {.max_rows = 40, .threads = 2};
+	if (n >= 40 && !nf_calib_run_opts(m, ids, 40, &all_rows, &c)) {
+		double gap = forward_vs_reference(m, c, ids, 40);
+		ok(gap < 1e-4, "40 tokens: every input the forward pass shows equals the reference's "
+			       "(max gap %.2e of the site's absmax)", gap);
+	} else {
+		ok(0, "calibrate the first 40 tokens: %s", nf_error_last());
+	}
+	nf_calib_free(c);
+	c = NULL;
 	is_int(nf_calib_run(m, ids, n, &c), 0, "calibrate stories260K on the shipped text");
 	if (c) {
 		const nf_calib_site *s = nf_calib_get(c, 4, NF_REF_IN_W2);
