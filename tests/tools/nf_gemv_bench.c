@@ -2,8 +2,8 @@
  * nf_gemv_bench - throughput of one kernel family's GEMV/GEMM on one weight
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
- *   nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]
- *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
+ *   nf_gemv_bench --kind f32|int8|f16|bf16|fp8|int4|int4-g128 [--rows R] [--cols C]
+ *                 [--n N] [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
  * Builds a random (R, C) matrix of that kind (default 8192 x 4096) and
  * stores it in as many copies as make M MiB (default 1024, as nf_membw
@@ -219,12 +219,57 @@ static void run_fp8(const bench *b, int r0, int r1)
 	b->ops->gemm_f8(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
 }
 
+static size_t bytes_int4(size_t rows, size_t cols, int group)
+{
+	return rows * cols / 2 + rows * nf_quant_int4_groups(cols, group) * 2 * sizeof(uint16_t);
+}
+
+static size_t bytes_int4_g32(size_t rows, size_t cols) { return bytes_int4(rows, cols, 32); }
+static size_t bytes_int4_g128(size_t rows, size_t cols) { return bytes_int4(rows, cols, 128); }
+
+/* int4 groups (both the nibbles and the scales and mins read per pass)
+ * with int8 activations, as the int8 kinds. */
+static int pack_int4(bench *b, const float *w, int group)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	size_t one_q = rows * cols / 2, one_sm = rows * nf_quant_int4_groups(cols, group) * 2;
+	uint8_t *q4 = alloc_weights(one_q * k);
+	uint16_t *gsm = alloc_weights(one_sm * k * sizeof(uint16_t));
+	b->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+	b->xq = calloc(b->n, b->ldq);
+	b->owned[0] = q4, b->owned[1] = gsm, b->owned[2] = b->xq;
+	if (!q4 || !gsm || !b->xq)
+		return nf_error_set(NF_ENOMEM, "out of memory for the int4 matrix");
+	int err = nf_quant_int4_rows(q4, gsm, w, rows, cols, group);
+	if (err)
+		return err;
+	replicate(q4, one_q, k);
+	replicate(gsm, one_sm * sizeof(uint16_t), k);
+	for (size_t i = 0; i < b->n; i++)
+		b->xs[i] = nf_quant_int8_vec(b->xq + i * b->ldq, b->x + i * cols, cols);
+	b->m.kind = NF_QUANT_INT4_GROUP;
+	b->m.q4 = q4;
+	b->m.gsm = gsm;
+	b->m.group = group;
+	return 0;
+}
+
+static int pack_int4_g32(bench *b, const float *w) { return pack_int4(b, w, 32); }
+static int pack_int4_g128(bench *b, const float *w) { return pack_int4(b, w, 128); }
+
+static void run_int4(const bench *b, int r0, int r1)
+{
+	b->ops->gemm_q4(b->y, (size_t)b->m.rows, &b->m, b->xq, b->ldq, b->xs, b->n, r0, r1, 0);
+}
+
 static const gemv_kind kinds[] = {
 	{"f32", bytes_f32, pack_f32, run_f32},
 	{"int8", bytes_int8, pack_int8, run_int8},
 	{"f16", bytes_h16, pack_f16, run_h16},
 	{"bf16", bytes_h16, pack_bf16, run_h16},
 	{"fp8", bytes_fp8, pack_fp8, run_fp8},
+	{"int4", bytes_int4_g32, pack_int4_g32, run_int4},         /* groups of 32 (int4-wo, GGUF Q4) */
+	{"int4-g128", bytes_int4_g128, pack_int4_g128, run_int4}, /* groups of 128 (int4-awq) */
 };
 
 static const gemv_kind *find_kind(const char *name)
@@ -258,8 +303,9 @@ typedef struct options {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]\n"
-			"                     [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
+	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|fp8|int4|int4-g128 [--rows R]\n"
+			"                     [--cols C] [--n N] [--kernel FAMILY] [--threads T]\n"
+			"                     [--runs K] [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
 
