@@ -57,7 +57,7 @@ static float row_dot_scalar(const uint8_t *row, const uint16_t *sm, const int8_t
 void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols, group = (size_t)w->group;
+	size_t cols = nf_quant_int4_padded_cols((size_t)w->cols), group = (size_t)w->group;
 	size_t groups = nf_quant_int4_groups(cols, w->group);
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w->q4 + (size_t)r * (cols / 2);
@@ -324,7 +324,8 @@ AVX2 INLINE void gemm_q4_avx2_group(float *y, size_t ldy, const nf_bk_matrix *w,
 				    size_t ldx, const float *xs, size_t n, int r0, int r1,
 				    int accumulate, int group)
 {
-	size_t cols = (size_t)w->cols, ss = 2 * nf_quant_int4_groups(cols, group);
+	size_t cols = nf_quant_int4_padded_cols((size_t)w->cols);
+	size_t ss = 2 * nf_quant_int4_groups(cols, group);
 	int r = r0;
 	for (; r + Q4_ROWS <= r1; r += Q4_ROWS) {
 		const uint8_t *wr = w->q4 + (size_t)r * (cols / 2);
@@ -552,7 +553,8 @@ AVX512 INLINE void gemm_q4_512_group(float *y, size_t ldy, const nf_bk_matrix *w
 				     const int8_t *xq, size_t ldx, const float *xs, size_t n, int r0,
 				     int r1, int accumulate, int group)
 {
-	size_t cols = (size_t)w->cols, ss = 2 * nf_quant_int4_groups(cols, group);
+	size_t cols = nf_quant_int4_padded_cols((size_t)w->cols);
+	size_t ss = 2 * nf_quant_int4_groups(cols, group);
 	int r = r0;
 	for (; r + Q4_ROWS <= r1; r += Q4_ROWS) {
 		const uint8_t *wr = w->q4 + (size_t)r * (cols / 2);
