@@ -70,24 +70,26 @@ static inline float level(float x, float m, float inv_s)
 }
 
 /* The squared error of x[0, n) on the stored grid (hs, hm), computed as
- * the dequantizer will compute each weight. */
-static double grid_error(const float *x, size_t n, uint16_t hs, uint16_t hm)
+ * the dequantizer will compute each weight; it stops early once the error
+ * reaches `bound` (the candidate has lost). */
+static double grid_error(const float *x, size_t n, uint16_t hs, uint16_t hm, double bound)
 {
 	float s = nf_f16_to_f32(hs), m = nf_f16_to_f32(hm);
 	float inv = s > 0.0f ? 1.0f / s : 0.0f;
 	double err = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		float sq = s * level(x[i], m, inv); /* two statements: no fused multiply-add */
-		double d = (double)(sq + m) - (double)x[i];
-		err += d * d;
-	}
+	for (size_t i = 0; i < n && err < bound; i += 8)
+		for (size_t j = i; j < i + 8 && j < n; j++) {
+			float sq = s * level(x[j], m, inv); /* two statements: no fused multiply-add */
+			double d = (double)(sq + m) - (double)x[j];
+			err += d * d;
+		}
 	return err;
 }
 
 static void consider(q4_fit *best, const float *x, size_t n, float scale, float min)
 {
 	q4_fit f = {half_sat(scale), half_sat(min), 0.0};
-	f.err = grid_error(x, n, f.scale, f.min);
+	f.err = grid_error(x, n, f.scale, f.min, best->err);
 	if (f.err < best->err)
 		*best = f;
 }

@@ -106,14 +106,6 @@ static void rows_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_
 #define INLINE __attribute__((always_inline)) static inline
 #define Q4_NV2 2 /* vectors per weight load (prefill) */
 
-/* Every lane: the sum of the 8 lanes of v. */
-AVX2 INLINE __m256i hsum_bcast8(__m256i v)
-{
-	v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
-	v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
-	return _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
-}
-
 /* sum of q * x over the 16 bytes of packed nibbles in each 128-bit lane of
  * w, against xl (the low nibbles' columns) and xh (the high ones'), as 4
  * partial sums a lane. */
@@ -127,66 +119,94 @@ AVX2 INLINE __m256i dot_nibbles(__m256i w, __m256i xl, __m256i xh)
 }
 
 /* 64 columns: 32 bytes at w of each of 8 rows (rs bytes apart) against nv
- * vectors (x, x + ldx, ...), prefetching `prefetch` bytes ahead (0: not).  Per vector: a[v], b[v] the 8 rows' sums of
- * q * x over the first and the second block of 32, and xt[v] the vector's
- * partial sums (4 lanes of the first block, 4 of the second). */
-AVX2 INLINE void chunk64_avx2(__m256i *a, __m256i *b, __m256i *xt, const uint8_t *w, size_t rs,
+ * vectors (x, x + ldx, ...), prefetching `prefetch` bytes ahead (0: not).
+ * Per vector: a[v], b[v] the 8 rows' sums of q * x over the first and the
+ * second block of 32. */
+AVX2 INLINE void chunk64_avx2(__m256i *a, __m256i *b, const uint8_t *w, size_t rs,
 			      const int8_t *x, size_t ldx, int nv, size_t prefetch)
 {
-	const __m256i ones = _mm256_set1_epi8(0x11);
-	__m256i xl[Q4_NV2], xh[Q4_NV2], p[Q4_NV2][Q4_ROWS];
+	__m256i xl[Q4_NV2], xh[Q4_NV2], h[Q4_NV2][4];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
 		__m256i x0 = _mm256_loadu_si256((const __m256i *)(x + (size_t)v * ldx));
 		__m256i x1 = _mm256_loadu_si256((const __m256i *)(x + (size_t)v * ldx + 32));
 		/* byte j of a block: column j (low nibble), j + 16 (high) */
 		xl[v] = _mm256_permute2x128_si256(x0, x1, 0x20);
 		xh[v] = _mm256_permute2x128_si256(x0, x1, 0x31);
-		xt[v] = dot_nibbles(ones, xl[v], xh[v]); /* q = 1 in both nibbles: x's sums */
+	}
+	/* two rows at a time, folded at once (few registers live): lanes of a
+	 * row's sums are [first block's 4 partials | second's] */
+#pragma GCC unroll 4
+	for (int i = 0; i < Q4_ROWS; i += 2) {
+		const uint8_t *w0 = w + (size_t)i * rs, *w1 = w0 + rs;
+		if (prefetch) {
+			_mm_prefetch((const char *)w0 + prefetch, _MM_HINT_T0);
+			_mm_prefetch((const char *)w1 + prefetch, _MM_HINT_T0);
+		}
+		__m256i v0 = _mm256_loadu_si256((const __m256i *)w0);
+		__m256i v1 = _mm256_loadu_si256((const __m256i *)w1);
+#pragma GCC unroll 8
+		for (int v = 0; v < nv; v++)
+			h[v][i / 2] = _mm256_hadd_epi32(dot_nibbles(v0, xl[v], xh[v]),
+							dot_nibbles(v1, xl[v], xh[v]));
 	}
 #pragma GCC unroll 8
-	for (int i = 0; i < Q4_ROWS; i++) {
-		if (prefetch)
-			_mm_prefetch((const char *)(w + (size_t)i * rs) + prefetch, _MM_HINT_T0);
-		__m256i wi = _mm256_loadu_si256((const __m256i *)(w + (size_t)i * rs));
-		for (int v = 0; v < nv; v++)
-			p[v][i] = dot_nibbles(wi, xl[v], xh[v]);
-	}
 	for (int v = 0; v < nv; v++) {
-		/* lanes of p[i]: [first block's 4 partials | second's]; two rounds of
-		 * hadd leave rows 0-3 (4-7) of both blocks in one vector */
-		__m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[v][0], p[v][1]),
-					       _mm256_hadd_epi32(p[v][2], p[v][3]));
-		__m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[v][4], p[v][5]),
-					       _mm256_hadd_epi32(p[v][6], p[v][7]));
+		/* rows 0-3 (4-7) of both blocks, then the blocks apart */
+		__m256i h0 = _mm256_hadd_epi32(h[v][0], h[v][1]), h1 = _mm256_hadd_epi32(h[v][2], h[v][3]);
 		a[v] = _mm256_permute2x128_si256(h0, h1, 0x20);
 		b[v] = _mm256_permute2x128_si256(h0, h1, 0x31);
 	}
 }
 
 /* One block of 32 columns (16 bytes at w of each of 8 rows), what a row's
- * last group may end with: a[v] the 8 rows' sums, xt[v] x's partial sums. */
-AVX2 INLINE void chunk32_avx2(__m256i *a, __m256i *xt, const uint8_t *w, size_t rs,
-			      const int8_t *x, size_t ldx, int nv)
+ * last group may end with: a[v] the 8 rows' sums. */
+AVX2 INLINE void chunk32_avx2(__m256i *a, const uint8_t *w, size_t rs, const int8_t *x,
+			      size_t ldx, int nv)
 {
-	const __m256i ones = _mm256_set1_epi8(0x11);
 	__m256i xl[Q4_NV2], xh[Q4_NV2], p[Q4_NV2][4];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
 		const int8_t *xv = x + (size_t)v * ldx;
 		xl[v] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xv));
 		xh[v] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xv + 16)));
-		/* both lanes hold the block: keep one */
-		xt[v] = _mm256_blend_epi32(dot_nibbles(ones, xl[v], xh[v]), _mm256_setzero_si256(), 0xf0);
 	}
 	/* rows i and i + 4 share a vector, so that the hadds leave rows in order */
+#pragma GCC unroll 8
 	for (int i = 0; i < 4; i++) {
 		__m256i wi = _mm256_loadu2_m128i((const __m128i *)(w + (size_t)(i + 4) * rs),
 						 (const __m128i *)(w + (size_t)i * rs));
+#pragma GCC unroll 8
 		for (int v = 0; v < nv; v++)
 			p[v][i] = dot_nibbles(wi, xl[v], xh[v]);
 	}
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
 		a[v] = _mm256_hadd_epi32(_mm256_hadd_epi32(p[v][0], p[v][1]),
 					 _mm256_hadd_epi32(p[v][2], p[v][3]));
+}
+
+/* (float) of the sum of x over each group [0, ng) of a quad of span
+ * columns, in every lane of xf[k]: the x of X_g, shared by the 8 rows. */
+AVX2 INLINE void xsums_avx2(__m256 xf[Q4_QUAD], const int8_t *x, size_t span, int group, int ng)
+{
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	__m256i m[Q4_QUAD];
+#pragma GCC unroll 8
+	for (int k = 0; k < Q4_QUAD; k++) {
+		__m256i s16 = _mm256_setzero_si256(); /* <= 4 blocks of 2 bytes a lane: no overflow */
+		size_t c1 = (size_t)(k + 1) * (size_t)group;
+		for (size_t c = (size_t)k * (size_t)group; k < ng && c < c1 && c < span; c += 32)
+			s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(ones8,
+				_mm256_loadu_si256((const __m256i *)(x + c))));
+		m[k] = _mm256_madd_epi16(s16, ones16);
+	}
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+	/* [g0 g1 g2 g3 | g0 g1 g2 g3], each half a partial sum */
+	__m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(t, _mm256_permute2x128_si256(t, t, 0x01)));
+#pragma GCC unroll 8
+	for (int k = 0; k < Q4_QUAD; k++)
+		xf[k] = _mm256_permutevar8x32_ps(f, _mm256_set1_epi32(k));
 }
 
 /* The scales and mins of groups [0, ng) (ng <= 4) of a quad for 8 rows
@@ -196,6 +216,7 @@ AVX2 INLINE void gsm8_avx2(__m256 sc[Q4_QUAD], __m256 mn[Q4_QUAD], const uint16_
 {
 	const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(ng), _mm_setr_epi32(0, 1, 2, 3));
 	__m256i y[4];
+#pragma GCC unroll 8
 	for (int i = 0; i < 4; i++) { /* a dword per group: scale | min << 16 */
 		const int *lo = (const int *)(sm + (size_t)i * ss), *hi = (const int *)(sm + (size_t)(i + 4) * ss);
 		__m128i l = ng == Q4_QUAD ? _mm_loadu_si128((const __m128i *)lo) : _mm_maskload_epi32(lo, m);
@@ -209,6 +230,7 @@ AVX2 INLINE void gsm8_avx2(__m256 sc[Q4_QUAD], __m256 mn[Q4_QUAD], const uint16_
 			_mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
 	const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
 					       0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+#pragma GCC unroll 8
 	for (int k = 0; k < Q4_QUAD; k++) {
 		/* [scales 0-3, mins 0-3 | scales 4-7, mins 4-7] -> [scales | mins] */
 		__m256i p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(g[k], split), 0xd8);
@@ -224,49 +246,52 @@ AVX2 INLINE void quad_avx2(__m256 *acc, const uint8_t *w, size_t rs, const uint1
 			   int nv, int full)
 {
 	const int bpg = group / 32; /* blocks per group */
-	__m256i qx[Q4_NV2][Q4_QUAD], xsum[Q4_NV2][Q4_QUAD], a[Q4_NV2], b[Q4_NV2], xt[Q4_NV2];
+	__m256i qx[Q4_NV2][Q4_QUAD], a[Q4_NV2], b[Q4_NV2];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 8
 		for (int k = 0; k < Q4_QUAD; k++)
-			qx[v][k] = xsum[v][k] = _mm256_setzero_si256();
+			qx[v][k] = _mm256_setzero_si256();
 	size_t chunks = span / 64;
 #pragma GCC unroll 8
 	for (size_t j = 0; j < chunks; j++) {
 		size_t c = c0 + 64 * j;
 		/* a prefetch a cache line: every other chunk */
 		size_t ahead = full && j % 2 == 0 ? prefetch_ahead(c / 2, rs) : 0;
-		chunk64_avx2(a, b, xt, w + c / 2, rs, x + c, ldx, nv, ahead);
+		chunk64_avx2(a, b, w + c / 2, rs, x + c, ldx, nv, ahead);
 		int k = (int)(2 * j) / bpg; /* the group of the first block */
+#pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) {
 			if (bpg == 1) { /* two groups */
 				qx[v][k] = _mm256_add_epi32(qx[v][k], a[v]);
 				qx[v][k + 1] = _mm256_add_epi32(qx[v][k + 1], b[v]);
-				__m256i z = _mm256_setzero_si256();
-				xsum[v][k] = _mm256_add_epi32(xsum[v][k], _mm256_blend_epi32(xt[v], z, 0xf0));
-				xsum[v][k + 1] = _mm256_add_epi32(xsum[v][k + 1], _mm256_blend_epi32(xt[v], z, 0x0f));
 			} else {
 				qx[v][k] = _mm256_add_epi32(qx[v][k], _mm256_add_epi32(a[v], b[v]));
-				xsum[v][k] = _mm256_add_epi32(xsum[v][k], xt[v]);
 			}
 		}
 	}
 	if (span % 64) { /* a last block of 32 */
 		size_t c = c0 + span - 32;
 		int k = (int)((span - 32) / 32) / bpg;
-		chunk32_avx2(a, xt, w + c / 2, rs, x + c, ldx, nv);
-		for (int v = 0; v < nv; v++) {
+		chunk32_avx2(a, w + c / 2, rs, x + c, ldx, nv);
+#pragma GCC unroll 8
+		for (int v = 0; v < nv; v++)
 			qx[v][k] = _mm256_add_epi32(qx[v][k], a[v]);
-			xsum[v][k] = _mm256_add_epi32(xsum[v][k], xt[v]);
-		}
 	}
 	int ng = full ? Q4_QUAD : (int)((span + (size_t)group - 1) / (size_t)group);
 	__m256 sc[Q4_QUAD], mn[Q4_QUAD];
 	gsm8_avx2(sc, mn, sm + 2 * g0, ss, ng);
-	for (int k = 0; k < ng; k++)
-		for (int v = 0; v < nv; v++) { /* add_group's operations, lane by lane */
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++) {
+		__m256 xf[Q4_QUAD];
+		xsums_avx2(xf, x + (size_t)v * ldx + c0, span, group, ng);
+#pragma GCC unroll 8
+		for (int k = 0; k < ng; k++) { /* add_group's operations, lane by lane */
 			__m256 sq = _mm256_mul_ps(sc[k], _mm256_cvtepi32_ps(qx[v][k]));
-			__m256 mx = _mm256_mul_ps(mn[k], _mm256_cvtepi32_ps(hsum_bcast8(xsum[v][k])));
+			__m256 mx = _mm256_mul_ps(mn[k], xf[k]);
 			acc[v] = _mm256_add_ps(acc[v], _mm256_add_ps(sq, mx));
 		}
+	}
 }
 
 /* 8 rows at w (gsm at sm) against nv vectors: y[v * ldy + i] (+)= row i. */
@@ -277,6 +302,7 @@ AVX2 INLINE void rows8_avx2(float *y, size_t ldy, const uint8_t *w, const uint16
 	size_t rs = cols / 2, groups = nf_quant_int4_groups(cols, group), ss = 2 * groups;
 	size_t qcols = (size_t)group * Q4_QUAD, full = cols / qcols;
 	__m256 acc[Q4_NV2];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
 		acc[v] = _mm256_setzero_ps();
 	for (size_t q = 0; q < full; q++)
@@ -284,6 +310,7 @@ AVX2 INLINE void rows8_avx2(float *y, size_t ldy, const uint8_t *w, const uint16
 	if (full * qcols < cols)
 		quad_avx2(acc, w, rs, sm, ss, x, ldx, full * qcols, cols - full * qcols,
 			  full * Q4_QUAD, group, nv, 0);
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
 		__m256 out = _mm256_mul_ps(acc[v], _mm256_set1_ps(xs[v]));
 		float *o = y + (size_t)v * ldy;
@@ -347,6 +374,7 @@ AVX512 INLINE __m512i dot_nibbles512(__m512i w, __m512i xl, __m512i xh)
 AVX512 INLINE void blocks8_512(__m512i *z01, __m512i *z23, const __m512i p[Q4_ROWS])
 {
 	__m512i t[4];
+#pragma GCC unroll 8
 	for (int i = 0; i < 4; i++) /* lane: [r 0+2, r' 0+2, r 1+3, r' 1+3] of rows 2i, 2i + 1 */
 		t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
 					_mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
@@ -378,6 +406,7 @@ AVX512 INLINE void chunk128_512(__m512i *z01, __m512i *z23, __m512i *x01, __m512
 	__mmask64 xm0 = left >= 64 ? all : ((__mmask64)1 << left) - 1;
 	__mmask64 xm1 = full ? all : left > 64 ? ((__mmask64)1 << (left - 64)) - 1 : 0;
 	__m512i xl[Q4_NV512], xh[Q4_NV512], p[Q4_NV512][Q4_ROWS];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
 		const int8_t *xv = x + (size_t)v * ldx;
 		__m512i x0 = full ? _mm512_loadu_si512(xv) : _mm512_maskz_loadu_epi8(xm0, xv);
@@ -397,9 +426,11 @@ AVX512 INLINE void chunk128_512(__m512i *z01, __m512i *z23, __m512i *x01, __m512
 		if (prefetch)
 			_mm_prefetch((const char *)wi + prefetch, _MM_HINT_T0);
 		__m512i wv = full ? _mm512_loadu_si512(wi) : _mm512_maskz_loadu_epi8(wm, wi);
+#pragma GCC unroll 8
 		for (int v = 0; v < nv; v++)
 			p[v][i] = dot_nibbles512(wv, xl[v], xh[v]);
 	}
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
 		blocks8_512(&z01[v], &z23[v], p[v]);
 }
@@ -424,6 +455,7 @@ AVX512 INLINE void gsm8_512(__m512 sc[2], __m512 mn[2], const uint16_t *sm, size
 {
 	__mmask8 m = (__mmask8)((1u << ng) - 1);
 	__m128i r[Q4_ROWS];
+#pragma GCC unroll 8
 	for (int i = 0; i < Q4_ROWS; i++) { /* a dword per group: scale | min << 16 */
 		const uint16_t *p = sm + (size_t)i * ss;
 		r[i] = ng == Q4_QUAD ? _mm_loadu_si128((const __m128i *)p) : _mm_maskz_loadu_epi32(m, p);
@@ -449,6 +481,7 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 	/* per vector, groups [0 | 1] and [2 | 3]: sum q * x by row, and x's sum */
 	__m512i qx[Q4_NV512][2], xsum[Q4_NV512][2];
 	__m512i z01[Q4_NV512], z23[Q4_NV512], x01[Q4_NV512], x23[Q4_NV512];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
 		qx[v][0] = qx[v][1] = xsum[v][0] = xsum[v][1] = _mm512_setzero_si512();
 	size_t chunks = (span + 127) / 128;
@@ -457,6 +490,7 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 		size_t c = c0 + 128 * j, left = full ? 128 : c0 + span - c;
 		chunk128_512(z01, z23, x01, x23, w + c / 2, rs, x + c, ldx, nv,
 			     full ? prefetch_ahead(c / 2, rs) : 0, left);
+#pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) {
 			if (group == 32) { /* the quad is this chunk */
 				qx[v][0] = z01[v], qx[v][1] = z23[v];
@@ -476,7 +510,9 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 	int ng = full ? Q4_QUAD : (int)((span + (size_t)group - 1) / (size_t)group);
 	__m512 sc[2], mn[2];
 	gsm8_512(sc, mn, sm + 2 * g0, ss, ng);
+#pragma GCC unroll 8
 	for (int h = 0; 2 * h < ng; h++)
+#pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) { /* add_group's operations, two groups at once */
 			__m512 sq = _mm512_mul_ps(sc[h], _mm512_cvtepi32_ps(qx[v][h]));
 			__m512 mx = _mm512_mul_ps(mn[h], _mm512_cvtepi32_ps(xsum[v][h]));
@@ -495,6 +531,7 @@ AVX512 INLINE void rows8_512(float *y, size_t ldy, const uint8_t *w, const uint1
 	size_t rs = cols / 2, groups = nf_quant_int4_groups(cols, group), ss = 2 * groups;
 	size_t qcols = (size_t)group * Q4_QUAD, full = cols / qcols;
 	__m256 acc[Q4_NV512];
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++)
 		acc[v] = _mm256_setzero_ps();
 	for (size_t q = 0; q < full; q++)
@@ -502,6 +539,7 @@ AVX512 INLINE void rows8_512(float *y, size_t ldy, const uint8_t *w, const uint1
 	if (full * qcols < cols)
 		quad_512(acc, w, rs, sm, ss, x, ldx, full * qcols, cols - full * qcols,
 			 full * Q4_QUAD, group, nv, 0);
+#pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
 		__m256 out = _mm256_mul_ps(acc[v], _mm256_set1_ps(xs[v]));
 		float *o = y + (size_t)v * ldy;
