@@ -508,6 +508,8 @@ AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_mat
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
+	if (n == 0)
+		return;
 	if (n > 1) {
 		for (int r = r0; r < r1; r += AVX512_F8_PREFILL_ROWS)
 			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);
