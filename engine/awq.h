@@ -104,4 +104,18 @@ int nf_awq_search(nf_awq_choice *choice, float *scales, const nf_awq_target *t,
  * is 0 or every mean is 0; zero means count as 1e-6 of the largest. */
 void nf_awq_scales(float *s, const float *mean_abs, size_t n, float alpha);
 
+/* The search's outputs, y (nb, n_x) = q (nb, cols) xt (cols, n_x), in one
+ * instruction set (the search takes the best this CPU runs).  Each output
+ * is the sum over c in order of q[r, c] * xt[c, b], a multiply and an add
+ * per term, in every set alike: the same bits everywhere, so a build picks
+ * the same alphas on any host.  NF_EUNSUPPORTED when this CPU lacks isa. */
+typedef enum nf_awq_isa {
+	NF_AWQ_ISA_SCALAR,
+	NF_AWQ_ISA_AVX2,
+	NF_AWQ_ISA_AVX512,
+	NF_AWQ_ISA_COUNT
+} nf_awq_isa;
+int nf_awq_outputs(nf_awq_isa isa, float *y, const float *q, const float *xt, size_t nb,
+		   size_t cols, size_t n_x);
+
 #endif

@@ -30,16 +30,19 @@ struct nf_calib {
 	int n_layers;
 	size_t cap;         /* rows kept per site */
 	size_t tokens;      /* tokens run */
-	site_rec *sites;    /* (n_layers * 4 + 1): layer-major, the classifier last */
+	site_rec *sites;    /* (n_layers * LAYER_SITES + 1): layer-major, the classifier last */
 };
 
-static size_t site_count(int n_layers) { return (size_t)n_layers * 4 + 1; }
+/* Sites in every layer: the inputs before NF_REF_IN_CLS. */
+#define LAYER_SITES ((size_t)NF_REF_IN_CLS)
+
+static size_t site_count(int n_layers) { return (size_t)n_layers * LAYER_SITES + 1; }
 
 static size_t site_index(int n_layers, int layer, nf_ref_input which)
 {
 	if (which == NF_REF_IN_CLS)
-		return (size_t)n_layers * 4;
-	return (size_t)layer * 4 + (size_t)which;
+		return (size_t)n_layers * LAYER_SITES;
+	return (size_t)layer * LAYER_SITES + (size_t)which;
 }
 
 /* splitmix64: a well-mixed 64-bit hash of the token index (a site sees

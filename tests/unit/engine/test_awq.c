@@ -10,7 +10,9 @@
  *   - the folded model computes the original's logits, on stories260K and
  *     on a synthetic grouped-query model with biases, and the same model
  *     comes out of 1 and 3 threads;
- *   - a calibration of another model and a missing quantizer are refused.
+ *   - a calibration of another model and a missing quantizer are refused;
+ *   - the search's output kernel gives the scalar one's bits in every
+ *     instruction set this CPU runs, tails included.
  */
 #include <math.h>
 #include <stdio.h>
@@ -317,8 +319,49 @@ static void test_gqa(void)
 	nf_awq_report_free(NULL);
 }
 
+static void test_outputs_kernels(void)
+{
+	static const size_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {64, 128, 256}, {5, 33, 200},
+					   {2, 576, 17}, {7, 40, 79}};
+	unsigned st = 17;
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+		size_t nb = shapes[k][0], cols = shapes[k][1], n_x = shapes[k][2];
+		float *q = malloc(sizeof(float) * nb * cols), *xt = malloc(sizeof(float) * cols * n_x);
+		float *want = malloc(sizeof(float) * nb * n_x), *got = malloc(sizeof(float) * nb * n_x);
+		fill(q, nb * cols, &st, 1.0f);
+		fill(xt, cols * n_x, &st, 3.0f);
+		is_int(nf_awq_outputs(NF_AWQ_ISA_SCALAR, want, q, xt, nb, cols, n_x), 0, "scalar runs");
+		double worst = 0.0; /* the scalar kernel against double sums */
+		for (size_t r = 0; r < nb; r++)
+			for (size_t b = 0; b < n_x; b++) {
+				double sum = 0.0;
+				for (size_t c = 0; c < cols; c++)
+					sum += (double)q[r * cols + c] * xt[c * n_x + b];
+				worst = fmax(worst, fabs(sum - want[r * n_x + b]));
+			}
+		ok(worst < 1e-4 * (double)cols, "%zux%zu by %zu: scalar outputs are the products (%.1e)",
+		   nb, cols, n_x, worst);
+		for (int isa = NF_AWQ_ISA_AVX2; isa < NF_AWQ_ISA_COUNT; isa++) {
+			memset(got, 0xff, sizeof(float) * nb * n_x);
+			if (nf_awq_outputs((nf_awq_isa)isa, got, q, xt, nb, cols, n_x)) {
+				skip("instruction set %d does not run here", isa);
+				continue;
+			}
+			ok(memcmp(got, want, sizeof(float) * nb * n_x) == 0,
+			   "%zux%zu by %zu: instruction set %d gives the scalar bits", nb, cols, n_x, isa);
+		}
+		free(q);
+		free(xt);
+		free(want);
+		free(got);
+	}
+	float y;
+	ok(nf_awq_outputs(NF_AWQ_ISA_COUNT, &y, &y, &y, 1, 1, 1) != 0, "an unknown instruction set is refused");
+}
+
 int main(void)
 {
+	test_outputs_kernels();
 	test_scales();
 	test_outlier_layer();
 	test_gqa();
