@@ -69,66 +69,100 @@ static void outputs_scalar(float *y, const float *q, const float *xt, size_t nb,
 #define AWQ_AVX2 __attribute__((target("avx2")))
 #define AWQ_AVX512 __attribute__((target("avx512f")))
 
-/* 8 outputs of row r from column b: four vectors at a time when they fit. */
+/* Two rows by four vectors of outputs a step (eight independent sums keep
+ * both add ports busy; each x load serves two rows), then one vector, then
+ * the scalar tail. */
 AWQ_AVX2 static void outputs_avx2(float *y, const float *q, const float *xt, size_t nb,
 				  size_t cols, size_t n_x)
 {
 	size_t b4 = n_x / 32 * 32, b1 = n_x / 8 * 8;
-	for (size_t r = 0; r < nb; r++) {
-		const float *wr = q + r * cols;
+	for (size_t r = 0; r < nb; r += 2) {
+		const float *w0 = q + r * cols, *w1 = r + 1 < nb ? w0 + cols : w0;
+		float *y0 = y + r * n_x, *y1 = r + 1 < nb ? y0 + n_x : y0;
 		for (size_t b = 0; b < b4; b += 32) {
 			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			__m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
 			for (size_t c = 0; c < cols; c++) {
 				const float *x = xt + c * n_x + b;
-				__m256 w = _mm256_set1_ps(wr[c]);
-				a0 = _mm256_add_ps(a0, _mm256_mul_ps(w, _mm256_loadu_ps(x)));
-				a1 = _mm256_add_ps(a1, _mm256_mul_ps(w, _mm256_loadu_ps(x + 8)));
-				a2 = _mm256_add_ps(a2, _mm256_mul_ps(w, _mm256_loadu_ps(x + 16)));
-				a3 = _mm256_add_ps(a3, _mm256_mul_ps(w, _mm256_loadu_ps(x + 24)));
+				__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+				__m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+				__m256 u = _mm256_set1_ps(w0[c]), v = _mm256_set1_ps(w1[c]);
+				a0 = _mm256_add_ps(a0, _mm256_mul_ps(u, x0));
+				a1 = _mm256_add_ps(a1, _mm256_mul_ps(u, x1));
+				a2 = _mm256_add_ps(a2, _mm256_mul_ps(u, x2));
+				a3 = _mm256_add_ps(a3, _mm256_mul_ps(u, x3));
+				c0 = _mm256_add_ps(c0, _mm256_mul_ps(v, x0));
+				c1 = _mm256_add_ps(c1, _mm256_mul_ps(v, x1));
+				c2 = _mm256_add_ps(c2, _mm256_mul_ps(v, x2));
+				c3 = _mm256_add_ps(c3, _mm256_mul_ps(v, x3));
 			}
-			_mm256_storeu_ps(y + r * n_x + b, a0);
-			_mm256_storeu_ps(y + r * n_x + b + 8, a1);
-			_mm256_storeu_ps(y + r * n_x + b + 16, a2);
-			_mm256_storeu_ps(y + r * n_x + b + 24, a3);
+			/* row r + 1 first: for an odd last row y1 == y0 and row r wins */
+			_mm256_storeu_ps(y1 + b, c0);
+			_mm256_storeu_ps(y1 + b + 8, c1);
+			_mm256_storeu_ps(y1 + b + 16, c2);
+			_mm256_storeu_ps(y1 + b + 24, c3);
+			_mm256_storeu_ps(y0 + b, a0);
+			_mm256_storeu_ps(y0 + b + 8, a1);
+			_mm256_storeu_ps(y0 + b + 16, a2);
+			_mm256_storeu_ps(y0 + b + 24, a3);
 		}
 		for (size_t b = b4; b < b1; b += 8) {
-			__m256 a0 = _mm256_setzero_ps();
-			for (size_t c = 0; c < cols; c++)
-				a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(wr[c]),
-								     _mm256_loadu_ps(xt + c * n_x + b)));
-			_mm256_storeu_ps(y + r * n_x + b, a0);
+			__m256 a0 = _mm256_setzero_ps(), c0 = a0;
+			for (size_t c = 0; c < cols; c++) {
+				__m256 x0 = _mm256_loadu_ps(xt + c * n_x + b);
+				a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(w0[c]), x0));
+				c0 = _mm256_add_ps(c0, _mm256_mul_ps(_mm256_set1_ps(w1[c]), x0));
+			}
+			_mm256_storeu_ps(y1 + b, c0);
+			_mm256_storeu_ps(y0 + b, a0);
 		}
 	}
 	outputs_from(y, q, xt, nb, cols, n_x, b1);
 }
 
+/* outputs_avx2's steps with 16-float vectors. */
 AWQ_AVX512 static void outputs_avx512(float *y, const float *q, const float *xt, size_t nb,
 				      size_t cols, size_t n_x)
 {
 	size_t b4 = n_x / 64 * 64, b1 = n_x / 16 * 16;
-	for (size_t r = 0; r < nb; r++) {
-		const float *wr = q + r * cols;
+	for (size_t r = 0; r < nb; r += 2) {
+		const float *w0 = q + r * cols, *w1 = r + 1 < nb ? w0 + cols : w0;
+		float *y0 = y + r * n_x, *y1 = r + 1 < nb ? y0 + n_x : y0;
 		for (size_t b = 0; b < b4; b += 64) {
 			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			__m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
 			for (size_t c = 0; c < cols; c++) {
 				const float *x = xt + c * n_x + b;
-				__m512 w = _mm512_set1_ps(wr[c]);
-				a0 = _mm512_add_ps(a0, _mm512_mul_ps(w, _mm512_loadu_ps(x)));
-				a1 = _mm512_add_ps(a1, _mm512_mul_ps(w, _mm512_loadu_ps(x + 16)));
-				a2 = _mm512_add_ps(a2, _mm512_mul_ps(w, _mm512_loadu_ps(x + 32)));
-				a3 = _mm512_add_ps(a3, _mm512_mul_ps(w, _mm512_loadu_ps(x + 48)));
+				__m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+				__m512 x2 = _mm512_loadu_ps(x + 32), x3 = _mm512_loadu_ps(x + 48);
+				__m512 u = _mm512_set1_ps(w0[c]), v = _mm512_set1_ps(w1[c]);
+				a0 = _mm512_add_ps(a0, _mm512_mul_ps(u, x0));
+				a1 = _mm512_add_ps(a1, _mm512_mul_ps(u, x1));
+				a2 = _mm512_add_ps(a2, _mm512_mul_ps(u, x2));
+				a3 = _mm512_add_ps(a3, _mm512_mul_ps(u, x3));
+				c0 = _mm512_add_ps(c0, _mm512_mul_ps(v, x0));
+				c1 = _mm512_add_ps(c1, _mm512_mul_ps(v, x1));
+				c2 = _mm512_add_ps(c2, _mm512_mul_ps(v, x2));
+				c3 = _mm512_add_ps(c3, _mm512_mul_ps(v, x3));
 			}
-			_mm512_storeu_ps(y + r * n_x + b, a0);
-			_mm512_storeu_ps(y + r * n_x + b + 16, a1);
-			_mm512_storeu_ps(y + r * n_x + b + 32, a2);
-			_mm512_storeu_ps(y + r * n_x + b + 48, a3);
+			_mm512_storeu_ps(y1 + b, c0);
+			_mm512_storeu_ps(y1 + b + 16, c1);
+			_mm512_storeu_ps(y1 + b + 32, c2);
+			_mm512_storeu_ps(y1 + b + 48, c3);
+			_mm512_storeu_ps(y0 + b, a0);
+			_mm512_storeu_ps(y0 + b + 16, a1);
+			_mm512_storeu_ps(y0 + b + 32, a2);
+			_mm512_storeu_ps(y0 + b + 48, a3);
 		}
 		for (size_t b = b4; b < b1; b += 16) {
-			__m512 a0 = _mm512_setzero_ps();
-			for (size_t c = 0; c < cols; c++)
-				a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(wr[c]),
-								     _mm512_loadu_ps(xt + c * n_x + b)));
-			_mm512_storeu_ps(y + r * n_x + b, a0);
+			__m512 a0 = _mm512_setzero_ps(), c0 = a0;
+			for (size_t c = 0; c < cols; c++) {
+				__m512 x0 = _mm512_loadu_ps(xt + c * n_x + b);
+				a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(w0[c]), x0));
+				c0 = _mm512_add_ps(c0, _mm512_mul_ps(_mm512_set1_ps(w1[c]), x0));
+			}
+			_mm512_storeu_ps(y1 + b, c0);
+			_mm512_storeu_ps(y0 + b, a0);
 		}
 	}
 	outputs_from(y, q, xt, nb, cols, n_x, b1);
