@@ -85,7 +85,7 @@ static void test_scales(void)
 	ok(z[0] == 1.0f && z[1] == 1.0f && z[2] == 1.0f, "an input that was always zero: scale 1");
 }
 
-enum { L_ROWS = 96, L_COLS = 128, L_X = 200 };
+enum { L_ROWS = 300, L_COLS = 128, L_X = 200 }; /* 300 rows: two slices of the search */
 
 /* ||Q(W) X - W X||^2, the plain quantization error, by hand. */
 static double plain_error(const float *w, const float *x)
