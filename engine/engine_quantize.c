@@ -23,6 +23,11 @@
  * long before, and the float32 reference runs one token at a time. */
 #define CALIB_MAX_TOKENS 512
 
+/* Input rows AWQ measures each alpha's error on: its cost is rows x the
+ * model's MACs x the alpha grid, and 64 rows choose the alphas 256 do on
+ * SmolLM2 (docs/quantization.md); fp8 needs the statistics only. */
+#define AWQ_ROWS 64
+
 /* The calibration text (o's, or the shipped default) as the model's tokens,
  * at most CALIB_MAX_TOKENS. */
 static int calibration_tokens(int **tokens, size_t *n, const nf_model *m,
@@ -139,7 +144,10 @@ int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engi
 	if (err || !info->calibrated)
 		return err;
 	if (!(err = calibration_tokens(&tokens, &n, m, o)))
-		err = nf_calib_run(m, tokens, n, &calib);
+		err = nf_calib_run_opts(m, tokens, n,
+					&(nf_calib_opts){.max_rows = info->awq ? AWQ_ROWS : 0,
+							 .threads = o->threads},
+					&calib);
 	if (!err && info->weights == NF_QUANT_FP8_E4M3)
 		err = calibrate_act_scales(q, calib);
 	if (!err && info->awq)

@@ -19,21 +19,11 @@ static float absmax(const float *x, size_t n)
 	return m;
 }
 
-/* x rounded to the nearest integer, ties to even, for |x| < 2^22: adding
- * and removing 1.5 * 2^23 leaves no fraction bits, in the default rounding
- * mode.  The same as nearbyintf there, without a libm call per weight
- * (x86-64's baseline has no SSE4.1 round instruction). */
-static inline float round_even(float x)
-{
-	const float magic = 12582912.0f;
-	return (x + magic) - magic; /* not folded: C does not reassociate floats */
-}
-
 static void quant_row(int8_t *q, const float *x, size_t n, float scale)
 {
 	float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
 	for (size_t i = 0; i < n; i++) {
-		float v = round_even(x[i] * inv);
+		float v = nf_round_even(x[i] * inv);
 		if (v > 127.0f)
 			v = 127.0f;
 		if (v < -127.0f)

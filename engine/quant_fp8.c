@@ -47,11 +47,11 @@ float nf_fp8_e4m3_to_f32(uint8_t code)
 }
 
 /* |x| (as its bits a, finite, below 2^-6) on the subnormal grid k * 2^-9:
- * |x| * 512 is exact, and nearbyintf rounds ties to even.  k = 8 is the
+ * |x| * 512 is exact, and nf_round_even rounds ties to even.  k = 8 is the
  * code of 2^-6, the smallest normal, so k is the code either way. */
 static uint8_t encode_subnormal(float ax)
 {
-	return (uint8_t)nearbyintf(ax * 512.0f);
+	return (uint8_t)nf_round_even(ax * 512.0f);
 }
 
 /* A normal |x| (bits a, 2^-6 <= |x|): keep 3 of float's 23 mantissa bits,

@@ -32,7 +32,7 @@ const nf_wformat *nf_wformat_of(nf_quant_kind k)
 
 uint64_t nf_wformat_data_cols(const nf_wformat *f, uint64_t cols)
 {
-	return f->bits == 4 ? (cols + 31) / 32 * 16 : cols;
+	return f->bits == 4 ? nf_quant_int4_row_bytes(cols) : cols;
 }
 
 uint64_t nf_wformat_data_bytes(const nf_wformat *f, uint64_t rows, uint64_t cols)

@@ -43,7 +43,8 @@ typedef struct build_ctx {
 	char source_digest[NF_SHA256_HEX_LEN + 1];
 	char tok_digest[NF_SHA256_HEX_LEN + 1];
 	nf_model *model;
-	nf_tokenizer *tokenizer; /* NULL for llama2.c models (tok_path is their tokenizer) */
+	nf_tokenizer *tokenizer; /* borrowed from model_tokenizer; NULL for llama2.c models
+				    (tok_path is their tokenizer) */
 	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
 	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
 	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
@@ -390,15 +391,20 @@ static nf_gate_bounds tolerance_bounds(const nf_recipe_tolerance *t)
 	};
 }
 
-/* The performance gate's options for the recipe; the prefill measured on
- * the first evaluation window. */
+/* Tokens of the prefill the performance gate times: one pass over the
+ * weights (NF_FWD_PASS_TOKENS) of the first evaluation window, so the
+ * measurement is batched throughput without a long window's attention. */
+#define PERF_PREFILL_TOKENS 256
+
+/* The performance gate's options for the recipe. */
 static nf_gate_perf_opts perf_opts(const build_ctx *b)
 {
 	const nf_recipe_performance *pf = &b->recipe->gates.performance;
+	int n = b->ref ? b->ref->windows[0].n_tokens : 0;
 	return (nf_gate_perf_opts){
 		.prompt = pf->prompt,
 		.prefill_tokens = b->ref ? b->ref->windows[0].tokens : NULL,
-		.n_prefill_tokens = b->ref ? b->ref->windows[0].n_tokens : 0,
+		.n_prefill_tokens = n < PERF_PREFILL_TOKENS ? n : PERF_PREFILL_TOKENS,
 		.max_tokens = pf->max_tokens,
 		.runs = 3,
 		.min_tokens_per_s = pf->min_decode_tokens_per_s,
@@ -409,18 +415,29 @@ static nf_gate_perf_opts perf_opts(const build_ctx *b)
 	};
 }
 
-/* The fp32 engine the ratios are measured against: the recipe's CPU fp32
- * profile, or one built here for the measurement when the recipe ships none. */
-static int fp32_engine(build_ctx *b, char **dir)
+/* The fp32 engine's performance, the ratios' denominator: the shipped CPU
+ * fp32 profile's gate when there is one (measured in this run), else an fp32
+ * engine built in the gates' temporary folder and measured here.  NULL in
+ * *base when no CPU profile was measured. */
+static int perf_baseline(build_ctx *b, const nf_gate_result **base)
 {
-	for (size_t i = 0; i < b->plan->n_profiles; i++) {
-		const nf_profile *p = &b->plan->profiles[i];
-		if (!p->is_gpu && p->precision == NF_PREC_FP32)
-			return (*dir = strdup(p->engine_dir)) ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+	char *dir = NULL;
+	int err;
+
+	*base = NULL;
+	for (size_t i = 0; i < b->results.n; i++) {
+		const nf_gate_result *r = b->results.items[i];
+		if (r->kind == NF_GATE_PERFORMANCE && r->verdict != NF_VERDICT_SKIPPED) {
+			if (!strcmp(r->precision, "fp32"))
+				return (*base = r), 0;
+			*base = r; /* some CPU profile was measured */
+		}
 	}
-	if (!(*dir = nf_path_join(b->gate_tmp, "fp32-engine")))
+	if (!*base)
+		return 0;
+	if (!(dir = nf_path_join(b->gate_tmp, "fp32-engine")))
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	nf_log_info(b->log, "gate", "building an fp32 engine to measure the ratios against");
+	nf_log_stage_begin(b->log, "gate", "fp32 engine, built to measure the ratios against");
 	nf_engine_build_opts eo = {
 		.precision = NF_PREC_FP32,
 		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
@@ -428,33 +445,17 @@ static int fp32_engine(build_ctx *b, char **dir)
 		.threads = b->opts->threads,
 		.autotune = b->recipe->build.autotune,
 	};
-	return nf_engine_build(*dir, b->model, &eo);
-}
-
-/* Measure the fp32 engine once, before any profile's performance gate, when
- * some CPU profile has one. */
-static int stage_perf_baseline(build_ctx *b)
-{
-	char *dir = NULL;
-	bool cpu = false;
-	int err;
-	for (size_t i = 0; i < b->plan->n_profiles; i++)
-		cpu |= !b->plan->profiles[i].is_gpu;
-	if (!b->recipe->gates.performance.present || !cpu)
-		return 0;
-	nf_log_stage_begin(b->log, "gate", "fp32 performance, the ratios' reference");
 	nf_gate_perf_opts po = perf_opts(b);
 	po.min_tokens_per_s = po.max_memory_mib = po.min_prefill_tokens_per_s = po.max_ttft_ms = 0;
 	nf_profile ref = {.precision = NF_PREC_FP32};
 	snprintf(ref.name, sizeof(ref.name), "fp32-reference");
 	snprintf(ref.device, sizeof(ref.device), "cpu");
-	err = fp32_engine(b, &dir);
+	err = nf_engine_build(dir, b->model, &eo);
 	if (!err)
 		err = nf_gate_performance(&b->perf_fp32, &ref, dir, &po, b->log);
-	nf_log_stage_end(b->log, "gate", err, "fp32: decode %.1f tokens/s, prefill %.1f tokens/s",
-			 b->perf_fp32 ? b->perf_fp32->metrics[0].value : 0.0,
-			 b->perf_fp32 ? b->perf_fp32->metrics[3].value : 0.0);
+	nf_log_stage_end(b->log, "gate", err, "fp32-reference measured");
 	free(dir);
+	*base = b->perf_fp32;
 	return err ? nf_error_wrap(err, "fp32 performance baseline") : 0;
 }
 
@@ -469,20 +470,23 @@ static nf_gate_ratio_bounds ratio_bounds(const nf_recipe_performance *pf, nf_pre
 	};
 }
 
-/* A profile's performance gate, with its ratios to the fp32 engine. */
-static int gate_performance(build_ctx *b, const nf_profile *p)
+/* After every profile's gates: each performance result's ratios to fp32,
+ * and the profiles' verdicts again (a ratio bound can fail one). */
+static int stage_perf_ratios(build_ctx *b)
 {
-	nf_gate_result *res = NULL;
-	nf_gate_perf_opts po = perf_opts(b);
-	nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
-	int err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
-	if (!err && b->perf_fp32)
-		err = nf_gate_perf_ratios(res, b->perf_fp32, &rb, b->log);
-	if (err) {
-		nf_gate_result_free(res);
-		return err;
+	const nf_gate_result *base = NULL;
+	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
+	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
+		nf_profile *p = &b->plan->profiles[i];
+		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
+		for (size_t k = 0; !err && k < b->results.n; k++) {
+			nf_gate_result *r = b->results.items[k];
+			if (r->kind == NF_GATE_PERFORMANCE && !strcmp(r->profile_id, p->id))
+				err = nf_gate_perf_ratios(r, base, &rb, b->log);
+		}
+		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
 	}
-	return nf_gate_results_add(&b->results, res);
+	return err;
 }
 
 static int stage_gate(build_ctx *b, size_t i)
@@ -503,8 +507,13 @@ static int stage_gate(build_ctx *b, size_t i)
 	err = nf_gate_correctness(&res, p, p->engine_dir, &co, b->log);
 	if (!err)
 		err = nf_gate_results_add(&b->results, res);
-	if (!err && g->performance.present)
-		err = gate_performance(b, p);
+	if (!err && g->performance.present) {
+		nf_gate_perf_opts po = perf_opts(b);
+		res = NULL;
+		err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
+		if (!err)
+			err = nf_gate_results_add(&b->results, res);
+	}
 	if (!err) {
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
 		snprintf(st->key, sizeof(st->key), "%s",
@@ -676,10 +685,10 @@ int nf_build_run(const nf_build_opts *o)
 		err = make_gate_tmp(&b);
 	if (!err)
 		err = stage_reference(&b);
-	if (!err)
-		err = stage_perf_baseline(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
 		err = stage_gate(&b, i);
+	if (!err)
+		err = stage_perf_ratios(&b);
 	if (err)
 		goto done;
 
@@ -721,9 +730,8 @@ done:
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
 	nf_model_free(b.model);
-	nf_tokenizer_free(b.tokenizer);
 	free(b.calib_text);
-	nf_tokenizer_free(b.model_tokenizer);
+	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);

@@ -102,7 +102,8 @@ static int check_model_match(const nf_model_config *a, const nf_model_config *b,
 {
 	if (a->arch != b->arch || a->dim != b->dim || a->n_layers != b->n_layers ||
 	    a->vocab_size != b->vocab_size ||
-	    a->hidden_dim != b->hidden_dim || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads)
+	    a->hidden_dim != b->hidden_dim || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads ||
+	    a->max_seq_len != b->max_seq_len)
 		return nf_error_set(NF_EINPUT,
 				    "%s: engine (dim %d, layers %d, vocab %d) does not match the "
 				    "reference model (dim %d, layers %d, vocab %d)",
@@ -241,7 +242,7 @@ static int prompt_case(nf_gate_case *c, eval_run *run, const nf_gate_ref_prompt 
 
 static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c)
 {
-	nf_log_field f[8];
+	nf_log_field f[12];
 	size_t n = 0;
 	char text[512];
 	size_t tl = 0;
@@ -251,7 +252,7 @@ static void log_case(nf_log *log, const nf_gate_result *r, const nf_gate_case *c
 	f[n++] = NF_LOG_STR("case", c->name);
 	f[n++] = NF_LOG_STR("verdict", nf_verdict_name(c->verdict));
 	text[0] = '\0';
-	for (size_t i = 0; i < c->n_metrics && n < 8; i++) {
+	for (size_t i = 0; i < c->n_metrics && n < 12; i++) {
 		const nf_gate_metric *m = &c->metrics[i];
 		f[n++] = NF_LOG_DBL(m->name, m->value);
 		bool big = isfinite(m->value) && fabs(m->value) >= 1e4 && fabs(m->value) < 1e9;

@@ -586,6 +586,7 @@ const nf_backend_ops nf_cpu_avx512_ops = {
 	.gemm_h16 = nf_cpu_gemm_h16_avx512,
 	.gemm_f8 = nf_cpu_gemm_f8_avx512,
 	.round_f8 = nf_cpu_round_f8_avx512,
+	.gemm_q4 = nf_cpu_gemm_q4_avx512,
 	.rmsnorm = avx512_rmsnorm,
 	.rope = nf_cpu_rope_ref,
 	.softmax = avx512_softmax,

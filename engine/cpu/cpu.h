@@ -41,6 +41,9 @@ void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const in
 /* Needs AVX2, FMA and F16C (the avx2 family's features). */
 void nf_cpu_gemm_q4_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
 			 size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+/* Needs AVX-512 F/BW/VL and VNNI (the avx512-vnni family's features). */
+void nf_cpu_gemm_q4_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
 
 /* Shared portable implementations of the small ops (scalar.c), which the
  * SIMD families reuse where the op is not worth specialising. */

@@ -96,9 +96,6 @@ void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n)
  * the matrix once, from memory, and the hardware prefetchers lose short
  * rows read side by side (as the int8 kernels of avx2.c and avx512.c). */
 #define F8_PREFETCH 8192
-/* Activation vectors that share each widened weight in the AVX-512
- * prefill. */
-#define F8_NV 3
 
 /* AVX2 reads 16 codes (8 words) per load and widens the even and the odd
  * columns apart, with shifts and a mask and no byte shuffle (the shuffle
@@ -175,6 +172,29 @@ step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
 	}
 }
 
+/* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
+ * codes at once (the shifts and masks on 16 words; each 128-bit half then
+ * widened), the sums added group after group as step16_avx2 adds them. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
+	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, int nr)
+{
+	const __m256i mask = _mm256_set1_epi16((short)0xbf80);
+	__m256 xe0, xo0, xe1, xo1;
+	split16_avx2(&xe0, &xo0, x + c);
+	split16_avx2(&xe1, &xo1, x + c + 16);
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++) {
+		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
+		__m256i odd = _mm256_and_si256(_mm256_srai_epi16(w, 1), mask);
+		__m256i even = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), mask);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(even)), xe0, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(odd)), xo0, b[0][i]);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(even, 1)), xe1, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(odd, 1)), xo1, b[0][i]);
+	}
+}
+
 /* out[v * AVX2_F8_ROWS + i] = the row sum (times 2^-8) of row i with
  * vector v, for nr rows and nv vectors (constants at each call).  The last
  * columns short of 16 go through zero-padded copies, which add only zero
@@ -194,6 +214,11 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 #pragma GCC unroll 4
 		for (int i = 0; i < nr; i++)
 			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+		if (nv == 1) {
+			step32_avx2(a, b, row, c, x, nr);
+			step32_avx2(a, b, row, c + 32, x, nr);
+			continue;
+		}
 #pragma GCC unroll 4
 		for (int g = 0; g < 64; g += 16)
 			step16_avx2(a, b, row, c + (size_t)g, x, ldx, nr, nv);
@@ -315,10 +340,14 @@ AVX2_F8 void nf_cpu_round_f8_avx2(float *out, const float *x, float inv_scale, i
 		out[i] = nf_fp8_e4m3_round(x[i] * inv_scale);
 }
 
-/* AVX-512: 8 rows of one 16-lane accumulator each, a 64-byte line of every
- * row per step (as avx512.c's int8 GEMV); prefill gives each widened
- * weight to F8_NV vectors (24 accumulators). */
+/* AVX-512 decode: 8 rows of one 16-lane accumulator each, a 64-byte line
+ * of every row per step (as avx512.c's int8 GEMV).  Prefill is bound by
+ * the widening, not by memory: 4 rows give each widened weight to up to 6
+ * vectors (24 accumulators; of 2 x 12, 3 x 8, 4 x 6 and 8 x 3, 4 x 6 was
+ * the fastest from 12 vectors up, docs/quantization.md). */
 #define AVX512_F8_ROWS 8
+#define AVX512_F8_PREFILL_ROWS 4
+#define AVX512_F8_NV 6
 
 /* The 8 row sums of a0..a7 as one vector, in the order of the file
  * comment (the fold-and-hadd tree of avx512.c). */
@@ -343,6 +372,16 @@ AVX512_F8 static inline __m512 widen16_avx512(const uint8_t *p)
 	return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xbf80)));
 }
 
+/* 32 codes as widen16_avx512 twice, the shift and mask done once on all
+ * 32 words: columns [0, 16) to *lo, [16, 32) to *hi. */
+AVX512_F8 static inline void widen32_avx512(__m512 *lo, __m512 *hi, const uint8_t *p)
+{
+	__m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+	h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xbf80));
+	*lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+	*hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
 /* The same of the lanes in m; the others read as zero. */
 AVX512_F8 static inline __m512 widen16_masked_avx512(const uint8_t *p, __mmask16 m)
 {
@@ -350,92 +389,140 @@ AVX512_F8 static inline __m512 widen16_masked_avx512(const uint8_t *p, __mmask16
 	return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xbf80)));
 }
 
-/* out[v] = the 8 row sums (times 2^-8) with vector v, v < nv (a constant
- * at each call).  The last columns short of 16 are masked loads: zero
- * weights and activations, zero products. */
-AVX512_F8 __attribute__((always_inline)) static inline void
-dot8_avx512(__m256 *out, const uint8_t *const row[AVX512_F8_ROWS], size_t cols, const float *x,
-	    size_t ldx, int nv)
+/* The 8 row sums (times 2^-8) with x.  The last columns short of 16 are
+ * masked loads: zero weights and activations, zero products. */
+AVX512_F8 static __m256 dot8_avx512(const uint8_t *const row[AVX512_F8_ROWS], size_t cols,
+				    const float *x)
 {
-	__m512 a[F8_NV][AVX512_F8_ROWS];
+	__m512 a[AVX512_F8_ROWS];
 #pragma GCC unroll 8
-	for (int v = 0; v < nv; v++)
-#pragma GCC unroll 8
-		for (int i = 0; i < AVX512_F8_ROWS; i++)
-			a[v][i] = _mm512_setzero_ps();
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = _mm512_setzero_ps();
 	size_t c = 0;
 	for (; c + 64 <= cols; c += 64) {
 #pragma GCC unroll 8
 		for (int i = 0; i < AVX512_F8_ROWS; i++)
 			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
-#pragma GCC unroll 4
-		for (size_t g = c; g < c + 64; g += 16) {
-			__m512 xv[F8_NV];
-#pragma GCC unroll 4
-			for (int v = 0; v < nv; v++)
-				xv[v] = _mm512_loadu_ps(x + (size_t)v * ldx + g);
+#pragma GCC unroll 2
+		for (size_t g = c; g < c + 64; g += 32) {
+			__m512 x0 = _mm512_loadu_ps(x + g), x1 = _mm512_loadu_ps(x + g + 16);
 #pragma GCC unroll 8
 			for (int i = 0; i < AVX512_F8_ROWS; i++) {
-				__m512 wv = widen16_avx512(row[i] + g);
-#pragma GCC unroll 4
-				for (int v = 0; v < nv; v++)
-					a[v][i] = _mm512_fmadd_ps(wv, xv[v], a[v][i]);
+				__m512 w0, w1;
+				widen32_avx512(&w0, &w1, row[i] + g);
+				a[i] = _mm512_fmadd_ps(w1, x1, _mm512_fmadd_ps(w0, x0, a[i]));
 			}
 		}
 	}
 	for (; c < cols; c += 16) {
 		__mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
-		__m512 xv[F8_NV];
-#pragma GCC unroll 4
-		for (int v = 0; v < nv; v++)
-			xv[v] = _mm512_maskz_loadu_ps(m, x + (size_t)v * ldx + c);
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + c);
 #pragma GCC unroll 8
-		for (int i = 0; i < AVX512_F8_ROWS; i++) {
-			__m512 wv = widen16_masked_avx512(row[i] + c, m);
-#pragma GCC unroll 4
-			for (int v = 0; v < nv; v++)
-				a[v][i] = _mm512_fmadd_ps(wv, xv[v], a[v][i]);
-		}
+		for (int i = 0; i < AVX512_F8_ROWS; i++)
+			a[i] = _mm512_fmadd_ps(widen16_masked_avx512(row[i] + c, m), xv, a[i]);
 	}
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		out[v] = reduce8x16_avx512(a[v]);
+	return reduce8x16_avx512(a);
 }
 
-/* y rows [r, r + valid) of vectors [b, b + nv) from the row sums. */
-AVX512_F8 static inline void store8_avx512(float *y, size_t ldy, const __m256 *sums, __m256 k,
-					   int r, int valid, size_t b, int nv, int accumulate)
+/* One row's 16 lanes summed in the order of the file comment. */
+AVX512_F8 static inline float reduce16_avx512(__m512 a)
 {
-	__mmask8 m = (__mmask8)((1u << valid) - 1);
+	__m256 f = _mm256_add_ps(_mm512_castps512_ps256(a),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+	__m256 h = _mm256_hadd_ps(f, f); /* f0+f1, f2+f3, .. | f4+f5, f6+f7, .. */
+	h = _mm256_hadd_ps(h, h);
+	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* Columns [c, c + 16) (the lanes in m) of the prefill rows into the
+ * accumulators of nv vectors (a constant at each call). */
+AVX512_F8 __attribute__((always_inline)) static inline void
+step16_prefill_avx512(__m512 a[AVX512_F8_PREFILL_ROWS][AVX512_F8_NV],
+		      const uint8_t *const row[AVX512_F8_PREFILL_ROWS], size_t c, __mmask16 m,
+		      const float *x, size_t ldx, int nv)
+{
+	__m512 wv[AVX512_F8_PREFILL_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+		wv[i] = widen16_masked_avx512(row[i] + c, m);
+#pragma GCC unroll 12
 	for (int v = 0; v < nv; v++) {
-		float *o = y + (b + (size_t)v) * ldy + (size_t)r;
-		__m256 s = _mm256_mul_ps(_mm256_mul_ps(sums[v], _mm256_set1_ps(256.0f)), k);
-		if (accumulate)
-			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, o));
-		_mm256_mask_storeu_ps(o, m, s);
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)v * ldx + c);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			a[i][v] = _mm512_fmadd_ps(wv[i], xv, a[i][v]);
+	}
+}
+
+/* out[i * AVX512_F8_NV + v] = the sum (times 2^-8) of prefill row i with
+ * vector v, v < nv. */
+AVX512_F8 __attribute__((always_inline)) static inline void
+dotrxn_avx512(float *out, const uint8_t *const row[AVX512_F8_PREFILL_ROWS], size_t cols,
+	      const float *x, size_t ldx, int nv)
+{
+	__m512 a[AVX512_F8_PREFILL_ROWS][AVX512_F8_NV];
+#pragma GCC unroll 12
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			a[i][v] = _mm512_setzero_ps();
+	size_t c = 0;
+	for (; c + 16 <= cols; c += 16)
+		step16_prefill_avx512(a, row, c, (__mmask16)0xffff, x, ldx, nv);
+	if (c < cols)
+		step16_prefill_avx512(a, row, c, (__mmask16)((1u << (cols - c)) - 1), x, ldx, nv);
+#pragma GCC unroll 12
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			out[i * AVX512_F8_NV + v] = reduce16_avx512(a[i][v]);
+}
+
+/* Prefill rows [r, r + AVX512_F8_PREFILL_ROWS) (valid of them) times all
+ * n vectors: AVX512_F8_NV at a time, then 3, then 1. */
+AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_matrix *w,
+					   const float *x, size_t ldx, size_t n, int r, int r1,
+					   int accumulate)
+{
+	const uint8_t *row[AVX512_F8_PREFILL_ROWS];
+	int valid = block_rows(row, w, r, r1, AVX512_F8_PREFILL_ROWS);
+	size_t cols = (size_t)w->cols, b = 0;
+	float sums[AVX512_F8_PREFILL_ROWS * AVX512_F8_NV], t[AVX512_F8_PREFILL_ROWS * AVX512_F8_NV];
+	for (; b < n;) {
+		int nv = n - b >= AVX512_F8_NV ? AVX512_F8_NV : n - b >= 3 ? 3 : 1;
+		if (nv == AVX512_F8_NV)
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, AVX512_F8_NV);
+		else if (nv == 3)
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, 3);
+		else
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, 1);
+		/* store_rows takes the sums vector-major */
+		for (int v = 0; v < nv; v++)
+			for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+				t[v * AVX512_F8_PREFILL_ROWS + i] = sums[i * AVX512_F8_NV + v];
+		store_rows(y, ldy, w, t, AVX512_F8_PREFILL_ROWS, r, valid, b, nv, accumulate);
+		b += (size_t)nv;
 	}
 }
 
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	size_t cols = (size_t)w->cols;
+	if (n > 1) {
+		for (int r = r0; r < r1; r += AVX512_F8_PREFILL_ROWS)
+			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);
+		return;
+	}
 	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
 		const uint8_t *row[AVX512_F8_ROWS];
 		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
 		__mmask8 m = (__mmask8)((1u << valid) - 1);
 		/* scale[r] * act_scale, rounded once, as the scalar kernel */
 		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
-		__m256 sums[F8_NV];
-		size_t b = 0;
-		for (; b + F8_NV <= n; b += F8_NV) {
-			dot8_avx512(sums, row, cols, x + b * ldx, ldx, F8_NV);
-			store8_avx512(y, ldy, sums, k, r, valid, b, F8_NV, accumulate);
-		}
-		for (; b < n; b++) {
-			dot8_avx512(sums, row, cols, x + b * ldx, ldx, 1);
-			store8_avx512(y, ldy, sums, k, r, valid, b, 1, accumulate);
-		}
+		__m256 s = _mm256_mul_ps(_mm256_mul_ps(dot8_avx512(row, (size_t)w->cols, x), _mm256_set1_ps(256.0f)), k);
+		if (accumulate)
+			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
+		_mm256_mask_storeu_ps(y + r, m, s);
 	}
 }
 

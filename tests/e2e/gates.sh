@@ -53,6 +53,11 @@ assert len(r) == 1 and 0 < r[0] < 0.5, r' "$R"
 t "the float32 reference ran once, before the profiles" sh -c "grep -c 'float32 reference:' '$W/build.log' | grep -qx 1"
 t "the gates' temporary folder is gone" sh -c "! ls -d '$W'/out.gates-* 2>/dev/null"
 t "the image was made" test -d "$W/out/oci"
+t "the fp32 profile's own measurement is the ratios' reference: its ratios are 1" python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = [m["value"] for p in j["profiles"] if p["precision"] == "fp32" for g in p["gates"] for m in g["metrics"] if m["name"].endswith(("_speedup", "_ratio")) and m["name"] != "ppl_ratio"]
+assert r == [1.0] * 5, r' "$R"
 
 # int8-wo alone, on a text the recipe names, with ratio bounds: fp32 is built to measure against
 printf 'Once upon a time there was a little dog. The dog liked to play with a red ball in the park.\n%.0s' 1 2 3 4 5 6 7 8 >"$W/story.txt"
@@ -60,7 +65,7 @@ recipe "$W/int8.yaml" "[int8-wo]" "    eval_text: story.txt"
 sed -i -e 's/^    max_peak_memory_mib: 256/    max_peak_memory_mib: 256\n    max_size_ratio: {int8-wo: 0.5}/' "$W/int8.yaml"
 "$NF" build "$W/int8.yaml" --out "$W/out8" >"$W/build8.log" 2>&1
 is "int8-wo alone builds" "$?" 0
-t "an fp32 engine was built for the ratios" grep -q "building an fp32 engine to measure the ratios against" "$W/build8.log"
+t "an fp32 engine was built for the ratios" grep -q "fp32 engine, built to measure the ratios against" "$W/build8.log"
 t "the named evaluation text was used" grep -q "float32 reference on story.txt" "$W/build8.log"
 is "size_ratio bounded by the recipe, and met" \
 	"$(json_get "$W/out8/reports/gates.json" "[(m['threshold'], m['ok']) for p in j['profiles'] for g in p['gates'] for m in g['metrics'] if m['name']=='size_ratio']")" \

@@ -3,7 +3,9 @@
 # out of ../shared, offline) are valid for the tools that read them:
 # gates.json against docs/schemas/gates.schema.json (jsonschema), junit.xml
 # against the Jenkins JUnit schema (tests/data/junit/junit.xsd, xmlschema),
-# gates.tap read by TAP::Parser (plan, counts, no parse errors),
+# gates.tap read by TAP::Parser (plan, counts, no parse errors), summary.md
+# a table with a row per profile, chart.svg self-contained SVG with a point
+# per profile; none of them in the image but gates.json (the artifact);
 # and the same for a build whose gate fails (exit 3, no image, reports still
 # written).
 set -u
@@ -39,14 +41,63 @@ for run in pass fail; do
 	t "$run: gates.json validates against docs/schemas/gates.schema.json" "$PY" "$CHECK" json "$R/gates.json"
 	is "$run: schema_version" "$(json_get "$R/gates.json" "j['schema_version']")" 1
 	t "$run: junit.xml validates against the Jenkins JUnit schema (xmlschema)" "$PY" "$CHECK" junit "$R/junit.xml"
+	t "$run: summary.md has one table row per profile" "$PY" "$CHECK" md "$R/summary.md" 2
+	t "$run: chart.svg is SVG 1.1 with no script, a point per profile" "$PY" "$CHECK" svg "$R/chart.svg" 2
+	t "$run: no temporary file left beside the reports" sh -c \
+		"ls -A '$R' | grep -vx -e gates.json -e junit.xml -e gates.tap -e summary.md -e chart.svg -e tactics | grep -q . && exit 1 || exit 0"
 done
-# 2 profiles x (3 prompts + decode throughput + peak memory)
-is "pass: TAP::Parser reads gates.tap: plan, counts, no parse errors" \
-	"$(perl "$SRC/tests/report_tap.pl" "$W/pass/reports/gates.tap" | head -1)" \
-	"version=13 planned=10 run=10 passed=10 failed=0 skipped=0 parse_errors=0"
-is "fail: TAP::Parser reads gates.tap with the two failed decode bounds" \
-	"$(perl "$SRC/tests/report_tap.pl" "$W/fail/reports/gates.tap" | head -1)" \
-	"version=13 planned=10 run=10 passed=8 failed=2 skipped=0 parse_errors=0"
+# A headline column is there exactly when gates.json has its metric.
+columns() {
+	"$PY" -c '
+import json, sys
+cols = [("engine size (MiB)", ["engine_mib"]), ("decode tok/s", ["decode_tokens_per_s"]),
+        ("prefill tok/s", ["prefill_tokens_per_s"]), ("TTFT (ms)", ["ttft_ms"]),
+        ("peak memory (MiB)", ["engine_peak_rss_mib"]), ("ppl ratio", ["ppl_ratio"]),
+        ("KL (nats)", ["kl_mean"]), ("top-1 agreement", ["top1_agreement"]),
+        ("greedy agreement", ["agreement_min", "agreement"])]
+j = json.load(open(sys.argv[1]))
+have = {m["name"] for p in j["profiles"] for g in p["gates"]
+        for ms in [g["metrics"]] + [c["metrics"] for c in g["cases"]] for m in ms}
+print("| profile | device | precision | verdict |" + "".join(" %s |" % h for h, ms in cols if have & set(ms)))' "$1"
+}
+is "pass: summary.md's columns are the metrics this build measured" \
+	"$(grep '^| profile' "$W/pass/reports/summary.md")" "$(columns "$W/pass/reports/gates.json")"
+is "fail: summary.md lists each failed decode bound with its reason" \
+	"$(grep -cF '** performance, decode throughput: failed: decode\_tokens\_per\_s ' "$W/fail/reports/summary.md")" 2
+if command -v rsvg-convert >/dev/null 2>&1; then
+	t "pass: librsvg renders chart.svg" rsvg-convert -o "$W/chart.png" "$W/pass/reports/chart.svg"
+else
+	skip "rsvg-convert not installed"
+fi
+t "fail: chart.svg draws the failed profiles in red" grep -q 'class="point".*fill="#c62828"' "$W/fail/reports/chart.svg"
+
+# The reports describe this run and this host: none of them is in the image.
+# gates.json alone travels beside it, as the gate-report artifact.
+in_blobs() { test -e "$W/pass/oci/blobs/sha256/$(sha256sum "$1" | cut -d' ' -f1)"; }
+not_in_blobs() { ! in_blobs "$1"; }
+for f in junit.xml gates.tap summary.md chart.svg; do
+	t "$f is not a blob of the image" not_in_blobs "$W/pass/reports/$f"
+done
+t "gates.json is attached beside the image, byte for byte" in_blobs "$W/pass/reports/gates.json"
+# What TAP::Parser must count, from gates.json: a test per case (one for a
+# gate without cases), failed cases of gates that ran, every case of a
+# skipped gate skipped.
+tap_expected() {
+	"$PY" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+gates = [g for p in j["profiles"] for g in p["gates"]]
+vs = [v for g in gates for v in ([g["verdict"]] if not g["cases"] else
+      [g["verdict"] if g["verdict"] == "skipped" else c["verdict"] for c in g["cases"]])]
+n, f, s = len(vs), vs.count("failed"), vs.count("skipped")
+print("version=13 planned=%d run=%d passed=%d failed=%d skipped=%d parse_errors=0" % (n, n, n - f, f, s))' "$1"
+}
+for run in pass fail; do
+	is "$run: TAP::Parser reads gates.tap: plan, counts, no parse errors" \
+		"$(perl "$SRC/tests/report_tap.pl" "$W/$run/reports/gates.tap" | head -1)" \
+		"$(tap_expected "$W/$run/reports/gates.json")"
+done
+t "fail: gates.tap has failed tests" grep -q '^not ok ' "$W/fail/reports/gates.tap"
 is "fail: junit.xml has one failure per performance gate, its value and bound in the message" \
 	"$("$PY" -c '
 import sys, xml.etree.ElementTree as E

@@ -2,17 +2,18 @@
  * nf_gemv_bench - throughput of one kernel family's GEMV/GEMM on one weight
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
- *   nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]
+ *   nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]
  *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
- * Builds a random (R, C) matrix of that kind (default 8192 x 4096), then
- * times K passes (default 20, after one to warm up) of y = W x over all
- * rows for N activation vectors (default 1: decode), rows shared among T
- * threads (default 2) of an nf_pool as the forward pass shares them.  So
- * that the passes read memory, not a last-level cache (260 MiB on some of
- * our hosts), the matrix is stored in as many copies as make M MiB
- * (default 1024, as nf_membw reads) and each pass reads the next copy,
- * as a decode step reads layer after layer.  Prints the best pass:
+ * Builds a random (R, C) matrix of that kind (default 8192 x 4096) and
+ * stores it in as many copies as make M MiB (default 1024, as nf_membw
+ * reads), so that the passes read memory, not a last-level cache (260 MiB
+ * on some of our hosts).  A pass computes y = W x for N activation vectors
+ * (default 1: decode) with each copy in turn, as a decode step reads layer
+ * after layer, the rows of each shared among T threads (default 2) of an
+ * nf_pool as the forward pass shares them.  Times K passes (default 5,
+ * after one to warm up; like nf_membw's, each reads about M MiB, so that a
+ * quiet moment of a shared host flatters neither) and prints the best:
  *
  *   kind=<k> kernel=<family> rows=<R> cols=<C> n=<N> threads=<T> gb_s=<x> gflops=<y>
  *
@@ -180,11 +181,50 @@ static void run_h16(const bench *b, int r0, int r1)
 	b->ops->gemm_h16(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
 }
 
+static size_t bytes_fp8(size_t rows, size_t cols)
+{
+	return rows * cols + rows * sizeof(float);
+}
+
+/* e4m3 codes with a scale per row, and the activations put on the e4m3
+ * grid of one static scale (max|x| / 448, what calibration would give), as
+ * the forward pass hands them to gemm_f8. */
+static int pack_fp8(bench *b, const float *w)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	uint8_t *f8 = alloc_weights(rows * cols * k);
+	float *scale = malloc(rows * k * sizeof(float));
+	b->owned[0] = f8, b->owned[1] = scale;
+	if (!f8 || !scale)
+		return nf_error_set(NF_ENOMEM, "out of memory for the fp8 matrix");
+	int err = nf_quant_fp8_rows(f8, scale, w, rows, cols);
+	if (err)
+		return err;
+	replicate(f8, rows * cols, k);
+	replicate(scale, rows * sizeof(float), k);
+	float amax = 0.0f;
+	for (size_t i = 0; i < b->n * cols; i++)
+		amax = b->x[i] > amax ? b->x[i] : -b->x[i] > amax ? -b->x[i] : amax;
+	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+	for (size_t i = 0; i < b->n * cols; i++)
+		b->x[i] = nf_fp8_e4m3_round(b->x[i] / b->m.act_scale);
+	b->m.kind = NF_QUANT_FP8_E4M3;
+	b->m.f8 = f8;
+	b->m.scale = scale;
+	return 0;
+}
+
+static void run_fp8(const bench *b, int r0, int r1)
+{
+	b->ops->gemm_f8(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
+}
+
 static const gemv_kind kinds[] = {
 	{"f32", bytes_f32, pack_f32, run_f32},
 	{"int8", bytes_int8, pack_int8, run_int8},
 	{"f16", bytes_h16, pack_f16, run_h16},
 	{"bf16", bytes_h16, pack_bf16, run_h16},
+	{"fp8", bytes_fp8, pack_fp8, run_fp8},
 };
 
 static const gemv_kind *find_kind(const char *name)
@@ -218,7 +258,7 @@ typedef struct options {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16 [--rows R] [--cols C] [--n N]\n"
+	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|fp8 [--rows R] [--cols C] [--n N]\n"
 			"                     [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
@@ -226,7 +266,7 @@ static int usage(void)
 /* 0, NF_EINPUT with the error set, or 1 for a usage error. */
 static int parse_args(options *o, int argc, char **argv)
 {
-	*o = (options){NULL, NULL, 8192, 4096, 1, 2, 20, 1024};
+	*o = (options){NULL, NULL, 8192, 4096, 1, 2, 5, 1024};
 	for (int i = 1; i < argc; i++) {
 		const char *name = argv[i];
 		long *dst = NULL, max = 0;
@@ -299,16 +339,18 @@ static int fill_random(float **w, bench *b)
 	return 0;
 }
 
-/* The best of `runs` passes (after one to warm up), each over the next
- * copy of the matrix, in seconds. */
+/* The best of `runs` passes over every copy (after one to warm up), in
+ * seconds. */
 static double best_pass(nf_pool *pool, bench *b, long runs)
 {
 	int units = (int)((b->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS);
 	double best = 1e30;
 	for (long r = 0; r <= runs; r++) {
-		b->base = (int)((size_t)r % b->copies * b->rows);
 		double t0 = now_s();
-		nf_pool_run_ranges(pool, run_range, b, units, NF_FWD_GRAIN);
+		for (size_t c = 0; c < b->copies; c++) {
+			b->base = (int)(c * b->rows);
+			nf_pool_run_ranges(pool, run_range, b, units, NF_FWD_GRAIN);
+		}
 		double t = now_s() - t0;
 		if (r > 0 && t < best)
 			best = t;
@@ -346,7 +388,7 @@ int main(int argc, char **argv)
 		return usage();
 	if (err || (err = setup(&b, &o)) || (err = nf_pool_new(&pool, (int)o.threads)))
 		goto done;
-	double secs = best_pass(pool, &b, o.runs);
+	double secs = best_pass(pool, &b, o.runs) / (double)b.copies; /* per matrix */
 	size_t bytes = b.kind->bytes(b.rows, b.cols);
 	printf("kind=%s kernel=%s rows=%ld cols=%ld n=%ld threads=%ld gb_s=%.2f gflops=%.2f\n",
 	       b.kind->name, b.ops->name, o.rows, o.cols, o.n, o.threads, (double)bytes / secs / 1e9,

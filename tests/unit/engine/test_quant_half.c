@@ -77,6 +77,48 @@ static void check_nearest(nf_quant_kind kind)
 	free(h);
 }
 
+/* Random bit patterns (every exponent, subnormals, ties) quantized in one
+ * call, through the vector path where the CPU has one, equal the scalar
+ * conversions of engine/half.c element by element; one to refuse far into
+ * a long tensor is named by its own index, the elements before it written. */
+static void check_bulk_matches_scalar(nf_quant_kind kind)
+{
+	enum { N = 40000 };
+	float *w = malloc(sizeof(float) * N);
+	uint16_t *h = malloc(sizeof(uint16_t) * N);
+	uint64_t seed = 9;
+	for (size_t i = 0; i < N; i++) {
+		uint32_t u = (uint32_t)nf_test_rng(&seed);
+		if (i % 4 == 1) /* ties: the bits below the kept mantissa exactly half */
+			u = (u & ~0x1fffu) | 0x1000u;
+		if (i % 4 == 2)
+			u = (u & ~0xffffu) | 0x8000u;
+		memcpy(&w[i], &u, sizeof(u));
+		uint16_t one = kind == NF_QUANT_F16 ? nf_f32_to_f16(w[i]) : nf_f32_to_bf16(w[i]);
+		if ((kind == NF_QUANT_F16 && (one & 0x7c00) == 0x7c00) ||
+		    (kind == NF_QUANT_BF16 && (one & 0x7f80) == 0x7f80))
+			w[i] = w[i] > 0 ? 1.0f : -0.0f; /* would be refused: keep it out here */
+	}
+	is_int(nf_quant_h16(h, w, N, kind), 0, "%s: random bit patterns quantize", kind_name(kind));
+	size_t differ = 0;
+	for (size_t i = 0; i < N; i++)
+		differ += h[i] != (kind == NF_QUANT_F16 ? nf_f32_to_f16(w[i]) : nf_f32_to_bf16(w[i]));
+	is_int(differ, 0, "%s: in bulk the codes are the element-by-element ones", kind_name(kind));
+	memset(h, 0, sizeof(uint16_t) * N);
+	w[1003] = kind == NF_QUANT_F16 ? 70000.0f : -INFINITY;
+	nf_error_clear();
+	is_int(nf_quant_h16(h, w, N, kind), NF_EINPUT, "%s: element 1003 refused in bulk",
+	       kind_name(kind));
+	ok(strstr(nf_error_last(), "element 1003 ") != NULL, "%s: bulk message names it: %s",
+	   kind_name(kind), nf_error_last());
+	differ = 0;
+	for (size_t i = 0; i < 1003; i++)
+		differ += h[i] != (kind == NF_QUANT_F16 ? nf_f32_to_f16(w[i]) : nf_f32_to_bf16(w[i]));
+	is_int(differ, 0, "%s: the elements before it are written", kind_name(kind));
+	free(w);
+	free(h);
+}
+
 static void check_hand_picked(void)
 {
 	/* zeros keep their sign */
@@ -279,6 +321,8 @@ int main(void)
 {
 	check_nearest(NF_QUANT_F16);
 	check_nearest(NF_QUANT_BF16);
+	check_bulk_matches_scalar(NF_QUANT_F16);
+	check_bulk_matches_scalar(NF_QUANT_BF16);
 	check_hand_picked();
 	check_refusals();
 	check_scalar_exact_enough();

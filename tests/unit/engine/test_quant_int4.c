@@ -182,6 +182,24 @@ static void test_round_trip_huge(void)
 	q4_free(&m);
 }
 
+/* A row of 48 columns (not whole blocks): the second block's high nibbles
+ * (columns 48..63) are padding, zero; the 48 come back within a step. */
+static void test_short_row(float *w, uint8_t *q4, uint16_t *gsm)
+{
+	float back[48];
+	int pad_zero = 1, close = 1;
+	for (size_t c = 0; c < 48; c++)
+		w[c] = (float)c * 0.01f - 0.2f;
+	ok(nf_quant_int4_rows(q4, gsm, w, 1, 48, 32) == 0, "48 columns quantize: %s", nf_error_last());
+	for (size_t j = 16; j < 32; j++)
+		pad_zero &= (q4[j] >> 4) == 0;
+	ok(pad_zero, "48 columns: the padding of the last block is zero");
+	nf_quant_int4_dequant_row(back, q4, gsm, 0, 48, 32);
+	for (size_t c = 0; c < 48; c++)
+		close &= fabsf(back[c] - w[c]) <= 0.02f;
+	ok(close, "48 columns: every weight within a step of 0.02");
+}
+
 /* NaN, Inf and weights beyond the half range are refused with their index;
  * so are group sizes and column counts the packing has no place for. */
 static void test_refused(void)
@@ -203,7 +221,8 @@ static void test_refused(void)
 	for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
 		ok(nf_quant_int4_rows(q4, gsm, w, 1, 64, groups[i]) == NF_EINPUT,
 		   "group %d refused", groups[i]);
-	ok(nf_quant_int4_rows(q4, gsm, w, 1, 48, 32) == NF_EINPUT, "48 columns refused");
+	ok(nf_quant_int4_rows(q4, gsm, w, 1, 0, 32) == NF_EINPUT, "a row of no columns refused");
+	test_short_row(w, q4, gsm);
 	ok(nf_quant_int4_rows(q4, gsm, w, 1, 0, 32) == NF_EINPUT, "0 columns refused");
 }
 

@@ -12,6 +12,7 @@
 #include "factory/gates.h"
 #include "factory/report.h"
 #include "tests/tap.h"
+#include "tests/unit/factory/report_fixtures.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -23,47 +24,11 @@ static size_t count(const char *hay, const char *needle)
 	return n;
 }
 
-/* Run tests/report_check.py KIND on text written to dir/name with the venv's
- * Python (NF_SRC/build/venv, as the e2e tests use it): -1 when it cannot run
- * here (no NF_SRC, no venv, or the validator's library missing), else its
- * exit status. */
-static int report_check(const char *dir, const char *name, const char *text, const char *kind,
-			int count)
-{
-	const char *src = getenv("NF_SRC");
-	char *py = src ? nf_strdup_printf("%s/build/venv/bin/python", src) : NULL;
-	char *path = nf_path_join(dir, name), *cmd = NULL;
-	int rc = -1;
-	const char *lib = strcmp(kind, "json") == 0 ? "jsonschema" : strcmp(kind, "junit") == 0 ? "xmlschema" : "xml";
-
-	if (!py || !path || access(py, X_OK) != 0)
-		goto done;
-	cmd = nf_strdup_printf("'%s' -c 'import %s' 2>/dev/null", py, lib);
-	if (!cmd || system(cmd) != 0)
-		goto done;
-	free(cmd);
-	cmd = NULL;
-	if (nf_fs_write_atomic(path, text, strlen(text), 0644) < 0)
-		goto done;
-	if (count >= 0)
-		cmd = nf_strdup_printf("'%s' '%s/tests/report_check.py' %s '%s' %d", py, src, kind, path, count);
-	else
-		cmd = nf_strdup_printf("'%s' '%s/tests/report_check.py' %s '%s'", py, src, kind, path);
-	rc = cmd ? system(cmd) : -1;
-	if (rc > 0)
-		rc = 1;
-done:
-	free(py);
-	free(path);
-	free(cmd);
-	return rc;
-}
-
 /* Assert report_check passes, or skip where it cannot run. */
 static void check_valid(const char *dir, const char *name, const char *text, const char *kind,
 			int count, const char *what)
 {
-	int rc = report_check(dir, name, text, kind, count);
+	int rc = fx_report_check(dir, name, text, kind, count);
 	if (rc < 0)
 		skip("%s: no validator here (NF_SRC/build/venv)", what);
 	else
@@ -362,12 +327,13 @@ static void test_documents(const char *tmp)
 		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
 			continue;
 		files++;
-		if (strcmp(e->d_name, "gates.json") && strcmp(e->d_name, "junit.xml") && strcmp(e->d_name, "gates.tap"))
+		if (strcmp(e->d_name, "gates.json") && strcmp(e->d_name, "junit.xml") && strcmp(e->d_name, "gates.tap") &&
+		    strcmp(e->d_name, "summary.md") && strcmp(e->d_name, "chart.svg"))
 			temps++;
 	}
 	if (d)
 		closedir(d);
-	ok(files == 3 && temps == 0, "exactly the three reports, no temp files left");
+	ok(files == 5 && temps == 0, "exactly the five reports, no temp files left");
 	free(p);
 	free(out);
 
