@@ -1,10 +1,10 @@
 /*
  * awq_int4.c - the engine's int4 group quantizer as AWQ's fake quantizer
  * (awq.h nf_awq_int4_fakequant): quantize, then dequantize, exactly as the
- * engine will store the weights.  The search must measure the quantizer
- * that is used: on stories260K, searching with plain round-to-nearest and
- * storing with the engine's quantizer (which also searches each group's
- * scale and min) made the logits worse than no AWQ at all.
+ * engine will store the weights.  The search should measure the quantizer
+ * that is used: the engine's also searches each group's scale and min, so
+ * round-to-nearest misjudges which columns lose most (docs/quantization.md
+ * has the comparison on stories260K).
  */
 #include "engine/awq.h"
 
