@@ -12,6 +12,7 @@
 #include "engine/arch.h"
 #include "engine/awq.h"
 #include "engine/calibrate.h"
+#include "engine/gguf.h"
 #include "engine/cpu/cpu.h"
 #include "engine/safetensors.h" /* nf_f16_to_f32 */
 #include "engine/tokenizer.h"
@@ -241,6 +242,25 @@ int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, 
 	return atomic_load(&j.failed) ? NF_EINPUT : 0;
 }
 
+/* Layer l of tensor id taken over from the checkpoint's own int4 blocks
+ * (GGUF Q4_0/Q4_1, group 32, the model as loaded): 1 when done, 0 when
+ * there are none to take, or the error. */
+static int take_over_int4(const quant_job *j, const nf_model *m, const nf_engine_quant *q, int id,
+			  uint64_t layers, uint64_t l, const char *what)
+{
+	int type = -1;
+	uint64_t rows = j->rows / layers;
+	if (j->f->kind != NF_QUANT_INT4_GROUP || j->group != 32 || q->owned)
+		return 0;
+	const void *blocks = nf_model_source_blocks(m, id, (int)l, &type);
+	if (!blocks || (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1))
+		return 0;
+	int err = nf_quant_int4_from_gguf((uint8_t *)j->data + nf_wformat_data_bytes(j->f, l * rows, j->cols),
+					  (uint16_t *)(j->aux + l * rows * j->row_aux), blocks, type,
+					  (size_t)rows, (size_t)j->cols);
+	return err ? nf_error_wrap(err, "%s (layer %llu)", what, (unsigned long long)l) : 1;
+}
+
 int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
 			      uint64_t rows, uint64_t cols, const nf_model *m,
 			      const nf_engine_quant *q, const char *what)
@@ -249,7 +269,18 @@ int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id
 		       .w = *nf_model_slot((nf_model *)m, id), .rows = layers * rows, .cols = cols,
 		       .group = s->group};
 	j.row_aux = nf_wformat_aux_cols(j.f, cols, s->group) * nf_wformat_aux_size(j.f);
-	if (nf_quantize_rows(q->pool, j.f, data, aux, j.w, j.rows, cols, s->group) == 0)
+	int failed = 0;
+	for (uint64_t l = 0; l < layers && !failed; l++) {
+		int taken = take_over_int4(&j, m, q, id, layers, l, what);
+		if (taken < 0)
+			return taken;
+		if (!taken)
+			failed = nf_quantize_rows(q->pool, j.f,
+						  (char *)data + nf_wformat_data_bytes(j.f, l * rows, cols),
+						  aux ? (char *)aux + l * rows * j.row_aux : NULL,
+						  j.w + l * rows * cols, rows, cols, s->group);
+	}
+	if (!failed)
 		return 0;
 	for (uint64_t l = 0; l < layers; l++) {
 		int err = quantize_layer_serially(&j, layers, l, what);

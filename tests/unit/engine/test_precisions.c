@@ -14,10 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/arch.h"
 #include "engine/checkpoint.h"
 #include "engine/cpu/cpu.h"
 #include "engine/engine.h"
 #include "engine/gemm.h"
+#include "engine/quant.h"
+#include "engine/safetensors.h"
 #include "engine/wformat.h"
 #include "tests/tap.h"
 #include "util/error.h"
@@ -212,6 +215,71 @@ static void test_nan_refused(const char *root, nf_model *m)
 	*w = keep;
 }
 
+/* Tensor `name` of the engine file st, dequantized row by row, equals the
+ * model's floats bit for bit. */
+static void check_lossless(const nf_st_file *st, const nf_model *m, const char *name)
+{
+	char gname[64];
+	snprintf(gname, sizeof gname, "%s.gsm", name);
+	const nf_st_tensor *q = nf_st_find(st, name), *g = nf_st_find(st, gname);
+	const nf_arch *a = nf_arch_get(m->cfg.arch);
+	const nf_arch_tensor *t = NULL;
+	for (size_t i = 0; i < a->n_tensors; i++)
+		if (!strcmp(a->tensors[i].name, name))
+			t = &a->tensors[i];
+	if (!q || !g || !t || q->ndim != 3) {
+		ok(0, "%s: int4 tensors in the engine", name);
+		return;
+	}
+	size_t rows = (size_t)(q->shape[0] * q->shape[1]);
+	size_t cols = (size_t)nf_arch_dim_value(t->cols, &m->cfg);
+	const float *w = *nf_model_slot((nf_model *)m, t->id);
+	float *row = malloc(cols * sizeof(float));
+	size_t differ = 0;
+	for (size_t r = 0; r < rows; r++) {
+		nf_quant_int4_dequant_row(row, q->data, g->data, r, cols, 32);
+		differ += memcmp(row, w + r * cols, cols * sizeof(float)) != 0;
+	}
+	ok(differ == 0, "%s: all %zu rows equal the GGUF's blocks dequantized (%zu differ)", name,
+	   rows, differ);
+	free(row);
+}
+
+/* SmolLM2's GGUF holds its matrices as Q4_1: an int4-wo engine of group 32
+ * takes them over, so every weight of its file dequantizes to the float the
+ * loader made of the same block, bit for bit (the Q8_0 embedding is
+ * quantized like any float tensor). */
+static void test_gguf_lossless(const char *shared, const char *root)
+{
+	char gguf[1100], dir[1100], path[1200];
+	nf_model *m = NULL;
+	nf_st_file *st = NULL;
+	snprintf(gguf, sizeof gguf, "%s/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+		 shared);
+	if (!nf_fs_exists(gguf) || nf_ckpt_load(&m, gguf, NF_CKPT_GGUF) != 0) {
+		skip("SmolLM2's GGUF not found");
+		return;
+	}
+	snprintf(dir, sizeof dir, "%s/smollm2-int4", root);
+	nf_engine_build_opts o = {.precision = NF_PREC_INT4_WO, .group = 32, .threads = 2};
+	nf_tokenizer *tok = NULL;
+	ok(nf_ckpt_load_tokenizer(&tok, gguf, NF_CKPT_GGUF, NULL, m->cfg.vocab_size) == 0,
+	   "SmolLM2's tokenizer: %s", nf_error_last());
+	o.tokenizer = tok;
+	ok(nf_engine_build(dir, m, &o) == 0, "SmolLM2 int4-wo engine: %s", nf_error_last());
+	snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+	if (nf_st_open(&st, path) == 0) {
+		const char *names[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3"};
+		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+			check_lossless(st, m, names[i]);
+	} else {
+		ok(0, "open the engine's weights: %s", nf_error_last());
+	}
+	nf_st_close(st);
+	nf_tokenizer_free(tok);
+	nf_model_free(m);
+}
+
 static void test_families_complete(void)
 {
 	const nf_backend_ops *const *fam = nf_cpu_families();
@@ -251,6 +319,7 @@ int main(void)
 	}
 	nf_engine_free(e);
 	test_nan_refused(root, m);
+	test_gguf_lossless(shared, root);
 	free(ref);
 	nf_model_free(m);
 	nf_fs_remove_tree(root);
