@@ -4,8 +4,9 @@
  * is the maddubs sign trick over 32 elements at a time (|q| as u8 times k
  * with q's sign, pairs summed in int16 without saturation: 2 * 127 * 127 <
  * 32767), exact, so the scores equal the scalar reference's bit for bit.
- * V rows are widened to float and added with weight att[t] * scale, each
- * 32-element slice of out kept in registers over all positions.
+ * Eight positions' sums are reduced together.  V rows are widened to float
+ * and added with weight att[t] * scale, each 64-element slice of out kept
+ * in registers over all positions.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -33,62 +34,104 @@ AVX2 static inline void prefetch_row(const char *row, size_t bytes)
 		_mm_prefetch(row + i + KV8_PREFETCH, _MM_HINT_T0);
 }
 
-/* q8 . k8 over hs elements, exactly. */
-AVX2 __attribute__((always_inline)) static inline int32_t dot_q8(const int8_t *q8,
-								 const int8_t *k8, size_t hs)
+/* The 8 partial sums of q8 . k8 over hs elements (a multiple of 32). */
+AVX2 __attribute__((always_inline)) static inline __m256i dot_q8_lanes(const int8_t *q8,
+									const int8_t *k8, size_t hs)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i acc = _mm256_setzero_si256();
-	size_t i = 0;
-	for (; i + 32 <= hs; i += 32) {
+	for (size_t i = 0; i + 32 <= hs; i += 32) {
 		__m256i qv = _mm256_loadu_si256((const __m256i *)(q8 + i));
 		__m256i kv = _mm256_loadu_si256((const __m256i *)(k8 + i));
 		__m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(kv, qv));
 		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
 	}
-	int32_t dot = hsum8i(acc);
-	for (; i < hs; i++)
+	return acc;
+}
+
+/* q8 . k8 over hs elements, exactly. */
+AVX2 __attribute__((always_inline)) static inline int32_t dot_q8(const int8_t *q8,
+								 const int8_t *k8, size_t hs)
+{
+	size_t full = hs / 32 * 32;
+	int32_t dot = hsum8i(dot_q8_lanes(q8, k8, full));
+	for (size_t i = full; i < hs; i++)
 		dot += (int32_t)q8[i] * (int32_t)k8[i];
 	return dot;
 }
 
-/* att[t] = (q8 . k8[t]) * (kscale[t] * qs) for the np rows of one KV head. */
+/* The 8 lanes of each of a[0..8) summed: {sum a[0], ..., sum a[7]}. */
+AVX2 static inline __m256i hsum8x8i(const __m256i a[8])
+{
+	__m256i s01 = _mm256_hadd_epi32(a[0], a[1]), s23 = _mm256_hadd_epi32(a[2], a[3]);
+	__m256i s45 = _mm256_hadd_epi32(a[4], a[5]), s67 = _mm256_hadd_epi32(a[6], a[7]);
+	__m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
+	return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+				_mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+/* att[t] = (q8 . k8[t]) * (kscale[t] * qs) for the np rows of one KV head:
+ * eight positions at a time when hs is a multiple of 32, their horizontal
+ * sums in one transposing tree (a sum per position costs more than its
+ * dot product); the same integers, so the same floats, as one at a time. */
 AVX2 __attribute__((always_inline)) static inline void
 scores_kv8(float *att, const int8_t *q8, float qs, const char *k, size_t np, size_t hs)
 {
-	size_t rb = nf_kv_row_bytes(NF_KV_INT8, hs);
-	for (size_t t = 0; t < np; t++, k += rb) {
+	size_t rb = nf_kv_row_bytes(NF_KV_INT8, hs), t = 0;
+	if (hs % 32 == 0) {
+		const __m256 vqs = _mm256_set1_ps(qs);
+		for (; t + 8 <= np; t += 8, k += 8 * rb) {
+			__m256i acc[8];
+			float ks[8];
+			for (int j = 0; j < 8; j++) {
+				const char *row = k + (size_t)j * rb;
+				prefetch_row(row, rb);
+				acc[j] = dot_q8_lanes(q8, (const int8_t *)(row + sizeof(float)), hs);
+				ks[j] = nf_cpu_kv8_scale(row);
+			}
+			__m256 d = _mm256_cvtepi32_ps(hsum8x8i(acc));
+			_mm256_storeu_ps(att + t, _mm256_mul_ps(d, _mm256_mul_ps(_mm256_loadu_ps(ks), vqs)));
+		}
+	}
+	for (; t < np; t++, k += rb) {
 		prefetch_row(k, rb);
 		att[t] = (float)dot_q8(q8, (const int8_t *)(k + sizeof(float)), hs) *
 			 (nf_cpu_kv8_scale(k) * qs);
 	}
 }
 
-/* out[0, hs) = sum over t of att[t] * vscale[t] * v8[t]: 32 outputs at a
- * time in four registers over all positions (no loads and stores of out
- * per position), the last slice's tail in plain C. */
+/* out[i, i + 8n) = sum over t of att[t] * vscale[t] * v8[t][i, i + 8n):
+ * n registers kept over all positions (no loads and stores of out per
+ * position); n is a constant at each call. */
+AVX2 __attribute__((always_inline)) static inline void
+v_slice(float *out, const float *att, const char *v, size_t np, size_t rb, size_t i, int n)
+{
+	__m256 acc[8];
+	for (int j = 0; j < n; j++)
+		acc[j] = _mm256_setzero_ps();
+	for (size_t t = 0; t < np; t++, v += rb) {
+		prefetch_row(v, rb);
+		const int8_t *v8 = (const int8_t *)(v + sizeof(float)) + i;
+		__m256 w = _mm256_set1_ps(att[t] * nf_cpu_kv8_scale(v));
+		for (int j = 0; j < n; j++) {
+			__m128i b = _mm_loadl_epi64((const __m128i *)(v8 + j * 8));
+			acc[j] = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), acc[j]);
+		}
+	}
+	for (int j = 0; j < n; j++)
+		_mm256_storeu_ps(out + i + (size_t)j * 8, acc[j]);
+}
+
+/* out[0, hs) = sum over t of att[t] * vscale[t] * v8[t]: 64 outputs per
+ * pass over the rows, then 8, then the tail in plain C. */
 AVX2 __attribute__((always_inline)) static inline void
 weighted_v_kv8(float *out, const float *att, const char *v, size_t np, size_t hs)
 {
 	size_t rb = nf_kv_row_bytes(NF_KV_INT8, hs), i = 0;
-	for (; i + 32 <= hs; i += 32) {
-		__m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-				 _mm256_setzero_ps()};
-		const char *row = v;
-		for (size_t t = 0; t < np; t++, row += rb) {
-			prefetch_row(row, rb);
-			const int8_t *v8 = (const int8_t *)(row + sizeof(float)) + i;
-			__m256 w = _mm256_set1_ps(att[t] * nf_cpu_kv8_scale(row));
-#pragma GCC unroll 4
-			for (int j = 0; j < 4; j++) {
-				__m128i b = _mm_loadl_epi64((const __m128i *)(v8 + j * 8));
-				__m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-				acc[j] = _mm256_fmadd_ps(w, x, acc[j]);
-			}
-		}
-		for (int j = 0; j < 4; j++)
-			_mm256_storeu_ps(out + i + (size_t)j * 8, acc[j]);
-	}
+	for (; i + 64 <= hs; i += 64)
+		v_slice(out, att, v, np, rb, i, 8);
+	for (; i + 8 <= hs; i += 8)
+		v_slice(out, att, v, np, rb, i, 1);
 	for (; i < hs; i++) {
 		float o = 0.0f;
 		const char *row = v;
