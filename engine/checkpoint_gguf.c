@@ -4,7 +4,8 @@
  * key table), every tensor of the architecture's table dequantized from the
  * file mapping straight into the model (nothing is read twice), and the
  * facts the metadata states checked against the tensors before anything is
- * allocated from them.
+ * allocated from them.  The model keeps the mapping and each tensor's own
+ * blocks (nf_model_source_blocks), for engines that take them over.
  */
 #include <math.h>
 #include <stdio.h>
@@ -255,16 +256,21 @@ static int load_tensors(nf_model *m, const nf_gguf *g, const nf_arch *a, float *
 				nf_arch_permute_rows(dst, tmp, heads, nf_model_head_size(c),
 						     t->cols == NF_D_NONE ? 1 : (int)nf_arch_dim_value(t->cols, c),
 						     false);
+			else /* in the model's row order: an engine may take it over */
+				nf_model_source_set(m, t->id, l, x->data, (int)x->type);
 		}
 	}
 	return 0;
 }
+
+static void release_gguf(void *g) { nf_gguf_free(g); }
 
 int nf_ckpt_load_gguf(nf_model **out, const char *path)
 {
 	nf_gguf *g = NULL;
 	nf_model *m = NULL;
 	nf_model_config cfg;
+	const nf_gguf *mapped; /* g, once the model owns it */
 	const nf_arch *a = NULL;
 	float *tmp = NULL;
 	int err;
@@ -279,7 +285,13 @@ int nf_ckpt_load_gguf(nf_model **out, const char *path)
 		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
 		goto done;
 	}
-	if ((err = load_tensors(m, g, a, tmp)))
+	/* the model keeps the mapping, so that an engine can take over the
+	 * file's own blocks (nf_model_source_blocks) */
+	if ((err = nf_model_source_init(m, g, release_gguf)))
+		goto done;
+	mapped = g;
+	g = NULL;
+	if ((err = load_tensors(m, mapped, a, tmp)))
 		goto done;
 	*out = m;
 	m = NULL;

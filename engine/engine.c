@@ -17,6 +17,7 @@
 
 #include "engine/arch.h"
 #include "engine/engine_tokenizer.h"
+#include "engine/engine_weights.h"
 #include "engine/cpu/cpu.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
@@ -39,6 +40,7 @@ struct nf_engine {
 	char *config_json;
 	nf_model_config cfg;
 	nf_precision precision;
+	int group;  /* int4: columns per group (config.json quantization.group_size) */
 	nf_kv_kind kv_kind; /* config.json's "kv_cache", else nf_kv_kind_default */
 	nf_st_file *st;
 	/* The tensor data copied into anonymous 2 MiB pages (NULL: used in
@@ -75,45 +77,6 @@ struct nf_seq {
 };
 
 /* ---- the tensors of an engine ---- */
-
-/* A tensor of the engine file: the table's engine name and shape, layers
- * stacked first. */
-typedef struct tensor_spec {
-	const nf_arch_tensor *t;
-	int ndim;
-	uint64_t shape[3];
-} tensor_spec;
-
-/* The tensors of cfg's architecture that exist, in table (= file) order;
- * returns the count (at most NF_T_COUNT). */
-static int tensor_specs(tensor_spec *out, const nf_model_config *c)
-{
-	const nf_arch *a = nf_arch_get(c->arch);
-	int n = 0;
-	for (size_t i = 0; i < a->n_tensors; i++) {
-		const nf_arch_tensor *t = &a->tensors[i];
-		tensor_spec *s = &out[n];
-		if (!nf_arch_present(t, c))
-			continue;
-		s->t = t;
-		s->ndim = 0;
-		if (t->per_layer)
-			s->shape[s->ndim++] = (uint64_t)c->n_layers;
-		s->shape[s->ndim++] = nf_arch_dim_value(t->rows, c);
-		if (t->cols != NF_D_NONE)
-			s->shape[s->ndim++] = nf_arch_dim_value(t->cols, c);
-		n++;
-	}
-	return n;
-}
-
-static uint64_t spec_count(const tensor_spec *t)
-{
-	uint64_t n = 1;
-	for (int i = 0; i < t->ndim; i++)
-		n *= t->shape[i];
-	return n;
-}
 
 /* ---- build ---- */
 
@@ -172,12 +135,8 @@ static int write_config(const char *dir, const nf_model_config *cfg,
 	json_t *root = NULL;
 	char *body = NULL, *text = NULL, *path = NULL;
 	int err = 0;
-	int q8 = o->precision == NF_PREC_INT8_WO;
-	json_t *quant = q8 ? json_pack("{s:s, s:s, s:s, s:s, s:s}", "weights", "int8",
-				       "granularity", "per-output-channel", "scale_dtype", "F32",
-				       "scale_tensor_suffix", ".scale", "activations",
-				       "int8 per-vector dynamic")
-			   : json_pack("{s:s}", "weights", "fp32");
+	json_t *quant = nf_engine_weights_describe(o->precision,
+						   nf_precision_group(o->precision, o->group));
 	root = json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:s, s:o, s:s, s:O}",
 			 "format", ENGINE_FORMAT, "format_version", ENGINE_FORMAT_VERSION, "tool",
 			 "name", "nimfactory", "version", NF_VERSION, "model", config_model_json(cfg),
@@ -224,15 +183,13 @@ done:
 int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *o)
 {
 	nf_st_writer *wr = NULL;
-	void *bufs[NF_T_COUNT] = {0};
-	float *scales[NF_T_COUNT] = {0};
+	nf_engine_wbufs keep = {0};
 	char *wpath = NULL, *tacpath = NULL;
 	json_t *files = NULL;
 	nf_fwd_weights fw = {0};
-	tensor_spec specs[NF_T_COUNT];
 	char wsha[NF_SHA256_HEX_LEN + 1];
 	uint64_t wbytes = 0;
-	int err, n;
+	int err;
 
 	if ((err = nf_model_config_validate(&m->cfg, "engine build")))
 		return err;
@@ -256,8 +213,7 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 		goto done;
 	}
 
-	/* weights: matrices in the engine's precision, scales beside them */
-	int q8 = o->precision == NF_PREC_INT8_WO;
+	/* weights: matrices in the engine's precision, what the format keeps beside them */
 	if ((err = nf_st_writer_new(&wr)) ||
 	    (err = nf_st_writer_set_metadata(wr, "format", ENGINE_FORMAT)) ||
 	    (err = nf_st_writer_set_metadata(wr, "precision", nf_precision_name(o->precision))))
@@ -267,40 +223,8 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
 		goto done;
 	}
-	n = tensor_specs(specs, &m->cfg);
-	for (int i = 0; i < n; i++) {
-		const tensor_spec *t = &specs[i];
-		const float *src = *nf_model_slot((nf_model *)m, t->t->id);
-		const char *name = t->t->name;
-		uint64_t count = spec_count(t);
-		if (!src) {
-			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", name);
-			goto done;
-		}
-		if (!(t->t->matrix && q8)) {
-			if ((err = nf_st_writer_add(wr, name, NF_DTYPE_F32, t->ndim, t->shape, src,
-						    count * 4)))
-				goto done;
-			nf_fwd_bind(&fw, &m->cfg, t->t->id, NF_QUANT_NONE, src, NULL);
-			continue;
-		}
-		uint64_t cols = t->shape[t->ndim - 1], rows = count / cols;
-		char sname[64];
-		bufs[i] = malloc(count ? count : 1);
-		scales[i] = malloc((rows ? rows : 1) * sizeof(float));
-		if (!bufs[i] || !scales[i]) {
-			err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
-			goto done;
-		}
-		nf_quant_int8_rows(bufs[i], scales[i], src, rows, cols);
-		snprintf(sname, sizeof sname, "%s.scale", name);
-		if ((err = nf_st_writer_add(wr, name, NF_DTYPE_I8, t->ndim, t->shape, bufs[i],
-					    count)) ||
-		    (err = nf_st_writer_add(wr, sname, NF_DTYPE_F32, t->ndim - 1, t->shape, scales[i],
-					    rows * 4)))
-			goto done;
-		nf_fwd_bind(&fw, &m->cfg, t->t->id, NF_QUANT_INT8_ROW, bufs[i], scales[i]);
-	}
+	if ((err = nf_engine_weights_add(wr, &fw, &keep, m, o)))
+		goto done;
 	if ((err = nf_st_writer_finish(wr, wpath)))
 		goto done;
 	if ((err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)))
@@ -328,10 +252,7 @@ done:
 		nf_error_wrap(err, "engine build %s", dir);
 	nf_fwd_weights_release(&fw);
 	nf_st_writer_free(wr);
-	for (int i = 0; i < NF_T_COUNT; i++) {
-		free(bufs[i]);
-		free(scales[i]);
-	}
+	nf_engine_weights_release(&keep);
 	json_decref(files);
 	free(wpath);
 	free(tacpath);
@@ -347,6 +268,23 @@ static int get_int(int32_t *out, json_t *obj, const char *key, const char *path)
 	    json_integer_value(v) > (json_int_t)NF_MODEL_MAX_HIDDEN * 4)
 		return nf_error_set(NF_EINPUT, "%s: model.%s must be a positive integer", path, key);
 	*out = (int32_t)json_integer_value(v);
+	return 0;
+}
+
+/* The int4 group of an int4 engine (quantization.group_size: 32, 64 or
+ * 128); 0 for every other precision. */
+static int parse_group(nf_engine *e, json_t *quant, const char *path)
+{
+	json_t *g = json_object_get(quant, "group_size");
+	e->group = 0;
+	if (nf_precision_info_of(e->precision)->weights != NF_QUANT_INT4_GROUP)
+		return 0;
+	if (!json_is_integer(g) || (json_integer_value(g) != 32 && json_integer_value(g) != 64 &&
+				    json_integer_value(g) != 128))
+		return nf_error_set(NF_EINPUT,
+				    "%s: quantization.group_size must be 32, 64 or 128 for %s", path,
+				    nf_precision_name(e->precision));
+	e->group = (int)json_integer_value(g);
 	return 0;
 }
 
@@ -452,7 +390,9 @@ static int parse_config(nf_engine *e, const char *path)
 				   path, prec);
 		goto done;
 	}
-	err = parse_kv_cache(&e->kv_kind, root, e->precision, path);
+	err = parse_group(e, json_object_get(root, "quantization"), path);
+	if (!err)
+		err = parse_kv_cache(&e->kv_kind, root, e->precision, path);
 done:
 	json_decref(root);
 	return err;
@@ -562,55 +502,18 @@ static int tile_weights(nf_engine *e, int threads)
 	return err;
 }
 
+static const void *rebase_cb(const void *ctx, const void *p)
+{
+	return rebased(ctx, p);
+}
+
 static int map_weights(nf_engine *e, const char *path)
 {
-	tensor_spec specs[NF_T_COUNT];
-	int n = tensor_specs(specs, &e->cfg), err = 0;
-	int q8 = e->precision == NF_PREC_INT8_WO;
-	const char *p = nf_st_metadata(e->st, "precision");
-	if (!p || strcmp(p, nf_precision_name(e->precision)) != 0)
-		return nf_error_set(NF_EINPUT, "%s: precision metadata %s does not match config %s",
-				    path, p ? p : "(none)", nf_precision_name(e->precision));
 	e->w.layers = calloc((size_t)e->cfg.n_layers, sizeof *e->w.layers);
 	if (!e->w.layers)
 		return nf_error_set(NF_ENOMEM, "engine: out of memory");
-	for (int i = 0; i < n; i++) {
-		const tensor_spec *s = &specs[i];
-		int quant = s->t->matrix && q8;
-		const nf_st_tensor *t = nf_st_find(e->st, s->t->name), *sc = NULL;
-		nf_dtype want = quant ? NF_DTYPE_I8 : NF_DTYPE_F32;
-		if (!t)
-			return nf_error_set(NF_EINPUT, "%s: tensor %s is missing", path, s->t->name);
-		int same = t->dtype == want && t->ndim == s->ndim;
-		for (int d = 0; same && d < s->ndim; d++)
-			same = t->shape[d] == s->shape[d];
-		if (!same)
-			return nf_error_set(NF_EINPUT,
-					    "%s: tensor %s has dtype %s and %d dims, config wants %s with shape [%llu, %llu, %llu] (%d dims)",
-					    path, s->t->name, nf_dtype_name(t->dtype), t->ndim,
-					    nf_dtype_name(want), (unsigned long long)s->shape[0],
-					    (unsigned long long)s->shape[1],
-					    (unsigned long long)s->shape[2], s->ndim);
-		if (!quant && ((uintptr_t)t->data % 4) != 0)
-			return nf_error_set(NF_EINPUT, "%s: tensor %s is not 4-byte aligned", path,
-					    s->t->name);
-		if (quant) {
-			char sname[64];
-			snprintf(sname, sizeof sname, "%s.scale", s->t->name);
-			sc = nf_st_find(e->st, sname);
-			int ok = sc && sc->dtype == NF_DTYPE_F32 && sc->ndim == s->ndim - 1 &&
-				 ((uintptr_t)sc->data % 4) == 0;
-			for (int d = 0; ok && d < s->ndim - 1; d++)
-				ok = sc->shape[d] == s->shape[d];
-			if (!ok)
-				return nf_error_set(NF_EINPUT,
-						    "%s: tensor %s is missing or has the wrong dtype/shape",
-						    path, sname);
-		}
-		nf_fwd_bind(&e->w, &e->cfg, s->t->id, quant ? NF_QUANT_INT8_ROW : NF_QUANT_NONE,
-			    rebased(e, t->data), sc ? rebased(e, sc->data) : NULL);
-	}
-	return err;
+	return nf_engine_weights_map(&e->w, &e->cfg, e->st, e->precision, e->group, path, rebase_cb,
+				     e);
 }
 
 /* Every id the tokenizer gives must index the embedding. */
@@ -1026,4 +929,25 @@ int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int 
 				    (int)e->cfg.max_seq_len);
 	int nt = (int)n;
 	return nf_engine_step_ragged(e, &s, tokens, &nt, &pos0, 1, logits_last);
+}
+
+int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+			     float *logits)
+{
+	const char *what = "engine prefill with logits";
+	int err;
+	if (n == 0 || pos0 < 0 || (uint64_t)pos0 + n > (uint64_t)e->cfg.max_seq_len)
+		return nf_error_set(NF_EINPUT, "%s: %zu tokens at position %d (max_seq_len %d)", what,
+				    n, pos0, (int)e->cfg.max_seq_len);
+	if ((err = check_seq(e, &s, 0, what)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
+			return nf_error_set(NF_EINPUT, "%s: token %d out of range (vocab %d)", what,
+					    tokens[i], (int)e->cfg.vocab_size);
+	hist_truncate(s, pos0);
+	if ((err = nf_fwd_prefill_logits(e->fwd, &s->kv, tokens, n, pos0, logits)))
+		return err;
+	hist_extend(s, tokens, pos0, (int)n);
+	return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "engine/kv_kind.h"
 #include "engine/model.h"
+#include "engine/quant.h"
 #include "engine/tokenizer.h"
 
 typedef enum nf_precision {
@@ -33,14 +34,28 @@ typedef enum nf_precision {
 	NF_PREC_FP16,
 	NF_PREC_BF16,
 	NF_PREC_INT8_WO,  /* int8 weights, per-output-channel float scales */
-	NF_PREC_INT4_AWQ, /* int4 weights, per-group scales (AWQ-style) */
-	NF_PREC_FP8_E4M3,
+	NF_PREC_INT4_WO,  /* int4 weights in groups, a scale and min each */
+	NF_PREC_INT4_AWQ, /* the same after activation-aware scaling (AWQ) */
+	NF_PREC_FP8_E4M3, /* fp8 weights, per-channel scales; fp8 activations */
 	NF_PREC_COUNT
 } nf_precision;
 
-/* Canonical names: "fp32" "fp16" "bf16" "int8-wo" "int4-awq" "fp8-e4m3". */
+/* What a precision is, as data (precision.c has the table). */
+typedef struct nf_precision_info {
+	const char *name;      /* "fp32" "fp16" "bf16" "int8-wo" "int4-wo" "int4-awq" "fp8-e4m3" */
+	nf_quant_kind weights; /* how its matrices are stored (engine/wformat.h) */
+	int group;             /* int4: default columns per group */
+	int awq;               /* 1: AWQ scaling searched on calibration text first */
+	int calibrated;        /* 1: the build needs calibration activations */
+	const char *llama_type; /* the nearest llama.cpp type (benchmarks) */
+} nf_precision_info;
+
+const nf_precision_info *nf_precision_info_of(nf_precision p); /* NULL out of range */
 const char *nf_precision_name(nf_precision p);
 int nf_precision_parse(nf_precision *out, const char *name); /* NF_EINPUT if unknown */
+/* The int4 group an engine of precision p is built with: `requested`, or
+ * the precision's default when 0 (0 for precisions without groups). */
+int nf_precision_group(nf_precision p, int requested);
 /* Whether the CPU backend can build and run this precision. */
 int nf_precision_cpu_supported(nf_precision p);
 
@@ -58,6 +73,9 @@ typedef struct nf_engine_build_opts {
 	const char *tactics_report;  /* with autotune: write the measured table here and keep the
 					engine's tactics.json modelled, so the engine is reproducible
 					(NULL: the engine keeps the measured table) */
+	int group;                   /* int4: columns per group (0: the precision's default) */
+	const char *calib_text;      /* calibration text (int4-awq, fp8-e4m3), tokenized with the
+					model's tokenizer; NULL: the tool's shipped default */
 	const char *kv_cache;        /* "f32", "f16" or "int8", recorded as config.json's
 					"kv_cache"; NULL: no field, and the engine keeps
 					nf_kv_kind_default's cache */
@@ -171,5 +189,14 @@ int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
  * n == 0 or pos0 + n > max_seq_len: NF_EINPUT. */
 int nf_engine_prefill(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
 		      float *logits_last);
+
+/* Prefill that keeps every position's logits: s consumes tokens[0, n) at
+ * positions pos0 .. pos0 + n - 1 in passes over the weights, and the logits
+ * after token i go to logits + i*vocab_size (caller's n x vocab_size
+ * floats).  Each row equals what nf_engine_step gives one token at a time:
+ * teacher-forced evaluation (the gates) in one pass.  n == 0 or
+ * pos0 + n > max_seq_len: NF_EINPUT. */
+int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t n, int pos0,
+			     float *logits);
 
 #endif

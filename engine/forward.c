@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/gemm.h"
 #include "engine/layout.h"
 #include "engine/quant.h"
+#include "engine/wformat.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/banned.h"
@@ -43,6 +45,7 @@ struct nf_fwd {
 	float *inv_freq;   /* (head_size / 2) RoPE inverse frequencies, scaled */
 	int8_t *xq;        /* (cap, ldq) quantized activations */
 	float *xs;         /* (cap) their scales */
+	float *x8;         /* (cap, widest) activations on the fp8 grid */
 	float *att;        /* (threads, att_stride) attention scratch */
 	size_t att_stride; /* n_heads * max_seq scores + head_size (backend.h) */
 	nf_fwd_kv **tkv;   /* (cap) the cache of each token's sequence (ragged steps) */
@@ -52,6 +55,8 @@ struct nf_fwd {
 		const nf_backend_ops *ops;
 	} shape_ops[16];   /* per-shape GEMM family from the tactics */
 	int n_shape_ops;
+	nf_fwd_observer observe; /* NULL: nobody observes the matrix inputs */
+	void *observe_ctx;
 };
 
 /* ---- weights ---- */
@@ -90,32 +95,57 @@ const nf_bk_matrix *nf_fwd_layer_matrix(const nf_fwd_layer *L, int id)
 	return layer_matrix((nf_fwd_layer *)L, id);
 }
 
-/* A matrix view of (rows, cols) at data (and scale) of the given kind. */
-static nf_bk_matrix view(nf_quant_kind kind, uint64_t rows, uint64_t cols, const void *data,
-			 const float *scale)
+/* Layer l's matrix view of (rows, cols) in s's stored form. */
+static nf_bk_matrix view(const nf_fwd_src *s, uint64_t rows, uint64_t cols, size_t l)
 {
+	const nf_wformat *f = nf_wformat_of(s->kind);
+	const char *data = (const char *)s->data + l * nf_wformat_data_bytes(f, rows, cols);
+	const char *aux = s->aux ? (const char *)s->aux + l * rows *
+						 nf_wformat_aux_cols(f, cols, s->group) *
+						 nf_wformat_aux_size(f)
+				 : NULL;
 	nf_bk_matrix m = {0};
-	m.kind = kind;
+	m.kind = s->kind;
 	m.rows = (int)rows;
 	m.cols = (int)cols;
-	m.f32 = kind == NF_QUANT_NONE ? data : NULL;
-	m.q8 = kind == NF_QUANT_INT8_ROW ? data : NULL;
-	m.scale = kind == NF_QUANT_INT8_ROW ? scale : NULL;
+	m.group = s->group;
+	m.act_scale = s->act_scale ? s->act_scale[l] : 0.0f;
+	switch (s->kind) {
+	case NF_QUANT_NONE:
+		m.f32 = (const float *)data;
+		break;
+	case NF_QUANT_INT8_ROW:
+		m.q8 = (const int8_t *)data;
+		m.scale = (const float *)aux;
+		break;
+	case NF_QUANT_INT4_GROUP:
+		m.q4 = (const uint8_t *)data;
+		m.gsm = (const uint16_t *)aux;
+		break;
+	case NF_QUANT_FP8_E4M3:
+		m.f8 = (const uint8_t *)data;
+		m.scale = (const float *)aux;
+		break;
+	case NF_QUANT_F16:
+	case NF_QUANT_BF16:
+		m.h16 = (const uint16_t *)data;
+		break;
+	default:
+		break;
+	}
 	return m;
 }
 
-void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
-		 const void *data, const float *scale)
+void nf_fwd_bind_src(nf_fwd_weights *w, const nf_model_config *cfg, int id, const nf_fwd_src *s)
 {
 	const nf_arch_tensor *t = nf_arch_find(nf_arch_get(cfg->arch), (nf_tensor_id)id);
 	uint64_t rows = nf_arch_dim_value(t->rows, cfg), cols = nf_arch_dim_value(t->cols, cfg);
-	size_t es = kind == NF_QUANT_INT8_ROW ? 1 : sizeof(float);
 	if (id == NF_T_RMS_FINAL) {
-		w->rms_final = data;
+		w->rms_final = s->data;
 		return;
 	}
 	if (id == NF_T_EMB || id == NF_T_WCLS) {
-		nf_bk_matrix m = view(kind, rows, cols, data, scale);
+		nf_bk_matrix m = view(s, rows, cols, 0);
 		if (id == NF_T_EMB)
 			w->emb = m;
 		if (id == NF_T_WCLS || cfg->shared_classifier)
@@ -124,13 +154,19 @@ void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant
 	}
 	for (size_t l = 0; l < (size_t)cfg->n_layers; l++) {
 		nf_fwd_layer *L = &w->layers[l];
-		const char *at = (const char *)data + l * rows * cols * es;
 		nf_bk_matrix *m = layer_matrix(L, id);
 		if (m)
-			*m = view(kind, rows, cols, at, scale ? scale + l * rows : NULL);
-		else
-			*layer_vector(L, id) = (const float *)at;
+			*m = view(s, rows, cols, l);
+		else /* a vector: float32, (rows) a layer */
+			*layer_vector(L, id) = (const float *)s->data + l * rows;
 	}
+}
+
+void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
+		 const void *data, const float *scale)
+{
+	nf_fwd_src s = {.kind = kind, .data = data, .aux = scale};
+	nf_fwd_bind_src(w, cfg, id, &s);
 }
 
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m)
@@ -160,7 +196,7 @@ static int all_matrices(nf_bk_matrix ***out, size_t *n, nf_fwd_weights *w,
 	    !(m = calloc(max, sizeof *m)))
 		return nf_error_set(NF_ENOMEM, "forward: out of memory");
 	m[k++] = &w->emb;
-	if (w->cls.q8 != w->emb.q8 || w->cls.f32 != w->emb.f32)
+	if (nf_bk_elems(&w->cls) != nf_bk_elems(&w->emb))
 		m[k++] = &w->cls;
 	for (int l = 0; l < cfg->n_layers; l++)
 		for (size_t i = 0; i < a->n_tensors; i++) {
@@ -199,7 +235,7 @@ int nf_fwd_weights_prepare(nf_fwd_weights *w, const nf_model_config *cfg)
 			m->rowsum = w->rowsums + at;
 			at += (size_t)m->rows;
 		}
-		if (w->cls.kind == NF_QUANT_INT8_ROW && w->cls.q8 == w->emb.q8)
+		if (w->cls.kind == NF_QUANT_INT8_ROW && nf_bk_elems(&w->cls) == nf_bk_elems(&w->emb))
 			w->cls.rowsum = w->emb.rowsum;
 	}
 done:
@@ -219,7 +255,7 @@ int nf_fwd_weights_tile(nf_fwd_weights *w, const nf_model_config *cfg)
 		err = nf_bk_tile_in_place(mats[i], (void *)(uintptr_t)nf_bk_elems(mats[i]));
 	}
 	/* a shared classifier is the embedding's memory, tiled once above */
-	if (w->cls.q8 == w->emb.q8 && w->cls.f32 == w->emb.f32)
+	if (nf_bk_elems(&w->cls) == nf_bk_elems(&w->emb))
 		w->cls.layout = w->emb.layout;
 	free(mats);
 	return err;
@@ -237,10 +273,7 @@ void nf_fwd_weights_release(nf_fwd_weights *w)
 
 static uint64_t matrix_bytes(const nf_bk_matrix *m)
 {
-	uint64_t n = (uint64_t)m->rows * (uint64_t)m->cols;
-	if (m->kind == NF_QUANT_INT8_ROW)
-		return n + 4u * (uint64_t)m->rows;
-	return 4u * n;
+	return nf_wformat_matrix_bytes(m);
 }
 
 uint64_t nf_fwd_weights_bytes(const nf_fwd_weights *w, const nf_model_config *cfg)
@@ -328,11 +361,12 @@ static void free_buffers(nf_fwd *f)
 	free(f->cs);
 	free(f->xq);
 	free(f->xs);
+	free(f->x8);
 	free(f->tkv);
 	free(f->tpos);
 	f->tkv = NULL;
 	f->tpos = NULL;
-	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = NULL;
+	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = f->x8 = NULL;
 	f->xq = NULL;
 	f->cap = 0;
 }
@@ -365,6 +399,8 @@ static int grow(nf_fwd *f, size_t cap)
 	f->cs = zalloc(cap, (size_t)nf_model_head_size(c) * sizeof(float), &err);
 	f->xq = zalloc(cap, f->ldq, &err);
 	f->xs = zalloc(cap, sizeof(float), &err);
+	f->x8 = zalloc(cap, (size_t)(c->dim > c->hidden_dim ? c->dim : c->hidden_dim) * sizeof(float),
+		       &err);
 	f->tkv = zalloc(cap, sizeof *f->tkv, &err);
 	f->tpos = zalloc(cap, sizeof *f->tpos, &err);
 	if (err) {
@@ -419,6 +455,19 @@ void nf_fwd_free(nf_fwd *f)
 	free(f);
 }
 
+void nf_fwd_set_observer(nf_fwd *f, nf_fwd_observer fn, void *ctx)
+{
+	f->observe = fn;
+	f->observe_ctx = ctx;
+}
+
+static void observe(const nf_fwd *f, size_t layer, nf_ref_input site, const float *x, size_t n,
+		    int width)
+{
+	if (f->observe)
+		f->observe(f->observe_ctx, site == NF_REF_IN_CLS ? -1 : (int)layer, site, x, n, width);
+}
+
 void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops)
 {
 	f->ops = ops;
@@ -441,12 +490,16 @@ int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *op
 	return 0;
 }
 
+/* The family the tactics chose for m's shape; the scalar one for a kind
+ * the family has no kernel for (every family has every kernel today:
+ * tests/unit/engine/test_kernels.c checks it). */
 static const nf_backend_ops *ops_for(const nf_fwd *f, const nf_bk_matrix *m)
 {
+	const nf_backend_ops *ops = f->ops;
 	for (int i = 0; i < f->n_shape_ops; i++)
 		if (f->shape_ops[i].rows == m->rows && f->shape_ops[i].cols == m->cols)
-			return f->shape_ops[i].ops;
-	return f->ops;
+			ops = f->shape_ops[i].ops;
+	return nf_bk_has_kernel(ops, m->kind) ? ops : &nf_cpu_scalar_ops;
 }
 
 const nf_backend_ops *nf_fwd_ops(const nf_fwd *f)
@@ -476,20 +529,13 @@ typedef struct gemm_job {
 			   * then t[0].y = silu(t[0].y) * t[1].y on the range */
 	int first[4];     /* first unit (NF_FWD_UNIT_ROWS rows) of each task;
 			   * first[nt] = total */
-	const float *x;   /* (n, ldx) float activations */
-	size_t ldx;
-	const int8_t *xq; /* (n, ldq) int8 activations, when a matrix is int8 */
-	size_t ldq;
-	const float *xs;
+	nf_bk_acts acts;  /* the shared input, in every form the tasks' kinds take */
 	size_t n;
 } gemm_job;
 
 static void gemm_rows(const gemm_job *j, const gemm_task *t, int r0, int r1)
 {
-	if (t->w->kind == NF_QUANT_INT8_ROW)
-		t->ops->gemm_q8(t->y, t->ldy, t->w, j->xq, j->ldq, j->xs, j->n, r0, r1, t->accumulate);
-	else
-		t->ops->gemm_f32(t->y, t->ldy, t->w, j->x, j->ldx, j->n, r0, r1, t->accumulate);
+	nf_bk_gemm(t->ops, t->w, t->y, t->ldy, &j->acts, j->n, r0, r1, t->accumulate);
 }
 
 /* Rows [r0, r1) of task t (and of the up projection after a gate). */
@@ -521,31 +567,47 @@ static void gemm_range(void *ctx, int u0, int u1, int tid)
 	}
 }
 
+/* The job's input x (n vectors of cols floats) in the forms its matrices'
+ * kinds take (wformat.h): int8 per vector, or the fp8 grid of the job's
+ * activation scale (matrices that share an input share its calibration). */
+static void prepare_acts(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
+{
+	int q8 = 0, f8 = 0;
+	float act_scale = 0.0f;
+	for (int i = 0; i < j->nt; i++) {
+		nf_act_form form = nf_wformat_of(j->t[i].w->kind)->act;
+		q8 |= form == NF_ACT_Q8;
+		if (form == NF_ACT_F8) {
+			f8 = 1;
+			act_scale = j->t[i].w->act_scale;
+		}
+	}
+	j->acts.x = x;
+	j->acts.ldx = (size_t)cols;
+	if (q8) {
+		nf_bk_prepare_q8(f->ops, f->xq, f->ldq, f->xs, x, (size_t)cols, (size_t)cols, n);
+		j->acts.xq = f->xq;
+		j->acts.ldq = f->ldq;
+		j->acts.xs = f->xs;
+	}
+	if (f8) {
+		nf_bk_prepare_f8(f->ops, f->x8, x, (size_t)cols, (size_t)cols, n, act_scale);
+		j->acts.x8 = f->x8;
+	}
+}
+
 /* Run the job's GEMMs (all sharing input x of `cols` floats per vector);
  * below PAR_MIN_MACS on the calling thread only. */
 static void run_gemm(nf_fwd *f, gemm_job *j, const float *x, int cols, size_t n)
 {
 	size_t macs = 0;
-	int any_q8 = 0, groups = j->swiglu ? 1 : j->nt, units = 0;
-	j->x = x;
-	j->ldx = (size_t)cols;
+	int groups = j->swiglu ? 1 : j->nt, units = 0;
 	j->n = n;
 	for (int i = 0; i < j->nt; i++) {
 		j->t[i].ops = ops_for(f, j->t[i].w);
 		macs += (size_t)j->t[i].w->rows * (size_t)cols * n;
-		any_q8 |= j->t[i].w->kind == NF_QUANT_INT8_ROW;
 	}
-	if (any_q8) {
-		for (size_t b = 0; b < n; b++)
-			f->xs[b] = f->ops->quantize_q8
-					   ? f->ops->quantize_q8(f->xq + b * f->ldq, x + b * (size_t)cols,
-								 (size_t)cols)
-					   : nf_quant_int8_vec(f->xq + b * f->ldq, x + b * (size_t)cols,
-							       (size_t)cols);
-		j->xq = f->xq;
-		j->ldq = f->ldq;
-		j->xs = f->xs;
-	}
+	prepare_acts(f, j, x, cols, n);
 	for (int i = 0; i < groups; i++) {
 		j->first[i] = units;
 		units += (j->t[i].w->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
@@ -654,7 +716,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 	/* embeddings and the RoPE angles of each sequence's position */
 	for (size_t b = 0; b < n; b++) {
 		size_t tok = (size_t)tokens[b];
-		nf_bk_row_f32(f->x + b * dim, &w->emb, tok);
+		nf_wformat_row_f32(f->x + b * dim, &w->emb, tok);
 		float *cs = f->cs + b * hs;
 		for (size_t i = 0; i < hs; i += 2) {
 			float val = (float)pos[b] * f->inv_freq[i / 2];
@@ -667,6 +729,7 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		const nf_fwd_layer *L = &w->layers[l];
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_att, c->dim, c->norm_eps);
+		observe(f, l, NF_REF_IN_ATT, f->xb, n, c->dim);
 
 		gemm_job qkv = {0};
 		qkv.t[0] = (gemm_task){&L->wq, NULL, f->q, dim, 0};
@@ -703,19 +766,27 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 		}
 		nf_pool_run_chunks(f->pool, attn_chunk, &aj, (int)n * aj.hc);
 
+		observe(f, l, NF_REF_IN_WO, f->xb2, n, c->dim);
 		gemm1(f, &L->wo, f->x, dim, 1, f->xb2, n); /* x += wo @ att */
 		for (size_t b = 0; b < n; b++)
 			add_bias(ops, f->x + b * dim, L->bo, c->dim); /* (+ bo) */
 
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_ffn, c->dim, c->norm_eps);
+		observe(f, l, NF_REF_IN_FFN, f->xb, n, c->dim);
 		gemm_job up = {0};
 		up.t[0] = (gemm_task){&L->w1, NULL, f->h1, hid, 0};
 		up.t[1] = (gemm_task){&L->w3, NULL, f->h3, hid, 0};
 		up.nt = 2;
 		up.swiglu = 1; /* h1 = silu(h1) * h3 */
 		run_gemm(f, &up, f->xb, c->dim, n);
+		observe(f, l, NF_REF_IN_W2, f->h1, n, c->hidden_dim);
 		gemm1(f, &L->w2, f->x, dim, 1, f->h1, n); /* x += w2 @ h */
+	}
+	if (f->observe) {
+		for (size_t b = 0; b < n; b++)
+			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, w->rms_final, c->dim, c->norm_eps);
+		observe(f, 0, NF_REF_IN_CLS, f->xb, n, c->dim);
 	}
 
 }
@@ -786,6 +857,32 @@ int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const
 		}
 		s = s_end;
 		done = end_done;
+	}
+	return 0;
+}
+
+int nf_fwd_prefill_logits(nf_fwd *f, nf_fwd_kv *kv, const int *tokens, size_t n, int pos0,
+			  float *logits)
+{
+	const nf_model_config *c = f->cfg;
+	size_t dim = (size_t)c->dim, vocab = (size_t)c->vocab_size;
+	size_t want = n < NF_FWD_PASS_TOKENS ? n : NF_FWD_PASS_TOKENS;
+	int err;
+	if (want > f->cap && (err = grow(f, want)))
+		return err;
+	/* passes of NF_FWD_PASS_TOKENS tokens, as a ragged step runs them, but
+	 * the classifier is applied to every token's final hidden state */
+	for (size_t at = 0; at < n; at += want) {
+		size_t k = n - at < want ? n - at : want;
+		for (size_t b = 0; b < k; b++) {
+			f->tkv[b] = kv;
+			f->tpos[b] = pos0 + (int)(at + b);
+		}
+		layers_pass(f, f->tkv, tokens + at, f->tpos, k);
+		for (size_t b = 0; b < k; b++)
+			f->ops->rmsnorm(f->xb + b * dim, f->x + b * dim, f->w->rms_final, c->dim,
+					c->norm_eps);
+		gemm1(f, &f->w->cls, logits + at * vocab, vocab, 0, f->xb, k); /* (k, vocab) */
 	}
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/cpu.h"
 #include "engine/model.h"
+#include "engine/reference.h"
 
 typedef struct nf_fwd_layer {
 	const float *rms_att;             /* (dim) */
@@ -24,7 +25,7 @@ typedef struct nf_fwd_layer {
 /* Borrowed weight views, except `layers` and `rowsums`, which the owner frees
  * with nf_fwd_weights_release. */
 typedef struct nf_fwd_weights {
-	nf_bk_matrix emb;     /* (vocab, dim) token embedding, float32 or int8 */
+	nf_bk_matrix emb;     /* (vocab, dim) token embedding, in the engine's format */
 	nf_fwd_layer *layers; /* (n_layers) owned */
 	const float *rms_final; /* (dim) */
 	nf_bk_matrix cls;     /* (vocab, dim) classifier */
@@ -33,10 +34,24 @@ typedef struct nf_fwd_weights {
 
 /* Views of a float32 nf_model (no copies); w->layers is allocated. */
 int nf_fwd_weights_from_model(nf_fwd_weights *w, const nf_model *m);
+/* A tensor's stored form, layers stacked (engine/wformat.h): its data, what
+ * the format keeps beside it (per-row scales as floats, or per-group
+ * scale/min halves), the static activation scale of each layer (fp8), and
+ * the int4 group. */
+typedef struct nf_fwd_src {
+	nf_quant_kind kind;
+	const void *data;
+	const void *aux;
+	const float *act_scale;
+	int group;
+} nf_fwd_src;
 /* Point the views of table tensor id (an nf_tensor_id of cfg's
- * architecture, engine/arch.h) at data, stacked by layer: float32, or int8
- * with per-row scales when kind is NF_QUANT_INT8_ROW.  w->layers must hold
- * n_layers entries.  A shared classifier is bound with the embedding. */
+ * architecture, engine/arch.h) at s, stacked by layer.  Vectors (norms,
+ * biases) are always float32.  w->layers must hold n_layers entries.  A
+ * shared classifier is bound with the embedding. */
+void nf_fwd_bind_src(nf_fwd_weights *w, const nf_model_config *cfg, int id, const nf_fwd_src *s);
+/* nf_fwd_bind_src of float32 data, or int8 with per-row scales when kind
+ * is NF_QUANT_INT8_ROW. */
 void nf_fwd_bind(nf_fwd_weights *w, const nf_model_config *cfg, int id, nf_quant_kind kind,
 		 const void *data, const float *scale);
 /* The matrix view of table tensor id in layer L (NULL: not a layer matrix). */
@@ -83,6 +98,16 @@ const nf_backend_ops *nf_fwd_ops(const nf_fwd *f);
 /* Use ops for the GEMMs of shape (rows, cols) (tactics); cleared by set_ops. */
 int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops);
 int nf_fwd_threads(const nf_fwd *f);
+/* The matrix inputs of a pass (named as the reference names them): n
+ * vectors of width floats, one after the other, in the order of the pass's
+ * tokens (valid only during the call); layer is -1 for NF_REF_IN_CLS. */
+typedef void (*nf_fwd_observer)(void *ctx, int layer, nf_ref_input which, const float *x,
+				size_t n, int width);
+/* Show every later step's matrix inputs to fn (NULL: stop); unset, a pass
+ * pays one branch per input.  With an observer a pass also computes the
+ * classifier's input of every token, not only of those it returns logits
+ * for. */
+void nf_fwd_set_observer(nf_fwd *f, nf_fwd_observer fn, void *ctx);
 /* How a GEMM's output rows are shared among the threads
  * (nf_pool_run_ranges): units of NF_FWD_UNIT_ROWS rows (two 8-row tiles),
  * at most NF_FWD_GRAIN units per call; the autotuner times GEMVs split
@@ -110,5 +135,13 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
  * those of nf_fwd_step one token at a time. */
 int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
 		       const int *pos0, size_t n_seqs, float *logits);
+
+/* One sequence (cache kv) consumes tokens[0, n) at positions pos0, pos0 + 1,
+ * ... (checked by the caller), like a ragged step of one sequence, and the
+ * classifier runs on EVERY token: vocab logits of token i at
+ * logits + i*vocab, (n, vocab) in all.  Teacher-forced evaluation in one
+ * prefill.  Each token's logits equal nf_fwd_step's for it. */
+int nf_fwd_prefill_logits(nf_fwd *f, nf_fwd_kv *kv, const int *tokens, size_t n, int pos0,
+			  float *logits);
 
 #endif

@@ -35,10 +35,22 @@ static inline size_t nf_bk_elem_size(const nf_bk_matrix *m)
 	return m->kind == NF_QUANT_INT8_ROW ? 1 : sizeof(float);
 }
 
-/* m's elements, whichever kind they are. */
+/* m's elements (its data, not the scales beside it), whichever kind. */
 static inline const void *nf_bk_elems(const nf_bk_matrix *m)
 {
-	return m->kind == NF_QUANT_INT8_ROW ? (const void *)m->q8 : (const void *)m->f32;
+	switch (m->kind) {
+	case NF_QUANT_INT8_ROW:
+		return m->q8;
+	case NF_QUANT_INT4_GROUP:
+		return m->q4;
+	case NF_QUANT_FP8_E4M3:
+		return m->f8;
+	case NF_QUANT_F16:
+	case NF_QUANT_BF16:
+		return m->h16;
+	default:
+		return m->f32;
+	}
 }
 
 /* Elements in one 64-byte chunk of a row (16 floats or 64 int8). */

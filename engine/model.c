@@ -164,10 +164,65 @@ done:
 	return err;
 }
 
+/* ---- the checkpoint's own blocks ---- */
+
+typedef struct source_entry {
+	const void *blocks; /* NULL: none kept */
+	int ggml_type;
+} source_entry;
+
+struct nf_model_source {
+	void *owner;                  /* keeps the blocks mapped */
+	void (*release)(void *owner);
+	source_entry *at;             /* (NF_T_COUNT, n_layers) */
+};
+
+int nf_model_source_init(nf_model *m, void *owner, void (*release)(void *owner))
+{
+	nf_model_source *s = calloc(1, sizeof *s);
+	size_t n = (size_t)NF_T_COUNT * (size_t)m->cfg.n_layers; /* layers <= NF_MODEL_MAX_LAYERS */
+	if (!s || !(s->at = calloc(n, sizeof *s->at))) {
+		free(s);
+		return nf_error_set(NF_ENOMEM, "model: out of memory");
+	}
+	s->owner = owner;
+	s->release = release;
+	m->source = s;
+	return 0;
+}
+
+static source_entry *source_at(const nf_model *m, int tensor_id, int layer)
+{
+	if (!m->source || tensor_id < 0 || tensor_id >= NF_T_COUNT || layer < 0 ||
+	    layer >= m->cfg.n_layers)
+		return NULL;
+	return &m->source->at[(size_t)tensor_id * (size_t)m->cfg.n_layers + (size_t)layer];
+}
+
+void nf_model_source_set(nf_model *m, int tensor_id, int layer, const void *blocks,
+			 int ggml_type)
+{
+	source_entry *e = source_at(m, tensor_id, layer);
+	if (e)
+		*e = (source_entry){blocks, ggml_type};
+}
+
+const void *nf_model_source_blocks(const nf_model *m, int tensor_id, int layer, int *ggml_type)
+{
+	const source_entry *e = source_at(m, tensor_id, layer);
+	*ggml_type = e && e->blocks ? e->ggml_type : -1;
+	return e ? e->blocks : NULL;
+}
+
 void nf_model_free(nf_model *m)
 {
 	if (!m)
 		return;
+	if (m->source) {
+		m->source->release(m->source->owner);
+		free(m->source->at);
+		free(m->source);
+	}
 	free(m->mem);
 	free(m);
 }

@@ -88,11 +88,16 @@ typedef struct nf_model_weights {
 	float *bo;              /* (layer, dim) or NULL */
 } nf_model_weights;
 
+/* What a loader kept of its checkpoint (model.c): per (tensor, layer) the
+ * original blocks and their ggml type, and the mapping they live in. */
+typedef struct nf_model_source nf_model_source;
+
 typedef struct nf_model {
 	nf_model_config cfg;
 	nf_model_weights w;
 	void *mem;      /* owned: one allocation holding every tensor */
 	size_t mem_len; /* bytes of mem */
+	nf_model_source *source; /* owned; NULL unless the loader keeps its file (GGUF) */
 } nf_model;
 
 /* Check a config for consistency and bounds (dim % n_heads == 0, n_heads %
@@ -120,7 +125,24 @@ int nf_model_alloc(nf_model **out, const nf_model_config *cfg);
  * out of range. */
 float **nf_model_slot(nf_model *m, int id);
 
-/* Free a model; NULL is fine. */
+/* The checkpoint's own blocks of tensor `tensor_id` (an nf_arch_tensor id)
+ * at `layer` (0 for a global tensor), in the model's row order, and their
+ * ggml type (engine/gguf.h nf_ggml_type) in *ggml_type: what an engine
+ * builder takes over instead of re-quantizing the float copy (GGUF
+ * Q4_0/Q4_1 into int4, nf_quant_int4_from_gguf).  NULL (and *ggml_type
+ * -1) when the loader kept none: every loader but GGUF's, a tensor the
+ * GGUF loader re-ordered (q and k rows of a rotate-half architecture), or
+ * an id or layer out of range.  Borrowed: valid until nf_model_free. */
+const void *nf_model_source_blocks(const nf_model *m, int tensor_id, int layer, int *ggml_type);
+
+/* For loaders: keep `owner` (what maps the blocks) with the model, released
+ * by release(owner) in nf_model_free; on error the caller still owns it. */
+int nf_model_source_init(nf_model *m, void *owner, void (*release)(void *owner));
+/* For loaders, after nf_model_source_init: record the blocks of a tensor. */
+void nf_model_source_set(nf_model *m, int tensor_id, int layer, const void *blocks,
+			 int ggml_type);
+
+/* Free a model (and release what its source keeps); NULL is fine. */
 void nf_model_free(nf_model *m);
 
 #endif

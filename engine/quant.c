@@ -23,7 +23,7 @@ static void quant_row(int8_t *q, const float *x, size_t n, float scale)
 {
 	float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
 	for (size_t i = 0; i < n; i++) {
-		float v = nearbyintf(x[i] * inv);
+		float v = nf_round_even(x[i] * inv);
 		if (v > 127.0f)
 			v = 127.0f;
 		if (v < -127.0f)

@@ -26,6 +26,17 @@ typedef enum nf_quant_kind {
 	NF_QUANT_KIND_COUNT
 } nf_quant_kind;
 
+/* x rounded to the nearest integer, ties to even, for |x| < 2^22: adding
+ * and removing 1.5 * 2^23 leaves no fraction bits, in the default rounding
+ * mode.  The same as nearbyintf there, without a libm call per weight
+ * (x86-64's baseline has no SSE4.1 round instruction); C does not
+ * reassociate floats, so the sum is not folded away. */
+static inline float nf_round_even(float x)
+{
+	const float magic = 12582912.0f;
+	return (x + magic) - magic;
+}
+
 /* Quantize `rows` rows of `cols` floats (row-major) into q (rows*cols int8,
  * caller-owned) and scales (rows floats).  An all-zero row gets scale 0. */
 void nf_quant_int8_rows(int8_t *q, float *scales, const float *w, size_t rows, size_t cols);
@@ -41,27 +52,51 @@ float nf_quant_int8_vec(int8_t *q, const float *x, size_t n);
 void nf_quant_int8_rowsums(int32_t *rowsum, const int8_t *q, size_t rows, size_t cols);
 
 /* f16 / bf16 (kind NF_QUANT_F16 or NF_QUANT_BF16): h[i] = the half of w[i],
- * rounded to nearest even (quant_half.c). */
-void nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
+ * rounded to nearest even (quant_half.c).  NF_EINPUT, naming the element's
+ * index, for a NaN or infinite w[i] or one that rounds past the format's
+ * largest finite value (fp16: 65504); h is then partly written. */
+int nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
 
-/* int4 groups (quant_int4.c): rows of cols floats (cols a multiple of 32)
- * into q4 (rows * cols / 2 bytes) and gsm (rows * groups * 2 halves),
+/* int4 groups (quant_int4.c): rows of cols floats into q4 (rows *
+ * nf_quant_int4_row_bytes(cols) bytes) and gsm (rows * groups * 2 halves),
  * groups of `group` columns (32, 64 or 128; the last group of a row may be
- * shorter, a multiple of 32).  Asymmetric: w ~= scale * q + min, q in
- * [0, 15].  NF_EINPUT for a bad group or cols. */
+ * shorter).  Asymmetric: w ~= scale * q + min, q in
+ * [0, 15]; per group the scale and min with the least squared error
+ * among a few candidates, as stored in half.  NF_EINPUT for a bad group or
+ * cols, or a weight that is not finite or beyond +-65504 (the message
+ * names its index). */
 int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
 		       int group);
 /* Groups per row of cols columns. */
 size_t nf_quant_int4_groups(size_t cols, int group);
+/* Bytes of a packed row of cols columns: 16 a block of 32, the last block
+ * zero-padded when cols is not a multiple of 32 (its padding meets zero
+ * activations in the kernels, which read whole blocks). */
+static inline size_t nf_quant_int4_row_bytes(size_t cols) { return (cols + 31) / 32 * 16; }
+/* The columns the kernels run over: cols rounded up to whole blocks. */
+static inline size_t nf_quant_int4_padded_cols(size_t cols) { return (cols + 31) / 32 * 32; }
 /* out[c] = row r of an int4 matrix, dequantized. */
 void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gsm, size_t r,
 			       size_t cols, int group);
+/* A GGUF Q4_0 or Q4_1 tensor (ggml_type NF_GGML_Q4_0 / NF_GGML_Q4_1; rows
+ * of cols elements, cols a multiple of 32, blocks as the file holds them)
+ * into int4 groups of 32 without a round trip through float: the nibbles
+ * are copied, scale = d and min = -8 d (Q4_0) or m (Q4_1), so that
+ * nf_quant_int4_dequant_row equals ggml's dequantization of every block
+ * (ggml_types.c).  NF_EUNSUPPORTED for another type or a Q4_0 scale whose
+ * -8 d is beyond half range; NF_EINPUT for a non-finite scale or min. */
+int nf_quant_int4_from_gguf(uint8_t *q4, uint16_t *gsm, const void *blocks, int ggml_type,
+			    size_t rows, size_t cols);
 
 /* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
- * nearest e4m3 of W / scale (ties to even). */
-void nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
-float nf_fp8_e4m3_to_f32(uint8_t code);
-uint8_t nf_fp8_e4m3_from_f32(float x);     /* nearest, ties to even, saturating at +-448 */
+ * nearest e4m3 of W / scale (ties to even) into f8 (rows * cols bytes) and
+ * scales (rows floats), both caller-owned.  NF_EINPUT, naming the element,
+ * for a NaN or infinite weight. */
+int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+float nf_fp8_e4m3_to_f32(uint8_t code);   /* exact; the NaN codes 0x7f, 0xff give NaN */
+/* Nearest, ties to even, saturating at +-448 (infinities too); NaN gives
+ * 0x7f | its sign. */
+uint8_t nf_fp8_e4m3_from_f32(float x);
 float nf_fp8_e4m3_round(float x);          /* nf_fp8_e4m3_to_f32(nf_fp8_e4m3_from_f32(x)) */
 
 #endif

@@ -28,7 +28,21 @@ struct nf_ref_state {
 	float *kcache; /* (layer, seq, kv_dim) */
 	float *vcache; /* (layer, seq, kv_dim) */
 	float *inv_freq; /* (head_size / 2) RoPE inverse frequencies, scaled */
+	nf_ref_observer observe; /* NULL: nobody observes (one branch per input) */
+	void *observe_ctx;
 };
+
+void nf_ref_set_observer(nf_ref_state *s, nf_ref_observer fn, void *ctx)
+{
+	s->observe = fn;
+	s->observe_ctx = ctx;
+}
+
+static void observe(const nf_ref_state *s, int layer, nf_ref_input which, const float *x, int n)
+{
+	if (s->observe)
+		s->observe(s->observe_ctx, layer, which, x, n);
+}
 
 /* x (n) += the bias of layer l, when the model has one ((layer, n) floats). */
 static void add_bias(float *x, const float *bias, size_t l, int n)
@@ -166,6 +180,7 @@ const float *nf_ref_forward(nf_ref_state *s, int token, int pos)
 	for (int l = 0; l < p->n_layers; l++) {
 		size_t L = (size_t)l;
 		rmsnorm(s->xb, x, w->rms_att + L * (size_t)dim, dim, p->norm_eps);
+		observe(s, l, NF_REF_IN_ATT, s->xb, dim);
 
 		/* q (dim), k and v (kv_dim) written straight into the cache at pos */
 		float *k = s->kcache + L * seq * (size_t)kv_dim + (size_t)pos * (size_t)kv_dim;
@@ -215,6 +230,7 @@ const float *nf_ref_forward(nf_ref_state *s, int token, int pos)
 			}
 		}
 
+		observe(s, l, NF_REF_IN_WO, s->xb, dim);
 		matmul(s->xb2, s->xb, w->wo + L * (size_t)dim * (size_t)dim, dim, dim);
 		for (int i = 0; i < dim; i++)
 			x[i] += s->xb2[i];
@@ -222,18 +238,21 @@ const float *nf_ref_forward(nf_ref_state *s, int token, int pos)
 
 		/* SwiGLU feed-forward: w2 (silu(w1 x) * w3 x) */
 		rmsnorm(s->xb, x, w->rms_ffn + L * (size_t)dim, dim, p->norm_eps);
+		observe(s, l, NF_REF_IN_FFN, s->xb, dim);
 		matmul(s->hb, s->xb, w->w1 + L * (size_t)hidden * (size_t)dim, dim, hidden);
 		matmul(s->hb2, s->xb, w->w3 + L * (size_t)hidden * (size_t)dim, dim, hidden);
 		for (int i = 0; i < hidden; i++) {
 			float g = s->hb[i];
 			s->hb[i] = g * (1.0f / (1.0f + expf(-g))) * s->hb2[i];
 		}
+		observe(s, l, NF_REF_IN_W2, s->hb, hidden);
 		matmul(s->xb, s->hb, w->w2 + L * (size_t)dim * (size_t)hidden, hidden, dim);
 		for (int i = 0; i < dim; i++)
 			x[i] += s->xb[i];
 	}
 
 	rmsnorm(x, x, w->rms_final, dim, p->norm_eps);
+	observe(s, -1, NF_REF_IN_CLS, x, dim);
 	matmul(s->logits, x, w->wcls, dim, p->vocab_size);
 	return s->logits;
 }

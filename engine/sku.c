@@ -1,7 +1,8 @@
 /*
  * sku.c - the device table (see sku.h).  Precision support follows the
- * hardware: int4-awq kernels need sm_75+, bf16 needs sm_80+, fp8 (e4m3)
- * needs sm_89+.  The CPU entry lists exactly what the CPU backend serves.
+ * hardware: int4 kernels need sm_75+, bf16 needs sm_80+, fp8 (e4m3)
+ * needs sm_89+.  The CPU entry lists exactly what the CPU backend serves:
+ * every precision (fp8 emulated: the rounding of a GPU's, float32 sums).
  */
 #include "engine/sku.h"
 
@@ -10,8 +11,8 @@
 #include "util/banned.h"
 
 #define P(x) NF_SKU_PREC_BIT(NF_PREC_##x)
-#define CPU_PRECS (P(FP32) | P(INT8_WO))
-#define SM75_PRECS (P(FP32) | P(FP16) | P(INT8_WO) | P(INT4_AWQ))
+#define CPU_PRECS (P(FP32) | P(FP16) | P(BF16) | P(INT8_WO) | P(INT4_WO) | P(INT4_AWQ) | P(FP8_E4M3))
+#define SM75_PRECS (P(FP32) | P(FP16) | P(INT8_WO) | P(INT4_WO) | P(INT4_AWQ))
 #define SM80_PRECS (SM75_PRECS | P(BF16))
 #define SM89_PRECS (SM80_PRECS | P(FP8_E4M3))
 

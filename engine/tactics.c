@@ -21,7 +21,10 @@
 
 #include "engine/arch.h"
 #include "engine/cpu/cpu.h"
+#include "engine/gemm.h"
 #include "engine/layout.h"
+#include "engine/quant.h"
+#include "engine/wformat.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/banned.h"
@@ -49,7 +52,7 @@ static double family_rate(const char *name)
 static double model_us(const nf_bk_matrix *m, const nf_backend_ops *ops, int threads)
 {
 	double macs = (double)m->rows * (double)m->cols;
-	double bytes = macs * (m->kind == NF_QUANT_INT8_ROW ? 1.0 : 4.0);
+	double bytes = macs * nf_wformat_of(m->kind)->bits / 8.0;
 	double bw = 20000.0; /* bytes per microsecond (20 GB/s) */
 	double t = threads > 0 ? threads : 1;
 	double compute = macs / (family_rate(ops->name) * t);
@@ -115,10 +118,7 @@ static void *huge_alloc(size_t n)
 typedef struct gemv_job {
 	const nf_backend_ops *ops;
 	const nf_bk_matrix *m;
-	const float *x;
-	const int8_t *xq;
-	size_t ldq;
-	const float *xs;
+	const nf_bk_acts *acts;
 	float *y;
 } gemv_job;
 
@@ -129,10 +129,7 @@ static void gemv_range(void *ctx, int u0, int u1, int tid)
 	(void)tid;
 	if (r1 > j->m->rows)
 		r1 = j->m->rows;
-	if (j->m->kind == NF_QUANT_INT8_ROW)
-		j->ops->gemm_q8(j->y, 0, j->m, j->xq, j->ldq, j->xs, 1, r0, r1, 0);
-	else
-		j->ops->gemm_f32(j->y, 0, j->m, j->x, (size_t)j->m->cols, 1, r0, r1, 0);
+	nf_bk_gemm(j->ops, j->m, j->y, 0, j->acts, 1, r0, r1, 0);
 }
 
 /* What timing needs once per table: the engine's thread count as a pool,
@@ -166,35 +163,39 @@ static int timer_init(timer *t, int threads)
 	return 0;
 }
 
-/* What one timed GEMV reads: an input vector (float and int8) and the
- * output; freed with probe_release. */
+/* What one timed GEMV reads: an input vector in every activation form
+ * (gemm.h) and the output; freed with probe_release. */
 typedef struct probe {
-	float *x, *y, xs;
+	float *x, *x8, *y, xs;
 	int8_t *xq;
-	size_t ldq;
+	nf_bk_acts acts;
 } probe;
 
 static void probe_release(probe *p)
 {
 	free(p->x);
+	free(p->x8);
 	free(p->y);
 	free(p->xq);
 }
 
 static int probe_init(probe *p, const nf_bk_matrix *m)
 {
-	size_t cols = (size_t)m->cols;
-	p->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+	size_t cols = (size_t)m->cols, ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
 	p->x = calloc(cols, sizeof(float));
+	p->x8 = calloc(cols, sizeof(float));
 	p->y = calloc((size_t)m->rows, sizeof(float));
-	p->xq = calloc(p->ldq, 1);
-	if (!p->x || !p->y || !p->xq) {
+	p->xq = calloc(ldq, 1);
+	if (!p->x || !p->x8 || !p->y || !p->xq) {
 		probe_release(p);
 		return -1;
 	}
 	for (size_t i = 0; i < cols; i++)
 		p->x[i] = (float)((i * 7919) % 13) * 0.01f - 0.06f;
 	p->xs = nf_quant_int8_vec(p->xq, p->x, cols);
+	nf_bk_prepare_f8(&nf_cpu_scalar_ops, p->x8, p->x, cols, cols, 1, 0.06f / 448.0f);
+	p->acts = (nf_bk_acts){.x = p->x, .ldx = cols, .xq = p->xq, .ldq = ldq, .xs = &p->xs,
+			       .x8 = p->x8};
 	return 0;
 }
 
@@ -219,7 +220,7 @@ static int tiled_copy(nf_bk_matrix *out, void **copy, const nf_bk_matrix *src)
 static double time_gemv(timer *tm, const nf_backend_ops *ops, const nf_bk_matrix *m, probe *p)
 {
 	evict_job ej = {tm->ebuf, 0};
-	gemv_job job = {ops, m, p->x, p->xq, p->ldq, &p->xs, p->y};
+	gemv_job job = {ops, m, &p->acts, p->y};
 	int units = (m->rows + NF_FWD_UNIT_ROWS - 1) / NF_FWD_UNIT_ROWS;
 	nf_pool_run_chunks(tm->pool, evict_chunk, &ej, (int)(tm->ebytes / EVICT_CHUNK));
 	double t0 = now_s();
@@ -247,7 +248,7 @@ static void measure_us(double *us, timer *tm, const nf_bk_matrix *src,
 	double budget = now_s() + 0.2;
 	for (int rep = 0; rep < 20 && (rep < 3 || now_s() < budget); rep++)
 		for (size_t k = 0; k < nf; k++) {
-			if (!fam[k]->available())
+			if (!fam[k]->available() || !nf_bk_has_kernel(fam[k], m->kind))
 				continue;
 			double t = time_gemv(tm, fam[k], m, &p);
 			if (us[k] < 0 || t < us[k])
@@ -337,7 +338,8 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 			measure_us(us, &tm, m, fam, nfam);
 		for (size_t k = 0; k < nfam; k++) {
 			if (!autotune)
-				us[k] = model_us(m, fam[k], threads);
+				us[k] = nf_bk_has_kernel(fam[k], m->kind) ? model_us(m, fam[k], threads)
+									  : -1.0;
 			if (us[k] < 0)
 				continue;
 			json_object_set_new(tim, fam[k]->name, json_real(us[k]));
@@ -349,8 +351,7 @@ int nf_tactics_write(const char *path, const nf_fwd_weights *w, const nf_model_c
 			}
 		}
 		json_object_set_new(e, "shape", json_pack("[ii]", m->rows, m->cols));
-		json_object_set_new(e, "dtype",
-				    json_string(m->kind == NF_QUANT_INT8_ROW ? "int8" : "fp32"));
+		json_object_set_new(e, "dtype", json_string(nf_wformat_of(m->kind)->name));
 		json_object_set_new(e, "kernel", json_string(chosen ? chosen : "scalar"));
 		json_object_set_new(e, "method", json_string(autotune ? "measured" : "modelled"));
 		json_object_set_new(e, "timings_us", tim);

@@ -43,7 +43,14 @@ typedef struct build_ctx {
 	char source_digest[NF_SHA256_HEX_LEN + 1];
 	char tok_digest[NF_SHA256_HEX_LEN + 1];
 	nf_model *model;
-	nf_tokenizer *tokenizer; /* NULL for llama2.c models (tok_path is their tokenizer) */
+	nf_tokenizer *tokenizer; /* borrowed from model_tokenizer; NULL for llama2.c models
+				    (tok_path is their tokenizer) */
+	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
+	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
+	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
+	char *gate_tmp;           /* the gates' temporary folder beside OUT, removed at the end */
+	nf_gate_ref *ref;         /* the float32 reference, once per build */
+	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
 	nf_gate_results results;
 } build_ctx;
 
@@ -133,12 +140,10 @@ static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
  * b->tokenizer stays NULL for it. */
 static int load_tokenizer(build_ctx *b, nf_ckpt_format fmt)
 {
-	int err = nf_ckpt_load_tokenizer(&b->tokenizer, b->model_path, fmt, b->tok_path,
+	int err = nf_ckpt_load_tokenizer(&b->model_tokenizer, b->model_path, fmt, b->tok_path,
 					 b->model->cfg.vocab_size);
-	if (!err && nf_tokenizer_kind(b->tokenizer) == NF_TOK_LLAMA2C) {
-		nf_tokenizer_free(b->tokenizer);
-		b->tokenizer = NULL;
-	}
+	if (!err && nf_tokenizer_kind(b->model_tokenizer) != NF_TOK_LLAMA2C)
+		b->tokenizer = b->model_tokenizer;
 	return err;
 }
 
@@ -159,6 +164,25 @@ static int resolve_chat_template(build_ctx *b)
 	return err ? nf_error_wrap(err, "%s", b->model_path) : 0;
 }
 
+/* Largest calibration text read (a few thousand tokens are what is used). */
+#define CALIB_TEXT_MAX ((size_t)16 << 20)
+
+/* The recipe's calibration text, read once for every profile that needs one. */
+static int load_calibration(build_ctx *b)
+{
+	const char *path = b->recipe->build.quant.calibration_text;
+	size_t len;
+	int err;
+	if (!path)
+		return 0;
+	if ((err = nf_fs_read_file(&b->calib_text, &len, path, CALIB_TEXT_MAX)))
+		return nf_error_wrap(err, "%s: build.quantization.calibration_text", b->recipe->file);
+	if (memchr(b->calib_text, '\0', len))
+		return nf_error_set(NF_EINPUT, "%s: build.quantization.calibration_text: %s holds a NUL byte",
+				    b->recipe->file, path);
+	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
+}
+
 static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
@@ -176,6 +200,8 @@ static int stage_convert(build_ctx *b)
 	if (!err)
 		err = resolve_chat_template(b);
 	if (!err)
+		err = load_calibration(b);
+	if (!err)
 		memcpy(st->key, b->source_digest, sizeof(st->key));
 	st->seconds = now_seconds() - t0;
 	if (!err) {
@@ -188,6 +214,21 @@ static int stage_convert(build_ctx *b)
 		nf_log_stage_end(b->log, "convert", err, "failed");
 	}
 	return err;
+}
+
+/* What of build.quantization the engine of p depends on (its int4 group,
+ * its calibration text), added to its provenance; -1 out of memory. */
+static int quantization_provenance(const build_ctx *b, const nf_profile *p, json_t *prov)
+{
+	const nf_precision_info *info = nf_precision_info_of(p->precision);
+	int group = nf_precision_group(p->precision, b->recipe->build.quant.group_size);
+	if (group && json_object_set_new(prov, "group_size", json_integer(group)))
+		return -1;
+	if (info->calibrated &&
+	    json_object_set_new(prov, "calibration_sha256",
+				json_string(b->calib_text ? b->calib_digest : "default")))
+		return -1;
+	return 0;
 }
 
 /* What an engine is made of: it is rebuilt exactly when one of these changes. */
@@ -204,6 +245,10 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 	*provenance = NULL;
 	if (!prov)
 		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (quantization_provenance(b, p, prov)) {
+		json_decref(prov);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
 	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
 			 b->recipe->build.autotune);
 	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
@@ -252,6 +297,8 @@ static int stage_compile(build_ctx *b, size_t i)
 		.threads = b->opts->threads,
 		.autotune = b->recipe->build.autotune,
 		.tactics_report = report,
+		.group = b->recipe->build.quant.group_size,
+		.calib_text = b->calib_text,
 		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
@@ -284,38 +331,184 @@ done:
 	return err;
 }
 
+/* The gates' temporary folder: beside OUT, so on the same disk as the build. */
+static int make_gate_tmp(build_ctx *b)
+{
+	b->gate_tmp = nf_strdup_printf("%s.gates-%ld", b->out_final, (long)getpid());
+	if (!b->gate_tmp)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	int err = nf_fs_remove_tree(b->gate_tmp);
+	return err ? err : nf_fs_mkdir_p(b->gate_tmp, 0700);
+}
+
+/* The float32 reference of every profile's correctness gate, computed once
+ * (not per profile) with the engine's batched forward pass. */
+static int stage_reference(build_ctx *b)
+{
+	const nf_recipe_correctness *cr = &b->recipe->gates.correctness;
+	char *text = NULL;
+	size_t len = 0;
+	int err = 0;
+
+	if (!b->model_tokenizer)
+		return nf_error_set(NF_EINPUT, "%s: the gates need the model's tokenizer", b->recipe->file);
+	nf_log_stage_begin(b->log, "gate", "float32 reference on %s",
+			   cr->eval_text_written ? cr->eval_text_written : "the shipped evaluation text");
+	if (cr->eval_text)
+		err = nf_fs_read_file(&text, &len, cr->eval_text, NF_RECIPE_MAX_EVAL_TEXT);
+	nf_gate_ref_opts o = {
+		.eval_text = text,
+		.eval_len = len,
+		.eval_tokens = cr->eval_tokens,
+		.prompts = (const char *const *)cr->prompts,
+		.n_prompts = cr->n_prompts,
+		.max_tokens = cr->max_tokens,
+		.tmp_dir = b->gate_tmp,
+		.threads = b->opts->threads,
+	};
+	if (!err)
+		err = nf_gate_ref_new(&b->ref, b->model, b->model_tokenizer, &o, b->log);
+	if (err)
+		nf_error_wrap(err, "%s: float32 reference", b->recipe->file);
+	nf_log_stage_end(b->log, "gate", err, "float32 reference: %zu windows, %zu tokens, %zu prompts, "
+			 "%zu rows%s in %.2f s", b->ref ? b->ref->n_windows : 0,
+			 b->ref ? b->ref->text_tokens : 0, b->ref ? b->ref->n_prompts : 0,
+			 b->ref ? b->ref->n_rows : 0, b->ref && b->ref->half ? " (half)" : "",
+			 b->ref ? b->ref->seconds : 0.0);
+	free(text);
+	return err;
+}
+
+/* A recipe tolerance as a correctness gate's bounds. */
+static nf_gate_bounds tolerance_bounds(const nf_recipe_tolerance *t)
+{
+	return (nf_gate_bounds){
+		.min_top1_agreement = t->min_top1_agreement,
+		.max_kl_mean = t->max_kl_mean,
+		.min_ppl_ratio = t->min_ppl_ratio,
+		.min_greedy_agreement = t->min_token_agreement,
+		.max_rel_err = t->max_logit_rel_error,
+	};
+}
+
+/* Tokens of the prefill the performance gate times: one pass over the
+ * weights (NF_FWD_PASS_TOKENS) of the first evaluation window, so the
+ * measurement is batched throughput without a long window's attention. */
+#define PERF_PREFILL_TOKENS 256
+
+/* The performance gate's options for the recipe. */
+static nf_gate_perf_opts perf_opts(const build_ctx *b)
+{
+	const nf_recipe_performance *pf = &b->recipe->gates.performance;
+	int n = b->ref ? b->ref->windows[0].n_tokens : 0;
+	return (nf_gate_perf_opts){
+		.prompt = pf->prompt,
+		.prefill_tokens = b->ref ? b->ref->windows[0].tokens : NULL,
+		.n_prefill_tokens = n < PERF_PREFILL_TOKENS ? n : PERF_PREFILL_TOKENS,
+		.max_tokens = pf->max_tokens,
+		.runs = 3,
+		.min_tokens_per_s = pf->min_decode_tokens_per_s,
+		.max_memory_mib = pf->max_peak_memory_mib,
+		.min_prefill_tokens_per_s = pf->min_prefill_tokens_per_s,
+		.max_ttft_ms = pf->max_ttft_ms,
+		.threads = b->opts->threads,
+	};
+}
+
+/* The fp32 engine's performance, the ratios' denominator: the shipped CPU
+ * fp32 profile's gate when there is one (measured in this run), else an fp32
+ * engine built in the gates' temporary folder and measured here.  NULL in
+ * *base when no CPU profile was measured. */
+static int perf_baseline(build_ctx *b, const nf_gate_result **base)
+{
+	char *dir = NULL;
+	int err;
+
+	*base = NULL;
+	for (size_t i = 0; i < b->results.n; i++) {
+		const nf_gate_result *r = b->results.items[i];
+		if (r->kind == NF_GATE_PERFORMANCE && r->verdict != NF_VERDICT_SKIPPED) {
+			if (!strcmp(r->precision, "fp32"))
+				return (*base = r), 0;
+			*base = r; /* some CPU profile was measured */
+		}
+	}
+	if (!*base)
+		return 0;
+	if (!(dir = nf_path_join(b->gate_tmp, "fp32-engine")))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	nf_log_stage_begin(b->log, "gate", "fp32 engine, built to measure the ratios against");
+	nf_engine_build_opts eo = {
+		.precision = NF_PREC_FP32,
+		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
+		.tokenizer = b->tokenizer,
+		.threads = b->opts->threads,
+		.autotune = b->recipe->build.autotune,
+	};
+	nf_gate_perf_opts po = perf_opts(b);
+	po.min_tokens_per_s = po.max_memory_mib = po.min_prefill_tokens_per_s = po.max_ttft_ms = 0;
+	nf_profile ref = {.precision = NF_PREC_FP32};
+	snprintf(ref.name, sizeof(ref.name), "fp32-reference");
+	snprintf(ref.device, sizeof(ref.device), "cpu");
+	err = nf_engine_build(dir, b->model, &eo);
+	if (!err)
+		err = nf_gate_performance(&b->perf_fp32, &ref, dir, &po, b->log);
+	nf_log_stage_end(b->log, "gate", err, "fp32-reference measured");
+	free(dir);
+	*base = b->perf_fp32;
+	return err ? nf_error_wrap(err, "fp32 performance baseline") : 0;
+}
+
+static nf_gate_ratio_bounds ratio_bounds(const nf_recipe_performance *pf, nf_precision p)
+{
+	return (nf_gate_ratio_bounds){
+		.min_decode_speedup = pf->min_decode_speedup[p],
+		.min_prefill_speedup = pf->min_prefill_speedup[p],
+		.max_ttft_ratio = pf->max_ttft_ratio[p],
+		.max_memory_ratio = pf->max_memory_ratio[p],
+		.max_size_ratio = pf->max_size_ratio[p],
+	};
+}
+
+/* After every profile's gates: each performance result's ratios to fp32,
+ * and the profiles' verdicts again (a ratio bound can fail one). */
+static int stage_perf_ratios(build_ctx *b)
+{
+	const nf_gate_result *base = NULL;
+	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
+	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
+		nf_profile *p = &b->plan->profiles[i];
+		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
+		for (size_t k = 0; !err && k < b->results.n; k++) {
+			nf_gate_result *r = b->results.items[k];
+			if (r->kind == NF_GATE_PERFORMANCE && !strcmp(r->profile_id, p->id))
+				err = nf_gate_perf_ratios(r, base, &rb, b->log);
+		}
+		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
+	}
+	return err;
+}
+
 static int stage_gate(build_ctx *b, size_t i)
 {
 	nf_profile *p = &b->plan->profiles[i];
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
 	const nf_recipe_gates *g = &b->recipe->gates;
-	const nf_recipe_tolerance *tol = &g->correctness.tolerance[p->precision];
 	nf_gate_result *res = NULL;
 	double t0 = now_seconds();
 	int err;
 
 	nf_log_stage_begin(b->log, "gate", "%s", p->name);
 	nf_gate_correctness_opts co = {
-		.prompts = (const char *const *)g->correctness.prompts,
-		.n_prompts = g->correctness.n_prompts,
-		.max_tokens = g->correctness.max_tokens,
-		.min_agreement = tol->min_token_agreement,
-		.max_rel_err = tol->max_logit_rel_error,
-		.max_mean_rel_err = -1,
+		.ref = b->ref,
+		.bounds = tolerance_bounds(&g->correctness.tolerance[p->precision]),
 		.threads = b->opts->threads,
 	};
-	err = nf_gate_correctness(&res, p, b->model, p->engine_dir, &co, b->log);
+	err = nf_gate_correctness(&res, p, p->engine_dir, &co, b->log);
 	if (!err)
 		err = nf_gate_results_add(&b->results, res);
 	if (!err && g->performance.present) {
-		nf_gate_perf_opts po = {
-			.prompt = g->performance.prompt,
-			.max_tokens = g->performance.max_tokens,
-			.runs = 3,
-			.min_tokens_per_s = g->performance.min_decode_tokens_per_s,
-			.max_memory_mib = g->performance.max_peak_memory_mib,
-			.threads = b->opts->threads,
-		};
+		nf_gate_perf_opts po = perf_opts(b);
 		res = NULL;
 		err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
 		if (!err)
@@ -488,8 +681,14 @@ int nf_build_run(const nf_build_opts *o)
 		err = stage_convert(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
 		err = stage_compile(&b, i);
+	if (!err)
+		err = make_gate_tmp(&b);
+	if (!err)
+		err = stage_reference(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
 		err = stage_gate(&b, i);
+	if (!err)
+		err = stage_perf_ratios(&b);
 	if (err)
 		goto done;
 
@@ -525,8 +724,14 @@ done:
 			    b.recipe->model.name, now_seconds() - t0, b.out_final,
 			    b.recipe->image.repository, b.recipe->image.tag);
 	nf_gate_results_release(&b.results);
+	nf_gate_ref_free(b.ref);
+	nf_gate_result_free(b.perf_fp32);
+	if (b.gate_tmp)
+		nf_fs_remove_tree(b.gate_tmp);
+	free(b.gate_tmp);
 	nf_model_free(b.model);
-	nf_tokenizer_free(b.tokenizer);
+	free(b.calib_text);
+	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);

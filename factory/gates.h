@@ -1,14 +1,10 @@
 /*
  * gates.h - the gates an engine must pass before it is packaged.
  *
- * Correctness: for each prompt, the float32 reference (engine/reference.h)
- * greedily continues the prompt for max_tokens; the reference and the engine
- * are then both run teacher-forced on that SAME token sequence, and at each
- * position that predicts a continuation token we compare
- *   agreement  = fraction of positions where argmax(engine) == argmax(ref)
- *   rel_err    = ||logits_engine - logits_ref||_2 / ||logits_ref||_2
- * (max and mean over the positions).  The continuation stops early at
- * EOS/BOS and at max_seq_len.
+ * Correctness (nf_gate_correctness): the engine against the build's float32
+ * reference (gate_reference.h, computed once per build): teacher-forced
+ * top-1 agreement, KL and perplexity on an evaluation text, and greedy
+ * agreement on the gate prompts, every pass a prefill.
  *
  * Performance: nf_generate (greedy) from a prompt; decode tokens/s =
  * (generated - 1) / decode_seconds, the best of `runs`; and the engine's
@@ -35,6 +31,7 @@
 #include <stddef.h>
 
 #include "engine/model.h"
+#include "factory/gate_reference.h"
 #include "factory/log.h"
 #include "factory/profile.h" /* nf_profile, nf_verdict */
 
@@ -100,40 +97,92 @@ void nf_gate_result_free(nf_gate_result *r); /* NULL is fine */
 /* Replace *dst (owned string) with the formatted text. */
 int nf_gate_set_reason(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A correctness gate's bounds, for one precision (gate_defaults.h has the
+ * defaults per precision); a negative bound is no bound (reported only). */
+typedef struct nf_gate_bounds {
+	double min_top1_agreement;   /* evaluation text: top1_agreement >= this */
+	double max_kl_mean;          /* evaluation text: kl_mean <= this (nats) */
+	double min_ppl_ratio;        /* evaluation text: ppl_ratio >= this */
+	double min_greedy_agreement; /* each prompt's greedy agreement >= this */
+	double max_rel_err;          /* each prompt's max logit rel_err <= this */
+} nf_gate_bounds;
+
 typedef struct nf_gate_correctness_opts {
-	const char *const *prompts; /* borrowed; n_prompts >= 1 (an empty string is BOS only) */
-	size_t n_prompts;
-	int max_tokens;             /* continuation length per prompt (>= 1) */
-	double min_agreement;       /* each prompt's agreement must be >= this (0..1) */
-	double max_rel_err;         /* each prompt's max rel_err must be <= this; < 0 = no bound */
-	double max_mean_rel_err;    /* each prompt's mean rel_err must be <= this; < 0 = no bound */
-	int threads;                /* engine threads; 0 = all cores */
+	const nf_gate_ref *ref;      /* borrowed: the build's float32 reference */
+	nf_gate_bounds bounds;
+	int threads;                 /* engine threads; 0 = all cores */
 } nf_gate_correctness_opts;
 
 /*
- * Run the correctness gate of the engine in engine_dir against the float32
- * reference over `ref` (the model the engine was built from).  *out gets a
- * result whose verdict says whether it passed (a failed gate is NOT an error:
- * the function returns 0).  Errors (engine cannot be opened, bad options)
- * return a negative code.  For a GPU profile, neither ref nor engine_dir is
- * touched and the verdict is skipped.  Caller owns *out.
+ * Run the correctness gate of the engine in engine_dir against the build's
+ * float32 reference (gate_reference.h), every pass a prefill
+ * (nf_engine_prefill_logits):
+ *   case "evaluation text": each window teacher-forced; metrics
+ *     top1_agreement, kl_mean, perplexity, perplexity_ref, ppl_ratio
+ *     (gate_metrics.h) over every position of every window;
+ *   one case per gate prompt: the prompt and the reference's greedy
+ *     continuation fed at once; agreement = fraction of continuation
+ *     positions whose engine argmax is the reference's token, and the
+ *     logits' rel_err = ||engine - ref|| / ||ref|| (max and mean).
+ * The result's metrics: the evaluation text's five, agreement_min over the
+ * prompts, rel_err_max and rel_err_mean over their positions.
+ * *out gets a result whose verdict says whether it passed (a failed gate is
+ * NOT an error: the function returns 0).  Errors (engine cannot be opened,
+ * does not match the reference) return a negative code.  For a GPU profile
+ * neither ref nor engine_dir is touched and the verdict is skipped.
+ * Caller owns *out.
  */
-int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const nf_model *ref,
-			const char *engine_dir, const nf_gate_correctness_opts *opts, nf_log *log);
+int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const char *engine_dir,
+			const nf_gate_correctness_opts *opts, nf_log *log);
 
 typedef struct nf_gate_perf_opts {
 	const char *prompt;       /* borrowed; NULL = "" */
+	const int *prefill_tokens; /* borrowed: what to prefill for prefill_tokens_per_s (an
+				      evaluation window); NULL = the prompt's tokens */
+	int n_prefill_tokens;     /* cut to the context */
 	int max_tokens;           /* tokens to generate (>= 1; at least 2 are generated,
 				     so that decode speed is defined; EOS does not stop) */
 	int runs;                 /* measure this many times, keep the best; 0 = 3 */
 	double min_tokens_per_s;  /* <= 0 = no bound (measured and reported) */
 	double max_memory_mib;    /* engine peak resident MiB bound; <= 0 = no bound */
+	double min_prefill_tokens_per_s; /* <= 0 = no bound */
+	double max_ttft_ms;       /* time to first token of the prompt; <= 0 = no bound */
 	int threads;              /* engine threads; 0 = all cores */
 } nf_gate_perf_opts;
 
-/* The performance gate (same conventions as nf_gate_correctness). */
+/*
+ * The performance gate (same conventions as nf_gate_correctness): the
+ * engine opened once and run `runs` times, the best of each kept.  Cases
+ * and their metrics, in order:
+ *   "decode throughput"   decode_tokens_per_s (greedy generation of the prompt)
+ *   "peak memory"         engine_peak_rss_mib, process_peak_rss_mib
+ *   "prefill throughput"  prefill_tokens_per_s (one prefill of prefill_tokens)
+ *   "time to first token" ttft_ms (prompt to first generated token)
+ *   "engine size"         engine_mib (the engine folder's files)
+ * The summary metrics are the same six.
+ */
 int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 			const char *engine_dir, const nf_gate_perf_opts *opts, nf_log *log);
+
+/* Bounds on a performance gate's ratios to the fp32 engine; <= 0 = none. */
+typedef struct nf_gate_ratio_bounds {
+	double min_decode_speedup;
+	double min_prefill_speedup;
+	double max_ttft_ratio;
+	double max_memory_ratio;
+	double max_size_ratio;
+} nf_gate_ratio_bounds;
+
+/*
+ * Add the case "ratios to fp32" to the performance result r, against base,
+ * the fp32 engine's performance result measured in the same run: metrics
+ * decode_speedup and prefill_speedup (r / fp32 tokens/s), ttft_ratio,
+ * memory_ratio (engine peak RSS) and size_ratio (engine_mib), each r / fp32,
+ * 0 when either side was not measured; appended to r's summary metrics too,
+ * and the verdict recomputed.  A skipped r is left as it is.
+ */
+int nf_gate_perf_ratios(nf_gate_result *r, const nf_gate_result *base, const nf_gate_ratio_bounds *b,
+			nf_log *log);
 
 /* A skipped result for a gate that cannot run here (reason copied). */
 int nf_gate_skipped(nf_gate_result **out, const nf_profile *profile, nf_gate_kind kind,

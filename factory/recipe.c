@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "factory/gate_defaults.h"
 #include "factory/yaml_tree.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -753,6 +754,43 @@ static int check_source_path(struct ctx *c, const nf_ynode *v, void *obj)
 	return 0;
 }
 
+/* A text file a recipe names (written as `written`): *resolved gets its
+ * path from the recipe's folder; it must be a readable regular file of 1
+ * to NF_RECIPE_MAX_EVAL_TEXT bytes. */
+static int check_text_file(struct ctx *c, const nf_ynode *v, const char *written, char **resolved)
+{
+	uint64_t size = 0;
+	if (!*v->str)
+		return cerr(c, v, "%s: empty path", c->path);
+	free(*resolved);
+	if (!(*resolved = resolve_path(c, written)))
+		return oom();
+	if (nf_fs_is_dir(*resolved) || nf_fs_file_size(&size, *resolved) < 0 ||
+	    access(*resolved, R_OK) != 0)
+		return cerr(c, v, "%s: cannot read '%.200s'", c->path, written);
+	if (size == 0 || size > NF_RECIPE_MAX_EVAL_TEXT)
+		return cerr(c, v, "%s: '%.200s' is %llu bytes; a text file here has 1 to %u", c->path,
+			    written, (unsigned long long)size, NF_RECIPE_MAX_EVAL_TEXT);
+	return 0;
+}
+
+/* build.quantization.calibration_text (check_text_file). */
+static int check_calibration_path(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_quant *q = obj;
+	free(q->calibration_text_written);
+	q->calibration_text_written = q->calibration_text;
+	q->calibration_text = NULL;
+	return check_text_file(c, v, q->calibration_text_written, &q->calibration_text);
+}
+
+/* gates.correctness.eval_text (check_text_file). */
+static int check_eval_text(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	nf_recipe_correctness *cr = obj;
+	return check_text_file(c, v, cr->eval_text_written, &cr->eval_text);
+}
+
 static int check_tag(struct ctx *c, const nf_ynode *v, void *obj)
 {
 	const char *s = v->str;
@@ -969,9 +1007,102 @@ static int source_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 static int model_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+/* Every field NAN: not written. */
+static nf_recipe_tolerance unset_tolerance(void)
+{
+	return (nf_recipe_tolerance){NAN, NAN, NAN, NAN, NAN};
+}
+
+static double first_set(double a, double b, double c) { return !isnan(a) ? a : !isnan(b) ? b : c; }
+
+/* tolerance[p]: the override, else `default:`, else the precision's defaults. */
+static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_correctness *cr = obj;
+	for (int p = 0; p < NF_PREC_COUNT; p++) {
+		nf_recipe_tolerance *t = &cr->tolerance[p];
+		const nf_recipe_tolerance *d = &cr->def;
+		const nf_gate_bounds *tb = nf_gate_defaults_for(nf_precision_name((nf_precision)p));
+		if (!cr->overridden[p])
+			*t = unset_tolerance();
+		t->min_token_agreement = first_set(t->min_token_agreement, d->min_token_agreement,
+						   tb->min_greedy_agreement);
+		t->max_logit_rel_error = first_set(t->max_logit_rel_error, d->max_logit_rel_error,
+						   tb->max_rel_err);
+		t->min_top1_agreement = first_set(t->min_top1_agreement, d->min_top1_agreement,
+						  tb->min_top1_agreement);
+		t->max_kl_mean = first_set(t->max_kl_mean, d->max_kl_mean, tb->max_kl_mean);
+		t->min_ppl_ratio = first_set(t->min_ppl_ratio, d->min_ppl_ratio, tb->min_ppl_ratio);
+	}
+	return 0;
+}
+
+/* A performance ratio bound per precision: {int4-wo: 3.0, ...}, each > 0. */
+static int parse_prec_ratios(struct ctx *c, const nf_ynode *v, double *out)
+{
+	static const struct field row = {.key = "ratio", .type = T_NUM, .flags = F_GT, .lo = 0,
+					 .hi = 1e6};
+	char where[600];
+	bool seen[NF_PREC_COUNT] = {0};
+	int err;
+
+	if (v->type != NF_YNODE_MAP)
+		return type_err(c, v, "a mapping of precision to ratio");
+	for (size_t i = 0; i + 1 < v->n; i += 2) {
+		const nf_ynode *k = v->kids[i];
+		nf_precision p;
+		size_t save;
+		if (k->type != NF_YNODE_SCALAR)
+			return cerr(c, k, "keys must be strings, got %s%s", noun(k),
+				    in_where(c, where, sizeof(where)));
+		if ((err = lookup_precision(c, k, &p)) < 0)
+			return err;
+		if (seen[p])
+			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
+		seen[p] = true;
+		save = push_key(c, k->str);
+		err = parse_num(c, v->kids[i + 1], &row, &out[p]);
+		pop(c, save);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int parse_min_decode_speedup(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->min_decode_speedup);
+}
+
+static int parse_min_prefill_speedup(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->min_prefill_speedup);
+}
+
+static int parse_max_ttft_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_ttft_ratio);
+}
+
+static int parse_max_memory_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_memory_ratio);
+}
+
+static int parse_max_size_ratio(struct ctx *c, const nf_ynode *v, void *obj)
+{
+	return parse_prec_ratios(c, v, ((nf_recipe_performance *)obj)->max_size_ratio);
+}
+
 static int performance_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
 static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_min_decode_speedup(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_min_prefill_speedup(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_ttft_ratio(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_memory_ratio(struct ctx *c, const nf_ynode *v, void *obj);
+static int parse_max_size_ratio(struct ctx *c, const nf_ynode *v, void *obj);
 
 static const struct field git_rows[] = {
 	STR("url", F_REQ, 4096, nf_recipe_git, url, check_git_url),
@@ -1040,22 +1171,34 @@ static const struct field target_rows[] = {
 static const struct schema target_schema =
 	SCHEMA(target_rows, .size = sizeof(nf_recipe_target), .post = target_post);
 
+static const struct field quant_rows[] = {
+	INT("group_size", 0, 32, 128, nf_recipe_quant, group_size),
+	STR("calibration_text", 0, 4096, nf_recipe_quant, calibration_text, check_calibration_path),
+};
+static const struct schema quant_schema = SCHEMA(quant_rows, .post = quant_post);
+
 static const struct field build_rows[] = {
 	LIST_MAP("targets", F_REQ, 1, NF_RECIPE_MAX_TARGETS, target_schema, nf_recipe_build, targets,
 		 n_targets),
 	BOOL("autotune", 0, nf_recipe_build, autotune),
+	MAP("quantization", 0, quant_schema, nf_recipe_build, quant),
 };
 static const struct schema build_schema = SCHEMA(build_rows, .post = build_post);
 
 static const struct field tolerance_rows[] = {
 	NUM("min_token_agreement", 0, 0.0, 1.0, nf_recipe_tolerance, min_token_agreement),
 	NUM("max_logit_rel_error", 0, 0.0, INFINITY, nf_recipe_tolerance, max_logit_rel_error),
+	NUM("min_top1_agreement", 0, 0.0, 1.0, nf_recipe_tolerance, min_top1_agreement),
+	NUM("max_kl_mean", 0, 0.0, INFINITY, nf_recipe_tolerance, max_kl_mean),
+	NUM("min_ppl_ratio", 0, 0.0, 100.0, nf_recipe_tolerance, min_ppl_ratio),
 };
 static const struct schema tolerance_schema = SCHEMA(tolerance_rows);
 
 static const struct field correctness_rows[] = {
 	LIST(T_STR_LIST, "prompts", F_REQ, 1, 64, 4096, nf_recipe_correctness, prompts, n_prompts),
 	INT("max_tokens", 0, 1, 4096, nf_recipe_correctness, max_tokens),
+	STR("eval_text", 0, 4096, nf_recipe_correctness, eval_text_written, check_eval_text),
+	INT("eval_tokens", 0, 2, 65536, nf_recipe_correctness, eval_tokens),
 	MAP("default", 0, tolerance_schema, nf_recipe_correctness, def),
 	CUSTOM("precisions", 0, parse_overrides),
 };
@@ -1068,6 +1211,14 @@ static const struct field performance_rows[] = {
 	 .lo = 0, .hi = INFINITY},
 	{ROW("max_peak_memory_mib", T_NUM, F_GT, nf_recipe_performance, max_peak_memory_mib), .lo = 0,
 	 .hi = INFINITY},
+	{ROW("min_prefill_tokens_per_s", T_NUM, F_GT, nf_recipe_performance, min_prefill_tokens_per_s),
+	 .lo = 0, .hi = INFINITY},
+	{ROW("max_ttft_ms", T_NUM, F_GT, nf_recipe_performance, max_ttft_ms), .lo = 0, .hi = INFINITY},
+	CUSTOM("min_decode_speedup", 0, parse_min_decode_speedup),
+	CUSTOM("min_prefill_speedup", 0, parse_min_prefill_speedup),
+	CUSTOM("max_ttft_ratio", 0, parse_max_ttft_ratio),
+	CUSTOM("max_memory_ratio", 0, parse_max_memory_ratio),
+	CUSTOM("max_size_ratio", 0, parse_max_size_ratio),
 };
 static const struct schema performance_schema = SCHEMA(performance_rows, .post = performance_post);
 
@@ -1169,6 +1320,16 @@ static int target_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_yno
 	return 0;
 }
 
+static int quant_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_quant *q = obj;
+	const nf_ynode *g = map_get(m, "group_size");
+	if (g && q->group_size != 32 && q->group_size != 64 && q->group_size != 128)
+		return cerr(c, g, "%s.group_size: %d (expected 32, 64 or 128)", c->path, q->group_size);
+	(void)keys;
+	return 0;
+}
+
 static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
 {
 	nf_recipe_build *b = obj;
@@ -1223,30 +1384,12 @@ static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj)
 		if (cr->overridden[p])
 			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
 		cr->overridden[p] = true;
-		cr->tolerance[p].min_token_agreement = NAN;
-		cr->tolerance[p].max_logit_rel_error = NAN;
+		cr->tolerance[p] = unset_tolerance();
 		save = push_key(c, k->str);
 		err = walk_map(c, v->kids[i + 1], &tolerance_schema, &cr->tolerance[p]);
 		pop(c, save);
 		if (err < 0)
 			return err;
-	}
-	return 0;
-}
-
-static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
-{
-	nf_recipe_correctness *cr = obj;
-	for (int p = 0; p < NF_PREC_COUNT; p++) {
-		nf_recipe_tolerance *t = &cr->tolerance[p];
-		if (!cr->overridden[p]) {
-			*t = cr->def;
-			continue;
-		}
-		if (isnan(t->min_token_agreement))
-			t->min_token_agreement = cr->def.min_token_agreement;
-		if (isnan(t->max_logit_rel_error))
-			t->max_logit_rel_error = cr->def.max_logit_rel_error;
 	}
 	return 0;
 }
@@ -1326,8 +1469,8 @@ static void recipe_defaults(nf_recipe *r)
 	r->model.family = NF_FAMILY_LLAMA;
 	r->build.autotune = true;
 	r->gates.correctness.max_tokens = 32;
-	r->gates.correctness.def.min_token_agreement = 0.90;
-	r->gates.correctness.def.max_logit_rel_error = 0.10;
+	r->gates.correctness.eval_tokens = 1024;
+	r->gates.correctness.def = unset_tolerance();
 	r->gates.performance.max_tokens = 128;
 	r->serving.chat_template = NF_CHAT_AUTO;
 	r->image.compression = NF_COMPRESS_GZIP;
@@ -1357,9 +1500,13 @@ void nf_recipe_free(nf_recipe *r)
 	source_release(&r->model.source);
 	source_release(&r->model.tokenizer);
 	free(r->build.targets);
+	free(r->build.quant.calibration_text);
+	free(r->build.quant.calibration_text_written);
 	for (size_t i = 0; i < r->gates.correctness.n_prompts; i++)
 		free(r->gates.correctness.prompts[i]);
 	free(r->gates.correctness.prompts);
+	free(r->gates.correctness.eval_text);
+	free(r->gates.correctness.eval_text_written);
 	free(r->gates.performance.prompt);
 	free(r->image.repository);
 	free(r->image.tag);

@@ -92,21 +92,40 @@ typedef struct nf_recipe_target {
 						   cache (nf_kv_kind_default) */
 } nf_recipe_target;
 
+/* build.quantization: how the quantized precisions are made. */
+typedef struct nf_recipe_quant {
+	int group_size;                 /* int4: 32, 64 or 128; 0 = the precision's default */
+	char *calibration_text;         /* resolved path, NULL = the tool's shipped text */
+	char *calibration_text_written; /* as written in the recipe */
+} nf_recipe_quant;
+
 typedef struct nf_recipe_build {
 	nf_recipe_target *targets; /* owned; devices are distinct */
 	size_t n_targets;          /* 1..NF_RECIPE_MAX_TARGETS */
 	bool autotune;             /* default true */
+	nf_recipe_quant quant;     /* `quantization`, all optional */
 } nf_recipe_build;
 
+/* A precision's correctness thresholds.  In `def` a field the recipe does
+ * not write is NAN; in tolerance[p] every field is resolved: the override,
+ * else `default:`, else the table of factory/gate_defaults.h for p. */
 typedef struct nf_recipe_tolerance {
-	double min_token_agreement; /* in [0,1]; default 0.90 */
-	double max_logit_rel_error; /* >= 0; default 0.10 */
+	double min_token_agreement; /* greedy agreement on each prompt, in [0,1] */
+	double max_logit_rel_error; /* >= 0 */
+	double min_top1_agreement;  /* teacher-forced on the evaluation text, in [0,1] */
+	double max_kl_mean;         /* nats, >= 0 */
+	double min_ppl_ratio;       /* reference / engine perplexity, in [0, 100] */
 } nf_recipe_tolerance;
+
+#define NF_RECIPE_MAX_EVAL_TEXT (16u << 20) /* bytes of gates.correctness.eval_text */
 
 typedef struct nf_recipe_correctness {
 	char **prompts;                         /* owned; 1..64 strings, each <= 4096 bytes ("" allowed) */
 	size_t n_prompts;
 	int max_tokens;                         /* 1..4096; default 32 */
+	char *eval_text;                        /* absolute path, NULL = the shipped text */
+	char *eval_text_written;                /* as written, NULL when absent */
+	int eval_tokens;                        /* 2..65536; default 1024 */
 	nf_recipe_tolerance def;                /* `default`, with the built-in defaults filled in */
 	nf_recipe_tolerance tolerance[NF_PREC_COUNT]; /* resolved per precision: override over def */
 	bool overridden[NF_PREC_COUNT];         /* true where `precisions:` names the precision */
@@ -118,6 +137,15 @@ typedef struct nf_recipe_performance {
 	int max_tokens;                 /* 1..4096; default 128 */
 	double min_decode_tokens_per_s; /* > 0, or 0 when not gated */
 	double max_peak_memory_mib;     /* > 0, or 0 when not gated */
+	double min_prefill_tokens_per_s; /* > 0, or 0 when not gated */
+	double max_ttft_ms;             /* > 0, or 0 when not gated */
+	/* Bounds on ratios to the fp32 engine measured in the same run, per
+	 * precision; 0 where not set (then reported only). */
+	double min_decode_speedup[NF_PREC_COUNT];
+	double min_prefill_speedup[NF_PREC_COUNT];
+	double max_ttft_ratio[NF_PREC_COUNT];
+	double max_memory_ratio[NF_PREC_COUNT];
+	double max_size_ratio[NF_PREC_COUNT];
 } nf_recipe_performance;
 
 typedef struct nf_recipe_gates {

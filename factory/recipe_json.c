@@ -8,6 +8,8 @@
  */
 #include "factory/recipe.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,11 +73,27 @@ static json_t *source_json(struct jb *b, const nf_recipe_source *s)
 	return o;
 }
 
+/* A number, or null where the recipe leaves it to the defaults (NAN). */
+static json_t *jnum(double x) { return isnan(x) ? json_null() : json_real(x); }
+
 static json_t *tolerance_json(struct jb *b, const nf_recipe_tolerance *t)
 {
 	json_t *o = json_object();
-	jset(b, o, "min_token_agreement", json_real(t->min_token_agreement));
-	jset(b, o, "max_logit_rel_error", json_real(t->max_logit_rel_error));
+	jset(b, o, "min_token_agreement", jnum(t->min_token_agreement));
+	jset(b, o, "max_logit_rel_error", jnum(t->max_logit_rel_error));
+	jset(b, o, "min_top1_agreement", jnum(t->min_top1_agreement));
+	jset(b, o, "max_kl_mean", jnum(t->max_kl_mean));
+	jset(b, o, "min_ppl_ratio", jnum(t->min_ppl_ratio));
+	return o;
+}
+
+/* {precision: bound} for the precisions a ratio bound is set for. */
+static json_t *ratios_json(struct jb *b, const double *v)
+{
+	json_t *o = json_object();
+	for (int p = 0; p < NF_PREC_COUNT; p++)
+		if (v[p] > 0)
+			jset(b, o, nf_precision_name((nf_precision)p), json_real(v[p]));
 	return o;
 }
 
@@ -128,6 +146,14 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 		jpush(&b, a, to);
 	}
 	jset(&b, o, "autotune", json_boolean(r->build.autotune));
+	/* only when written, so that older recipes keep their digest */
+	if (r->build.quant.group_size || r->build.quant.calibration_text_written) {
+		x = jset(&b, o, "quantization", json_object());
+		if (r->build.quant.group_size)
+			jset(&b, x, "group_size", json_integer(r->build.quant.group_size));
+		if (r->build.quant.calibration_text_written)
+			jset(&b, x, "calibration_text", jstr(r->build.quant.calibration_text_written));
+	}
 
 	g = jset(&b, root, "gates", json_object());
 	{
@@ -137,6 +163,8 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 		for (size_t i = 0; i < cr->n_prompts; i++)
 			jpush(&b, a, json_string(cr->prompts[i]));
 		jset(&b, o, "max_tokens", json_integer(cr->max_tokens));
+		jset(&b, o, "eval_text", jstr(cr->eval_text_written));
+		jset(&b, o, "eval_tokens", json_integer(cr->eval_tokens));
 		jset(&b, o, "default", tolerance_json(&b, &cr->def));
 		x = jset(&b, o, "precisions", json_object());
 		for (int p = 0; p < NF_PREC_COUNT; p++)
@@ -157,6 +185,15 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 							     : json_null());
 			jset(&b, o, "max_peak_memory_mib",
 			     pf->max_peak_memory_mib > 0 ? json_real(pf->max_peak_memory_mib) : json_null());
+			jset(&b, o, "min_prefill_tokens_per_s",
+			     pf->min_prefill_tokens_per_s > 0 ? json_real(pf->min_prefill_tokens_per_s)
+							      : json_null());
+			jset(&b, o, "max_ttft_ms", pf->max_ttft_ms > 0 ? json_real(pf->max_ttft_ms) : json_null());
+			jset(&b, o, "min_decode_speedup", ratios_json(&b, pf->min_decode_speedup));
+			jset(&b, o, "min_prefill_speedup", ratios_json(&b, pf->min_prefill_speedup));
+			jset(&b, o, "max_ttft_ratio", ratios_json(&b, pf->max_ttft_ratio));
+			jset(&b, o, "max_memory_ratio", ratios_json(&b, pf->max_memory_ratio));
+			jset(&b, o, "max_size_ratio", ratios_json(&b, pf->max_size_ratio));
 		}
 	}
 

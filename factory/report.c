@@ -10,30 +10,14 @@
 #include <time.h>
 
 #include "factory/escape.h"
+#include "factory/report_profiles.h"
+#include "factory/report_text.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/version.h"
 #include "util/banned.h"
 
 #define REPORT_TOOL "nimfactory"
-
-/* ---- grouping by profile ------------------------------------------------ */
-
-static bool same_profile(const nf_gate_result *a, const nf_gate_result *b)
-{
-	if (a->profile_id[0] || b->profile_id[0])
-		return strcmp(a->profile_id, b->profile_id) == 0;
-	return strcmp(a->profile_name, b->profile_name) == 0;
-}
-
-/* Whether item i is the first result of its profile. */
-static bool first_of_profile(const nf_gate_results *rs, size_t i)
-{
-	for (size_t j = 0; j < i; j++)
-		if (same_profile(rs->items[j], rs->items[i]))
-			return false;
-	return true;
-}
 
 static void now_iso(char *buf, size_t size)
 {
@@ -120,18 +104,51 @@ static json_t *gate_json(const nf_gate_result *r, int *bad)
 	return g;
 }
 
+/* One profile: its names, its verdict over its gates, and those gates. */
+static json_t *profile_json(const nf_gate_results *rs, const nf_gate_result *r, int *bad)
+{
+	json_t *p = json_object(), *gates = json_array();
+	jset(p, "id", jstr(r->profile_id), bad);
+	jset(p, "name", jstr(r->profile_name), bad);
+	jset(p, "device", jstr(r->device), bad);
+	jset(p, "precision", jstr(r->precision), bad);
+	jset(p, "verdict", jstr(nf_verdict_name(nf_gate_results_profile_verdict(rs, r->profile_id,
+										    r->profile_name))), bad);
+	for (size_t j = 0; gates && j < rs->n; j++) {
+		if (!nf_report_same_profile(rs->items[j], r))
+			continue;
+		json_t *g = gate_json(rs->items[j], bad);
+		if (!g || json_array_append_new(gates, g) != 0)
+			(*bad)++;
+	}
+	jset(p, "gates", gates, bad);
+	return p;
+}
+
+static json_t *summary_json(const nf_gate_results *rs, int *bad)
+{
+	json_t *summary = json_object();
+	size_t counts[NF_REPORT_VERDICTS];
+	nf_report_gate_counts(counts, rs);
+	jset(summary, "gates", json_integer((json_int_t)rs->n), bad);
+	jset(summary, "passed", json_integer((json_int_t)counts[NF_VERDICT_PASSED]), bad);
+	jset(summary, "failed", json_integer((json_int_t)counts[NF_VERDICT_FAILED]), bad);
+	jset(summary, "skipped", json_integer((json_int_t)counts[NF_VERDICT_SKIPPED]), bad);
+	return summary;
+}
+
 int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *meta)
 {
-	json_t *root = json_object(), *profiles = json_array(), *summary = json_object();
+	json_t *root = json_object(), *profiles = json_array();
 	char when[64];
 	int bad = 0, rc = 0;
-	size_t counts[4] = {0};
 
 	*out = NULL;
 	if (meta && meta->generated_at)
 		snprintf(when, sizeof(when), "%s", meta->generated_at);
 	else
 		now_iso(when, sizeof(when));
+	jset(root, "schema_version", json_integer(NF_REPORT_SCHEMA_VERSION), &bad);
 	jset(root, "tool", jstr(REPORT_TOOL), &bad);
 	jset(root, "version", jstr(NF_VERSION), &bad);
 	jset(root, "generated_at", jstr(when), &bad);
@@ -140,39 +157,14 @@ int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *
 	if (meta && meta->recipe)
 		jset(root, "recipe", jstr(meta->recipe), &bad);
 	jset(root, "verdict", jstr(nf_verdict_name(nf_gate_results_verdict(rs))), &bad);
-
+	jset(root, "summary", summary_json(rs, &bad), &bad);
 	for (size_t i = 0; profiles && i < rs->n; i++) {
-		const nf_gate_result *r = rs->items[i];
-		json_t *p, *gates;
-		if (!first_of_profile(rs, i))
+		if (!nf_report_first_of_profile(rs, i))
 			continue;
-		p = json_object();
-		gates = json_array();
-		jset(p, "id", jstr(r->profile_id), &bad);
-		jset(p, "name", jstr(r->profile_name), &bad);
-		jset(p, "device", jstr(r->device), &bad);
-		jset(p, "precision", jstr(r->precision), &bad);
-		jset(p, "verdict", jstr(nf_verdict_name(nf_gate_results_profile_verdict(
-					   rs, r->profile_id, r->profile_name))), &bad);
-		for (size_t j = i; gates && j < rs->n; j++) {
-			if (!same_profile(rs->items[j], r))
-				continue;
-			json_t *g = gate_json(rs->items[j], &bad);
-			if (!g || json_array_append_new(gates, g) != 0)
-				bad++;
-		}
-		jset(p, "gates", gates, &bad);
+		json_t *p = profile_json(rs, rs->items[i], &bad);
 		if (!p || json_array_append_new(profiles, p) != 0)
 			bad++;
 	}
-	for (size_t i = 0; i < rs->n; i++)
-		if ((unsigned)rs->items[i]->verdict < 4)
-			counts[rs->items[i]->verdict]++;
-	jset(summary, "gates", json_integer((json_int_t)rs->n), &bad);
-	jset(summary, "passed", json_integer((json_int_t)counts[NF_VERDICT_PASSED]), &bad);
-	jset(summary, "failed", json_integer((json_int_t)counts[NF_VERDICT_FAILED]), &bad);
-	jset(summary, "skipped", json_integer((json_int_t)counts[NF_VERDICT_SKIPPED]), &bad);
-	jset(root, "summary", summary, &bad);
 	jset(root, "profiles", profiles, &bad);
 	if (bad) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory building gates.json");
@@ -186,46 +178,7 @@ done:
 	return rc;
 }
 
-/* ---- a string stream ---------------------------------------------------- */
-
-typedef struct strm {
-	FILE *f;
-	char *buf;
-	size_t len;
-	bool bad;
-} strm;
-
-static int strm_open(strm *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->f = open_memstream(&s->buf, &s->len);
-	return s->f ? 0 : nf_error_set(NF_ENOMEM, "out of memory for a report");
-}
-
-static int strm_close(strm *s, char **out)
-{
-	*out = NULL;
-	if (fclose(s->f) != 0 || s->bad || !s->buf) {
-		free(s->buf);
-		return nf_error_set(NF_ENOMEM, "out of memory writing a report");
-	}
-	*out = s->buf;
-	return 0;
-}
-
-/* Write s escaped for XML (attr: attribute value). */
-static void xml_put(strm *s, const char *text, int attr)
-{
-	char *e = nf_escape_xml(text ? text : "", attr);
-	if (!e) {
-		s->bad = true;
-		return;
-	}
-	fputs(e, s->f);
-	free(e);
-}
-
-static void metric_line(strm *s, const nf_gate_metric *m, int attr)
+static void metric_line(nf_report_text *s, const nf_gate_metric *m, int attr)
 {
 	char line[256];
 	const char *unit = strcmp(m->unit, "ratio") == 0 ? "" : m->unit;
@@ -235,11 +188,94 @@ static void metric_line(strm *s, const nf_gate_metric *m, int attr)
 			 m->ok ? "ok" : "FAILED");
 	else
 		snprintf(line, sizeof(line), "%s = %.6g%s%s", m->name, m->value, unit[0] ? " " : "", unit);
-	xml_put(s, line, attr);
+	nf_report_text_xml(s, line, attr);
+}
+
+/* "name = value unit (bound >= threshold unit)": what a CI view shows of a
+ * failed bound, so the number and its limit are read without opening the
+ * report. */
+static void bound_text(char *buf, size_t size, const nf_gate_metric *m)
+{
+	const char *unit = strcmp(m->unit, "ratio") == 0 ? "" : m->unit;
+	const char *sep = unit[0] ? " " : "";
+	snprintf(buf, size, "%s = %.6g%s%s (bound %s %.6g%s%s)", m->name, m->value, sep, unit,
+		 nf_gate_cmp_symbol(m->cmp), m->threshold, sep, unit);
+}
+
+/* The failure message attribute: every failed bound of the case, or the
+ * reason when no bound failed (e.g. nothing could be compared). */
+static void failure_message(nf_report_text *s, const nf_gate_metric *m, size_t nm, const char *reason)
+{
+	size_t failed = 0;
+	for (size_t i = 0; i < nm; i++) {
+		char line[256];
+		if (m[i].cmp == NF_GATE_CMP_NONE || m[i].ok)
+			continue;
+		bound_text(line, sizeof(line), &m[i]);
+		if (failed++)
+			fputs("; ", s->f);
+		nf_report_text_xml(s, line, 1);
+	}
+	if (!failed)
+		nf_report_text_xml(s, reason ? reason : "failed", 1);
+}
+
+/* JUnit times are plain decimals (Surefire's pattern): no sign, no NaN. */
+static double junit_seconds(double s)
+{
+	return isfinite(s) && s > 0 ? s : 0.0;
+}
+
+/* time="..." as JUnit readers parse it: a plain decimal whatever the locale. */
+static void junit_time(nf_report_text *s, double seconds)
+{
+	char num[NF_REPORT_NUM_MAX];
+	nf_report_num_fixed(num, junit_seconds(seconds), 3);
+	fprintf(s->f, " time=\"%s\"", num);
+}
+
+/* <skipped> or <failure> of a case with verdict v; nothing when it passed. */
+static void junit_outcome(nf_report_text *s, nf_verdict v, const nf_gate_metric *m, size_t nm,
+			  const char *reason)
+{
+	if (v == NF_VERDICT_SKIPPED) {
+		fputs("      <skipped message=\"", s->f);
+		nf_report_text_xml(s, reason ? reason : "skipped", 1);
+		fputs("\"/>\n", s->f);
+	} else if (v == NF_VERDICT_FAILED) {
+		fputs("      <failure type=\"gate\" message=\"", s->f);
+		failure_message(s, m, nm, reason);
+		fputs("\">", s->f);
+		if (reason) {
+			nf_report_text_xml(s, reason, 0);
+			fputc('\n', s->f);
+		}
+		for (size_t i = 0; i < nm; i++) {
+			metric_line(s, &m[i], 0);
+			fputc('\n', s->f);
+		}
+		fputs("</failure>\n", s->f);
+	}
+}
+
+/* <system-out>: the prompt and every metric, for cases that ran. */
+static void junit_output(nf_report_text *s, const nf_gate_case *c, const nf_gate_metric *m, size_t nm)
+{
+	fputs("      <system-out>", s->f);
+	if (c && c->prompt) {
+		fputs("prompt: ", s->f);
+		nf_report_text_xml(s, c->prompt, 0);
+		fputc('\n', s->f);
+	}
+	for (size_t i = 0; i < nm; i++) {
+		metric_line(s, &m[i], 0);
+		fputc('\n', s->f);
+	}
+	fputs("</system-out>\n", s->f);
 }
 
 /* One <testcase>; c may be NULL for a gate without cases. */
-static void junit_case(strm *s, const nf_gate_result *r, const nf_gate_case *c)
+static void junit_case(nf_report_text *s, const nf_gate_result *r, const nf_gate_case *c)
 {
 	nf_verdict v = c ? c->verdict : r->verdict;
 	const char *reason = c && c->reason ? c->reason : r->reason;
@@ -252,39 +288,17 @@ static void junit_case(strm *s, const nf_gate_result *r, const nf_gate_case *c)
 		reason = r->reason;
 	}
 	fputs("    <testcase classname=\"", s->f);
-	xml_put(s, r->profile_name, 1);
+	nf_report_text_xml(s, r->profile_name, 1);
 	fputc('.', s->f);
-	xml_put(s, nf_gate_kind_name(r->kind), 1);
+	nf_report_text_xml(s, nf_gate_kind_name(r->kind), 1);
 	fputs("\" name=\"", s->f);
-	xml_put(s, c ? c->name : nf_gate_kind_name(r->kind), 1);
-	fprintf(s->f, "\" time=\"%.3f\">\n", c ? c->seconds : r->seconds);
-	if (v == NF_VERDICT_SKIPPED) {
-		fputs("      <skipped message=\"", s->f);
-		xml_put(s, reason ? reason : "skipped", 1);
-		fputs("\"/>\n", s->f);
-	} else if (v == NF_VERDICT_FAILED) {
-		fputs("      <failure type=\"gate\" message=\"", s->f);
-		xml_put(s, reason ? reason : "failed", 1);
-		fputs("\">", s->f);
-		for (size_t i = 0; i < nm; i++) {
-			metric_line(s, &m[i], 0);
-			fputc('\n', s->f);
-		}
-		fputs("</failure>\n", s->f);
-	}
-	if (v != NF_VERDICT_SKIPPED && nm) {
-		fputs("      <system-out>", s->f);
-		if (c && c->prompt) {
-			fputs("prompt: ", s->f);
-			xml_put(s, c->prompt, 0);
-			fputc('\n', s->f);
-		}
-		for (size_t i = 0; i < nm; i++) {
-			metric_line(s, &m[i], 0);
-			fputc('\n', s->f);
-		}
-		fputs("</system-out>\n", s->f);
-	}
+	nf_report_text_xml(s, c ? c->name : nf_gate_kind_name(r->kind), 1);
+	fputc('"', s->f);
+	junit_time(s, c ? c->seconds : r->seconds);
+	fputs(">\n", s->f);
+	junit_outcome(s, v, m, nm, reason);
+	if (v != NF_VERDICT_SKIPPED && nm)
+		junit_output(s, c, m, nm);
 	fputs("    </testcase>\n", s->f);
 }
 
@@ -305,16 +319,58 @@ static void gate_counts(const nf_gate_result *r, size_t *tests, size_t *failed, 
 	}
 }
 
+/* One <testsuite>: the profile of r, its properties and every case of its gates. */
+static void junit_suite(nf_report_text *s, const nf_gate_results *rs, const nf_gate_result *r,
+			const char *when)
+{
+	size_t t = 0, f = 0, sk = 0;
+	double secs = 0;
+	const char *props[][2] = {{"profile_id", r->profile_id}, {"device", r->device},
+				  {"precision", r->precision}, {"tool_version", NF_VERSION}};
+
+	for (size_t j = 0; j < rs->n; j++) {
+		if (nf_report_same_profile(rs->items[j], r)) {
+			gate_counts(rs->items[j], &t, &f, &sk);
+			secs += junit_seconds(rs->items[j]->seconds);
+		}
+	}
+	fputs("  <testsuite name=\"", s->f);
+	nf_report_text_xml(s, r->profile_name, 1);
+	fprintf(s->f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\"", t, f, sk);
+	junit_time(s, secs);
+	fputs(" timestamp=\"", s->f);
+	nf_report_text_xml(s, when, 1);
+	fputs("\">\n    <properties>\n", s->f);
+	for (size_t k = 0; k < sizeof(props) / sizeof(props[0]); k++) {
+		fputs("      <property name=\"", s->f);
+		nf_report_text_xml(s, props[k][0], 1);
+		fputs("\" value=\"", s->f);
+		nf_report_text_xml(s, props[k][1], 1);
+		fputs("\"/>\n", s->f);
+	}
+	fputs("    </properties>\n", s->f);
+	for (size_t j = 0; j < rs->n; j++) {
+		const nf_gate_result *g = rs->items[j];
+		if (!nf_report_same_profile(g, r))
+			continue;
+		if (g->n_cases == 0)
+			junit_case(s, g, NULL);
+		for (size_t k = 0; k < g->n_cases; k++)
+			junit_case(s, g, &g->cases[k]);
+	}
+	fputs("  </testsuite>\n", s->f);
+}
+
 int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta *meta)
 {
-	strm s;
+	nf_report_text s;
 	int rc;
 	size_t tests = 0, failed = 0, skipped = 0;
 	double secs = 0;
 	char when[64];
 
 	*out = NULL;
-	if ((rc = strm_open(&s)) < 0)
+	if ((rc = nf_report_text_open(&s)) < 0)
 		return rc;
 	if (meta && meta->generated_at)
 		snprintf(when, sizeof(when), "%s", meta->generated_at);
@@ -322,59 +378,24 @@ int nf_report_junit(char **out, const nf_gate_results *rs, const nf_report_meta 
 		now_iso(when, sizeof(when));
 	for (size_t i = 0; i < rs->n; i++) {
 		gate_counts(rs->items[i], &tests, &failed, &skipped);
-		secs += rs->items[i]->seconds;
+		secs += junit_seconds(rs->items[i]->seconds);
 	}
-	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", s.f);
-	fputs("<testsuites name=\"", s.f);
-	xml_put(&s, meta && meta->model ? meta->model : REPORT_TOOL " gates", 1);
-	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n",
-		tests, failed, skipped, secs);
-	for (size_t i = 0; i < rs->n; i++) {
-		const nf_gate_result *r = rs->items[i];
-		size_t t = 0, f = 0, sk = 0;
-		double ps = 0;
-		if (!first_of_profile(rs, i))
-			continue;
-		for (size_t j = i; j < rs->n; j++) {
-			if (same_profile(rs->items[j], r)) {
-				gate_counts(rs->items[j], &t, &f, &sk);
-				ps += rs->items[j]->seconds;
-			}
-		}
-		fputs("  <testsuite name=\"", s.f);
-		xml_put(&s, r->profile_name, 1);
-		fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"",
-			t, f, sk, ps);
-		xml_put(&s, when, 1);
-		fputs("\">\n    <properties>\n", s.f);
-		const char *props[][2] = {{"profile_id", r->profile_id}, {"device", r->device},
-					  {"precision", r->precision}, {"tool_version", NF_VERSION}};
-		for (size_t k = 0; k < sizeof(props) / sizeof(props[0]); k++) {
-			fputs("      <property name=\"", s.f);
-			xml_put(&s, props[k][0], 1);
-			fputs("\" value=\"", s.f);
-			xml_put(&s, props[k][1], 1);
-			fputs("\"/>\n", s.f);
-		}
-		fputs("    </properties>\n", s.f);
-		for (size_t j = i; j < rs->n; j++) {
-			const nf_gate_result *g = rs->items[j];
-			if (!same_profile(g, r))
-				continue;
-			if (g->n_cases == 0)
-				junit_case(&s, g, NULL);
-			for (size_t k = 0; k < g->n_cases; k++)
-				junit_case(&s, g, &g->cases[k]);
-		}
-		fputs("  </testsuite>\n", s.f);
-	}
+	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"", s.f);
+	nf_report_text_xml(&s, meta && meta->model ? meta->model : REPORT_TOOL " gates", 1);
+	/* No skipped= here: Jenkins' schema has it on <testsuite> only. */
+	fprintf(s.f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\"", tests, failed);
+	junit_time(&s, secs);
+	fputs(">\n", s.f);
+	for (size_t i = 0; i < rs->n; i++)
+		if (nf_report_first_of_profile(rs, i))
+			junit_suite(&s, rs, rs->items[i], when);
 	fputs("</testsuites>\n", s.f);
-	return strm_close(&s, out);
+	return nf_report_text_close(&s, out);
 }
 
 /* ---- TAP ---------------------------------------------------------------- */
 
-static void tap_put(strm *s, const char *text)
+static void tap_put(nf_report_text *s, const char *text)
 {
 	char *e = nf_escape_tap(text);
 	if (!e) {
@@ -385,7 +406,7 @@ static void tap_put(strm *s, const char *text)
 	free(e);
 }
 
-static void tap_line(strm *s, size_t n, const nf_gate_result *r, const nf_gate_case *c)
+static void tap_line(nf_report_text *s, size_t n, const nf_gate_result *r, const nf_gate_case *c)
 {
 	nf_verdict v = r->verdict == NF_VERDICT_SKIPPED ? NF_VERDICT_SKIPPED : c ? c->verdict : r->verdict;
 	const char *reason = r->verdict == NF_VERDICT_SKIPPED ? r->reason
@@ -426,12 +447,12 @@ static void tap_line(strm *s, size_t n, const nf_gate_result *r, const nf_gate_c
 
 int nf_report_tap(char **out, const nf_gate_results *rs)
 {
-	strm s;
+	nf_report_text s;
 	int rc;
 	size_t tests = 0, f = 0, sk = 0, n = 0;
 
 	*out = NULL;
-	if ((rc = strm_open(&s)) < 0)
+	if ((rc = nf_report_text_open(&s)) < 0)
 		return rc;
 	for (size_t i = 0; i < rs->n; i++)
 		gate_counts(rs->items[i], &tests, &f, &sk);
@@ -443,7 +464,7 @@ int nf_report_tap(char **out, const nf_gate_results *rs)
 		for (size_t k = 0; k < r->n_cases; k++)
 			tap_line(&s, ++n, r, &r->cases[k]);
 	}
-	return strm_close(&s, out);
+	return nf_report_text_close(&s, out);
 }
 
 /* ---- files -------------------------------------------------------------- */
@@ -463,7 +484,7 @@ static int write_one(const char *dir, const char *name, const char *text)
 
 int nf_report_write(const char *out_dir, const nf_gate_results *rs, const nf_report_meta *meta)
 {
-	char *dir = NULL, *json = NULL, *xml = NULL, *tap = NULL;
+	char *dir = NULL, *json = NULL, *xml = NULL, *tap = NULL, *md = NULL, *svg = NULL;
 	int rc;
 
 	dir = nf_path_join(out_dir, "reports");
@@ -474,16 +495,20 @@ int nf_report_write(const char *out_dir, const nf_gate_results *rs, const nf_rep
 	if ((rc = nf_fs_mkdir_p(dir, 0755)) < 0)
 		goto done;
 	if ((rc = nf_report_json(&json, rs, meta)) < 0 || (rc = nf_report_junit(&xml, rs, meta)) < 0 ||
-	    (rc = nf_report_tap(&tap, rs)) < 0)
+	    (rc = nf_report_tap(&tap, rs)) < 0 || (rc = nf_report_markdown(&md, rs, meta)) < 0 ||
+	    (rc = nf_report_svg(&svg, rs, meta)) < 0)
 		goto done;
 	if ((rc = write_one(dir, "gates.json", json)) < 0 || (rc = write_one(dir, "junit.xml", xml)) < 0 ||
-	    (rc = write_one(dir, "gates.tap", tap)) < 0)
+	    (rc = write_one(dir, "gates.tap", tap)) < 0 || (rc = write_one(dir, "summary.md", md)) < 0 ||
+	    (rc = write_one(dir, "chart.svg", svg)) < 0)
 		goto done;
 done:
 	free(dir);
 	free(json);
 	free(xml);
 	free(tap);
+	free(md);
+	free(svg);
 	return rc;
 }
 
@@ -518,11 +543,11 @@ static void cell(char *dst, size_t size, const char *src, size_t w)
 
 int nf_report_table(char **out, const nf_gate_results *rs)
 {
-	strm s;
+	nf_report_text s;
 	int rc;
 
 	*out = NULL;
-	if ((rc = strm_open(&s)) < 0)
+	if ((rc = nf_report_text_open(&s)) < 0)
 		return rc;
 	fprintf(s.f, "%-24s %-12s %-40s %-14s %s\n", "profile", "gate", "measured", "threshold", "verdict");
 	for (size_t i = 0; i < rs->n; i++) {
@@ -553,7 +578,7 @@ int nf_report_table(char **out, const nf_gate_results *rs)
 		}
 	}
 	fprintf(s.f, "overall: %s\n", nf_verdict_name(nf_gate_results_verdict(rs)));
-	return strm_close(&s, out);
+	return nf_report_text_close(&s, out);
 }
 
 int nf_report_print_table(FILE *f, const nf_gate_results *rs)

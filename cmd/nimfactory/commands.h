@@ -13,6 +13,7 @@ struct nf_command {
 int nf_cmd_fail(const char *cmd, int err);
 
 int nf_cmd_version(int argc, char **argv);
+int nf_cmd_precisions(int argc, char **argv);
 int nf_cmd_cache(int argc, char **argv);
 int nf_cmd_validate(int argc, char **argv);
 int nf_cmd_plan(int argc, char **argv);

@@ -34,6 +34,17 @@ const nf_backend_ops *nf_cpu_best(void);
 /* The family called `name` if it exists and runs here, else NULL. */
 const nf_backend_ops *nf_cpu_find(const char *name);
 
+/* The int4-group GEMM of each family (gemm_q4.c), bit-identical to each
+ * other. */
+void nf_cpu_gemm_q4_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+/* Needs AVX2, FMA and F16C (the avx2 family's features). */
+void nf_cpu_gemm_q4_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			 size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+/* Needs AVX-512 F/BW/VL and VNNI (the avx512-vnni family's features). */
+void nf_cpu_gemm_q4_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const int8_t *xq,
+			   size_t ldx, const float *xs, size_t n, int r0, int r1, int accumulate);
+
 /* Shared portable implementations of the small ops (scalar.c), which the
  * SIMD families reuse where the op is not worth specialising. */
 void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float eps);
@@ -56,6 +67,27 @@ float nf_cpu_kv_at(const void *c, size_t i, int f16);
 /* The scale of an NF_KV_INT8 cache row (its first 4 bytes; the int8 follow). */
 float nf_cpu_kv8_scale(const void *row);
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n);
+
+/* gemm_h16 (backend.h) of each family (gemm_h16.c): row-major f16 or bf16
+ * weights; all three give bit-identical results (the order of the sums is
+ * gemm_h16.c's). */
+void nf_cpu_gemm_h16_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			  size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			    size_t ldx, size_t n, int r0, int r1, int accumulate);
+/* The fp8 e4m3 kernels of each family (gemm_f8.c; backend.h gemm_f8 and
+ * round_f8): every family gives the bits of the scalar ones. */
+void nf_cpu_gemm_f8_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			   size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n);
+void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			 size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_round_f8_avx2(float *out, const float *x, float inv_scale, int n);
+void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			   size_t ldx, size_t n, int r0, int r1, int accumulate);
+void nf_cpu_round_f8_avx512(float *out, const float *x, float inv_scale, int n);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;

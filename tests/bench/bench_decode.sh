@@ -47,7 +47,7 @@ decode_prepare() {
 		bench_synth_model
 	fi
 	decode_models | while IFS='|' read -r name ckpt tok; do
-		for prec in fp32 int8-wo; do
+		for prec in $(bench_precisions); do
 			bench_prepare "$name" "$ckpt" "$tok" "$prec"
 		done
 	done
@@ -56,9 +56,8 @@ decode_prepare() {
 # llama.cpp's files of the GGUF checkpoints (llama-quantize, once it is built).
 decode_prepare_peer() {
 	decode_models | while IFS='|' read -r name ckpt tok; do
-		[ "$tok" = - ] || continue
-		for prec in fp32 int8-wo; do
-			bench_requant "$name" "$prec" "$ckpt"
+		for prec in fp32 int8-wo $(bench_precisions); do
+			bench_requant "$name" "$prec" "$(bench_peer_source "$name" "$ckpt" "$tok")"
 		done
 	done
 }
@@ -190,7 +189,7 @@ bench_decode() {
 	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\tratio_median\tratio_min\tratio_max\n' >"$tsv.tmp"
 	: >"$RESULTS/decode-pairs.txt"
 	decode_models | while IFS='|' read -r name ckpt tok; do
-		for prec in fp32 int8-wo; do
+		for prec in $(bench_precisions); do
 			gt=$(bench_gguf_type "$prec")
 			bench_log "decode: $name $prec"
 			r=$(decode_rounds "$BB/engines/$name-$prec" "$BB/gguf/$name-$gt.gguf" \

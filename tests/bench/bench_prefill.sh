@@ -66,11 +66,11 @@ bench_prefill() {
 	gguf=$(bench_smollm2_gguf)
 	bench_build_tools nf_engine_build_tool nf_prefill_bench
 	bench_peer_start
-	for prec in fp32 int8-wo; do
+	for prec in $(bench_precisions); do
 		bench_prepare smollm2 "$gguf" - "$prec"
 	done
 	bench_peer_wait
-	for prec in fp32 int8-wo; do
+	for prec in $(bench_precisions); do
 		bench_requant smollm2 "$prec" "$gguf"
 	done
 	prompt=$(bench_chatml "$BENCH_CHAT_QUESTION"; echo .)
@@ -78,7 +78,7 @@ bench_prefill() {
 	tsv=$RESULTS/prefill.tsv
 	: >"$RESULTS/prefill-rounds.txt"
 	printf 'model\tprecision\tprompt_tokens\tours_tok_s\tours_ttft_ms\tkernel\tllama_tok_s\tgguf\tratio_median\tratio_min\tratio_max\n' >"$tsv.tmp"
-	for prec in fp32 int8-wo; do
+	for prec in $(bench_precisions); do
 		gt=$(bench_gguf_type "$prec")
 		bench_log "prefill: smollm2 $prec"
 		# shellcheck disable=SC2046

@@ -33,7 +33,7 @@ bench_init() {
 
 # Build our tools named in $@ into build/bench/nf (make reuses what is built).
 bench_build_tools() {
-	targets=""
+	targets="$NFB/bin/nimfactory" # its precision table (bench_gguf_type)
 	for t in "$@"; do targets="$targets $NFB/tools/$t"; done
 	bench_log "building our tools:$targets"
 	# shellcheck disable=SC2086
@@ -108,8 +108,22 @@ bench_stale() {
 # One "key=value" field from a line of tool output.
 bench_field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
 
-# The GGUF type llama.cpp runs for our precision $1.
-bench_gguf_type() { case $1 in fp32) echo f32 ;; int8-wo) echo q8_0 ;; esac; }
+# The precisions benchmarked (BENCH_PRECISIONS, default every one).
+bench_precisions() {
+	echo "${BENCH_PRECISIONS:-fp32 fp16 bf16 int8-wo int4-wo int4-awq fp8-e4m3}"
+}
+
+# The GGUF type llama.cpp runs for our precision $1: the nearest type of the
+# precision table (`nimfactory precisions --json`), lowercase.
+bench_gguf_type() {
+	if bench_stale "$BB/precisions.json" "$NFB/bin/nimfactory"; then
+		"$NFB/bin/nimfactory" precisions --json >"$BB/precisions.json" ||
+			bench_die "nimfactory precisions failed"
+	fi
+	python3 -c 'import json, sys
+t = {p["name"]: p["llama_cpp_nearest"].lower() for p in json.load(open(sys.argv[1]))}
+print(t[sys.argv[2]])' "$BB/precisions.json" "$1" || bench_die "no precision '$1'"
+}
 
 # Write the synthetic ~110M Llama (nf_synth_model) unless it is up to date.
 bench_synth_model() {
@@ -132,13 +146,18 @@ bench_prepare() {
 		bench_die "missing $ckpt or $tok"
 	fi
 	mkdir -p "$BB/gguf" "$BB/engines"
-	gt=$(bench_gguf_type "$prec")
-	gg=$BB/gguf/$name-$gt.gguf
+	gg=$BB/gguf/$name-f32.gguf
 	if [ "$tok" != - ] && bench_stale "$gg" "$ckpt" "$tok" tests/bench/llama2c_to_gguf.py; then
 		"$VENV/bin/python" tests/bench/llama2c_to_gguf.py "$ckpt" "$tok" "$gg" \
-			--type "$gt" --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
+			--type f32 --name "$name" >&2 || bench_die "GGUF conversion of $name failed"
 	fi
 	bench_engine "$name" "$ckpt" "$tok" "$prec"
+}
+
+# The GGUF llama.cpp requantizes from: a GGUF checkpoint itself, else the
+# F32 GGUF bench_prepare wrote of model $1 (checkpoint $2, tokenizer $3).
+bench_peer_source() {
+	if [ "$3" = - ]; then echo "$2"; else echo "$BB/gguf/$1-f32.gguf"; fi
 }
 
 # Our engine $BB/engines/$1-$4 of checkpoint $2, tokenizer $3 ("-": its own).
@@ -155,13 +174,14 @@ bench_engine() {
 	fi
 }
 
-# llama.cpp's file of model $1 at our precision $2 from the GGUF checkpoint
-# $3: requantized by llama.cpp's own llama-quantize (F32 dequantizes, Q8_0
-# requantizes the dequantized weights, as our int8-wo engine is built from
-# them).  Needs LLAMA_BIN (bench_peer_wait).
+# llama.cpp's file of model $1 at our precision $2 from the GGUF $3
+# (bench_peer_source): requantized by llama.cpp's own llama-quantize (F32
+# dequantizes, the other types requantize the dequantized weights, as our
+# engines are built from them).  Needs LLAMA_BIN (bench_peer_wait).
 bench_requant() {
 	gt=$(bench_gguf_type "$2")
 	gg=$BB/gguf/$1-$gt.gguf
+	[ "$gg" = "$3" ] && return 0 # the F32 source itself
 	if bench_stale "$gg" "$3"; then
 		bench_log "llama-quantize $1 to $(echo "$gt" | tr '[:lower:]' '[:upper:]')"
 		"$LLAMA_BIN/llama-quantize" --allow-requantize "$3" "$gg.tmp" \

@@ -209,7 +209,21 @@ def update_doc(path, name, body):
     os.replace(tmp, path)
 
 
+def doc_main(argv):
+    """report.py doc DOC NAME MD: MD's table into DOC's NAME section, after
+    the date and the machine."""
+    if len(argv) != 3:
+        sys.exit("usage: report.py doc DOC NAME MD")
+    doc, name, md = argv
+    body = "Measured %s on %s.\n%s" % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                                      machine(), open(md).read())
+    update_doc(doc, name, body)
+    print("report.py: updated %s" % doc)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "doc":
+        return doc_main(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("bench", choices=("decode", "prefill", "serve"))
     ap.add_argument("tsv")

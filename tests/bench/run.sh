@@ -24,6 +24,7 @@
 #            nimserve one request at a time
 #   package  one large engine file as an image layer (none, zstd, gzip) beside
 #            sha256sum of it and umoci insert / repack
+#   quantize float32 to every weight format, GB/s of input (nf_quant_bench)
 #   push     a 2 GiB layer pushed to a loopback docker-registry: nimfactory push vs skopeo copy
 set -eu
 
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then
 	NAMES=$*
 else
-	NAMES=$(printf '%s' "${BENCH:-decode prefill serve package push}" | tr ',' ' ')
+	NAMES=$(printf '%s' "${BENCH:-decode prefill serve quantize package push}" | tr ',' ' ')
 fi
 for name in $NAMES; do
 	if [ ! -f "tests/bench/bench_$name.sh" ]; then

@@ -9,9 +9,8 @@
  * 2 x `runs` (default 5) passes in which `threads` (default: online CPUs)
  * threads each stream-read their slice with 64-byte vector loads into
  * independent accumulators; every other pass also prefetches 2 KiB ahead,
- * non-temporal, as the engine's GEMV kernels do (on some minutes of these
- * VMs that reads faster, and a ceiling below what the engine reads would be
- * no ceiling).  Prints the best pass of either kind, then of each:
+ * non-temporal (on some minutes of these VMs that reads faster, and a
+ * ceiling below what the engine reads would be no ceiling).  Prints the best pass of either kind, then of each:
  *
  *   read_gb_s=<x> threads=<t> mb=<n> runs=<r> kernel=<k> plain_gb_s=<y> prefetch_gb_s=<z>
  *

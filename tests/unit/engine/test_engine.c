@@ -327,6 +327,42 @@ static void ragged_case(nf_engine *e, const char *what, int exact, int ns, const
 	free(toks);
 }
 
+/* nf_engine_prefill_logits of P tokens at p0 gives, row by row, the logits
+ * of P single steps (and leaves the cache as they do). */
+static void prefill_logits_case(nf_engine *e, const char *what, int exact, int p0, int P)
+{
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size;
+	nf_seq *a = NULL, *b = NULL;
+	float *la = malloc(sizeof(float) * vocab * (size_t)P), *lb = malloc(sizeof(float) * vocab * (size_t)P);
+	int *toks = malloc(sizeof(int) * (size_t)P);
+	int err = !la || !lb || !toks || nf_seq_new(&a, e) || nf_seq_new(&b, e);
+	double er = 0, worst = 0;
+	int same = 1;
+	for (int i = 0; i < P && !err; i++)
+		toks[i] = tok_at(p0 + i, 1, (int)vocab);
+	err = err || singles(e, a, 0, p0, 1, la) || singles(e, b, 0, p0, 1, lb);
+	for (int i = 0; i < P && !err; i++)
+		err = singles(e, a, p0 + i, 1, 1, la + (size_t)i * vocab);
+	err = err || nf_engine_prefill_logits(e, b, toks, (size_t)P, p0, lb);
+	for (int i = 0; i < P && !err; i++) {
+		same &= agree(lb + (size_t)i * vocab, la + (size_t)i * vocab, vocab, exact, &er);
+		worst = fmax(worst, er);
+	}
+	int t = 3, pos = p0 + P;
+	err = err || nf_engine_step(e, &a, &t, &pos, 1, la) || nf_engine_step(e, &b, &t, &pos, 1, lb);
+	same = same && !err && agree(lb, la, vocab, exact, &er);
+	ok(!err && same, "%s: prefill with logits of %d tokens at position %d equals %d single steps row by row, and the next decode (rel err %.1e)",
+	   what, P, p0, P, fmax(worst, er));
+	ok(nf_engine_prefill_logits(e, b, toks, 0, 0, lb) == NF_EINPUT &&
+		   nf_engine_prefill_logits(e, b, toks, 1, nf_engine_config(e)->max_seq_len, lb) == NF_EINPUT,
+	   "%s: prefill with logits refuses 0 tokens and positions past the context", what);
+	nf_seq_free(a);
+	nf_seq_free(b);
+	free(la);
+	free(lb);
+	free(toks);
+}
+
 static void test_prefill(nf_engine *e, const char *what, int exact)
 {
 	static const int lens[] = {1, 2, 7, 64};
@@ -336,6 +372,9 @@ static void test_prefill(nf_engine *e, const char *what, int exact)
 	prefill_case(e, what, exact, 5, 13);
 	prefill_case(e, what, exact, 0, 300); /* two passes of NF_FWD_PASS_TOKENS */
 	prefill_case(e, what, exact, max - 10, 7); /* decode up to the end of the context */
+	prefill_logits_case(e, what, exact, 0, 1);
+	prefill_logits_case(e, what, exact, 5, 13);
+	prefill_logits_case(e, what, exact, 0, 300); /* two passes of NF_FWD_PASS_TOKENS */
 	/* a decode token beside a 13-token prompt */
 	ragged_case(e, what, exact, 2, (int[]){1, 13}, (int[]){9, 0});
 	/* a sequence split across passes, and one whose chunk continues it */
@@ -454,7 +493,8 @@ int main(void)
 		free(t);
 	}
 	is_int(build(d8, m, NF_PREC_INT8_WO), 0, "build int8 engine: %s", nf_error_last());
-	ok(build(bad, m, NF_PREC_FP16) == NF_EUNSUPPORTED, "fp16 is refused by the CPU backend");
+	ok(build(bad, m, (nf_precision)NF_PREC_COUNT) == NF_EUNSUPPORTED,
+	   "a precision out of the table is refused");
 
 	/* fp32: every kernel family against the reference */
 	is_int(nf_engine_open(&e, d1, 2), 0, "open fp32 engine: %s", nf_error_last());

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/sku.h"
+#include "factory/gate_defaults.h"
 #include "factory/recipe.h"
 #include "tests/tap.h"
 #include "util/error.h"
@@ -157,7 +159,15 @@ static void test_minimal_defaults(void)
 	is_str(r->model.tokenizer.git.path, "tok", "git path");
 	ok(r->build.autotune, "autotune defaults to true");
 	is_int(r->gates.correctness.max_tokens, 32, "correctness.max_tokens defaults to 32");
-	ok(r->gates.correctness.tolerance[NF_PREC_FP32].min_token_agreement == 0.90, "tolerance defaults");
+	ok(r->gates.correctness.tolerance[NF_PREC_FP32].min_token_agreement ==
+		   nf_gate_defaults_for("fp32")->min_greedy_agreement &&
+		   r->gates.correctness.tolerance[NF_PREC_FP32].min_ppl_ratio ==
+		   nf_gate_defaults_for("fp32")->min_ppl_ratio &&
+		   r->gates.correctness.tolerance[NF_PREC_INT8_WO].max_kl_mean ==
+		   nf_gate_defaults_for("int8-wo")->max_kl_mean,
+	   "tolerance defaults: each precision's row of the defaults table");
+	ok(r->gates.correctness.eval_text == NULL && r->gates.correctness.eval_tokens == 1024,
+	   "eval_text defaults to the shipped text, eval_tokens to 1024");
 	ok(!r->gates.performance.present, "no performance gate");
 	ok(r->build.targets[0].n_tensor_parallel == 1 && r->build.targets[0].tensor_parallel[0] == 1,
 	   "tensor_parallel defaults to [1]");
@@ -258,7 +268,9 @@ static void test_memory_cases(void)
 			const nf_recipe_tolerance *t = &r->gates.correctness.tolerance[NF_PREC_INT8_WO];
 			ok(t->min_token_agreement == 0.5 && t->max_logit_rel_error == 0.25,
 			   "override merged over default (given after it)");
-			ok(r->gates.correctness.def.min_token_agreement == 0.90, "unset default field keeps 0.90");
+			ok(isnan(r->gates.correctness.def.min_token_agreement) &&
+				   t->min_ppl_ratio == nf_gate_defaults_for("int8-wo")->min_ppl_ratio,
+			   "a field neither block sets comes from the precision's defaults");
 		}
 		nf_recipe_free(r);
 		r = NULL;
@@ -345,6 +357,72 @@ static void test_bad_files(void)
 	free(dirp);
 }
 
+/* The gates' new keys: evaluation text, teacher-forced bounds, ratio bounds. */
+static void test_gate_keys(void)
+{
+	char dir[] = "/tmp/nf_test_recipe_gates.XXXXXX";
+	nf_recipe *r = NULL;
+	const char *text =
+		"apiVersion: nimfactory/v1\nkind: Recipe\n"
+		"model: {name: tiny, source: {path: m.bin}}\n"
+		"build: {targets: [{device: cpu, precisions: [fp32, int8-wo]}]}\n"
+		"gates:\n"
+		"  correctness:\n"
+		"    prompts: [hi]\n"
+		"    eval_text: texts/eval.txt\n"
+		"    eval_tokens: 300\n"
+		"    default: {min_top1_agreement: 0.5, max_kl_mean: 0.3}\n"
+		"    precisions: {int8-wo: {min_ppl_ratio: 1.5}}\n"
+		"  performance:\n"
+		"    prompt: hi\n"
+		"    min_prefill_tokens_per_s: 100\n"
+		"    max_ttft_ms: 50\n"
+		"    min_decode_speedup: {int8-wo: 2.5}\n"
+		"    max_size_ratio: {int8-wo: 0.3, fp32: 1.1}\n"
+		"image: {repository: a/b, tag: t}\n";
+	char *texts = NULL, *eval = NULL;
+	json_t *j = NULL;
+
+	ok(mkdtemp(dir) != NULL, "temp dir");
+	texts = nf_path_join(dir, "texts");
+	eval = nf_path_join(texts, "eval.txt");
+	nf_fs_mkdir_p(texts, 0755);
+	nf_fs_write_atomic(eval, "Some text.", 10, 0644);
+	is_int(nf_recipe_parse(&r, "mem.yaml", text, strlen(text), dir), 0, "gate keys parse: %s",
+	       nf_error_last());
+	if (r) {
+		const nf_recipe_correctness *cr = &r->gates.correctness;
+		const nf_recipe_performance *pf = &r->gates.performance;
+		is_str(cr->eval_text, eval, "eval_text resolved against the recipe's folder");
+		is_str(cr->eval_text_written, "texts/eval.txt", "eval_text as written kept");
+		is_int(cr->eval_tokens, 300, "eval_tokens");
+		ok(cr->tolerance[NF_PREC_INT8_WO].min_ppl_ratio == 1.5 &&
+			   cr->tolerance[NF_PREC_INT8_WO].min_top1_agreement == 0.5 &&
+			   cr->tolerance[NF_PREC_FP32].max_kl_mean == 0.3 &&
+			   cr->tolerance[NF_PREC_FP32].min_ppl_ratio == nf_gate_defaults_for("fp32")->min_ppl_ratio,
+		   "override, then default, then the table, field by field");
+		ok(pf->min_prefill_tokens_per_s == 100 && pf->max_ttft_ms == 50, "absolute floors");
+		ok(pf->min_decode_speedup[NF_PREC_INT8_WO] == 2.5 && pf->min_decode_speedup[NF_PREC_FP32] == 0 &&
+			   pf->max_size_ratio[NF_PREC_INT8_WO] == 0.3 && pf->max_size_ratio[NF_PREC_FP32] == 1.1 &&
+			   pf->max_memory_ratio[NF_PREC_INT8_WO] == 0,
+		   "ratio bounds per precision, 0 where unset");
+		ok(nf_recipe_to_json(&j, r) == 0 && j, "canonical JSON");
+		json_t *perf = json_object_get(json_object_get(j, "gates"), "performance");
+		json_t *corr = json_object_get(json_object_get(j, "gates"), "correctness");
+		ok(json_real_value(json_object_get(json_object_get(perf, "min_decode_speedup"), "int8-wo")) == 2.5 &&
+			   !strcmp(json_string_value(json_object_get(corr, "eval_text")), "texts/eval.txt") &&
+			   json_is_null(json_object_get(json_object_get(corr, "default"), "min_ppl_ratio")),
+		   "the new keys in the canonical JSON, unset defaults as null");
+	}
+	json_decref(j);
+	nf_recipe_free(r);
+	unlink(eval);
+	rmdir(texts);
+	rmdir(dir);
+	free(texts);
+	free(eval);
+}
+
 /* Hostile inputs: refused, quickly (well under a second each). */
 static void hostile(const char *name, const char *text, size_t len, const char *want_sub)
 {
@@ -422,6 +500,7 @@ int main(void)
 	test_digest();
 	test_memory_cases();
 	test_bad_files();
+	test_gate_keys();
 	test_hostile();
 	return done_testing();
 }

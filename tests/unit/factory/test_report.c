@@ -12,6 +12,7 @@
 #include "factory/gates.h"
 #include "factory/report.h"
 #include "tests/tap.h"
+#include "tests/unit/factory/report_fixtures.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -21,6 +22,49 @@ static size_t count(const char *hay, const char *needle)
 	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
 		n++;
 	return n;
+}
+
+/* Assert report_check passes, or skip where it cannot run. */
+static void check_valid(const char *dir, const char *name, const char *text, const char *kind,
+			int count, const char *what)
+{
+	int rc = fx_report_check(dir, name, text, kind, count);
+	if (rc < 0)
+		skip("%s: no validator here (NF_SRC/build/venv)", what);
+	else
+		is_int(rc, 0, "%s", what);
+}
+
+/* What TAP::Parser (tests/report_tap.pl) reads from text, its first line into
+ * line; -1 when perl or NF_SRC is missing here. */
+static int tap_parse(char *line, size_t size, const char *dir, const char *text)
+{
+	const char *src = getenv("NF_SRC");
+	char *path = nf_path_join(dir, "parse.tap"), *cmd = NULL;
+	FILE *p = NULL;
+	int rc = -1;
+
+	line[0] = '\0';
+	if (!src || !path || system("perl -MTAP::Parser -e 1 2>/dev/null") != 0 ||
+	    nf_fs_write_atomic(path, text, strlen(text), 0644) < 0)
+		goto done;
+	cmd = nf_strdup_printf("perl '%s/tests/report_tap.pl' '%s'", src, path);
+	p = cmd ? popen(cmd, "r") : NULL;
+	if (p && fgets(line, (int)size, p))
+		line[strcspn(line, "\n")] = '\0';
+	rc = p && pclose(p) == 0 ? 0 : -1;
+done:
+	free(path);
+	free(cmd);
+	return rc;
+}
+
+/* A profile id as the planner makes them: 64 hex digits. */
+static void hex_id(char *dst, size_t size, char digit)
+{
+	size_t n = size - 1 < 64 ? size - 1 : 64;
+	memset(dst, digit, n);
+	dst[n] = '\0';
 }
 
 static nf_profile mkprofile(const char *id, const char *name, const char *device, nf_precision prec,
@@ -146,9 +190,13 @@ static void test_verdicts(void)
 static void test_documents(const char *tmp)
 {
 	nf_gate_results rs;
-	nf_profile cpu = mkprofile("aa11", "cpu-int8-wo<&>", "cpu", NF_PREC_INT8_WO, 0);
-	nf_profile cpu32 = mkprofile("cc33", "cpu-fp32", "cpu", NF_PREC_FP32, 0);
-	nf_profile gpu = mkprofile("bb22", "h100-fp16", "h100", NF_PREC_FP16, 1);
+	char id_a[65], id_b[65], id_c[65];
+	hex_id(id_a, sizeof(id_a), 'a');
+	hex_id(id_b, sizeof(id_b), 'b');
+	hex_id(id_c, sizeof(id_c), 'c');
+	nf_profile cpu = mkprofile(id_a, "cpu-int8-wo<&>", "cpu", NF_PREC_INT8_WO, 0);
+	nf_profile cpu32 = mkprofile(id_c, "cpu-fp32", "cpu", NF_PREC_FP32, 0);
+	nf_profile gpu = mkprofile(id_b, "h100-fp16", "h100", NF_PREC_FP16, 1);
 	nf_report_meta meta = {.model = "stories260K", .recipe = "recipes/llama.yaml",
 			       .generated_at = "2024-05-01T12:00:00Z"};
 	nf_gate_result *r = NULL;
@@ -168,6 +216,10 @@ static void test_documents(const char *tmp)
 	is_int(nf_report_json(&json, &rs, &meta), 0, "gates.json built");
 	json_t *root = json ? json_loads(json, 0, &err) : NULL;
 	ok(root != NULL, "gates.json parses");
+	is_int(json_integer_value(json_object_get(root, "schema_version")), NF_REPORT_SCHEMA_VERSION,
+	       "schema_version recorded");
+	check_valid(tmp, "hand.json", json, "json", -1,
+		    "gates.json with failed, skipped and infinite values validates against its schema");
 	is_str(json_string_value(json_object_get(root, "version")), "0.1.0", "tool version recorded");
 	is_str(json_string_value(json_object_get(root, "verdict")), "failed", "overall verdict failed");
 	is_str(json_string_value(json_object_get(root, "generated_at")), "2024-05-01T12:00:00Z", "pinned time");
@@ -211,13 +263,16 @@ static void test_documents(const char *tmp)
 	is_int(count(xml, "<testcase "), 7, "a testcase per case, one per skipped gate");
 	is_int(count(xml, "<failure "), 1, "one failure");
 	is_int(count(xml, "<skipped message=\"no GPU on this machine\"/>"), 2, "two skipped");
-	ok(strstr(xml, "<testsuites name=\"stories260K\" tests=\"7\" failures=\"1\" errors=\"0\" skipped=\"2\"") != NULL,
-	   "testsuites totals");
+	ok(strstr(xml, "<testsuites name=\"stories260K\" tests=\"7\" failures=\"1\" errors=\"0\" time=") != NULL,
+	   "testsuites totals (no skipped=: Jenkins' schema has none there)");
 	ok(strstr(xml, "name=\"cpu-int8-wo&lt;&amp;&gt;\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"0\"") != NULL,
 	   "int8 suite totals, name escaped");
 	ok(strstr(xml, "name=\"prompt 2: &quot;&lt;tag&gt; &amp; &apos;q&apos;&quot;\"") != NULL,
 	   "testcase name escaped as an attribute");
-	ok(strstr(xml, "<failure type=\"gate\" message=\"agreement 0.5 &lt; 0.9\">") != NULL, "failure message attribute");
+	ok(strstr(xml, "<failure type=\"gate\" message=\"agreement = 0.5 (bound &gt;= 0.9); "
+		       "rel_err_max = inf (bound &lt;= 0.1)\">") != NULL,
+	   "failure message: every failed value with its bound");
+	check_valid(tmp, "junit.xml", xml, "junit", -1, "junit.xml validates against the Jenkins JUnit schema");
 	ok(strchr(xml, '\x01') == NULL, "control characters removed");
 	ok(strstr(xml, "<property name=\"tool_version\" value=\"0.1.0\"/>") != NULL, "tool version property");
 
@@ -229,6 +284,12 @@ static void test_documents(const char *tmp)
 	ok(strstr(tap, "not ok 4 - cpu-int8-wo<&> correctness: prompt 2: \"<tag> & 'q'\"\n") != NULL,
 	   "failing test line");
 	ok(strstr(tap, "ok 6 - h100-fp16 correctness # SKIP") != NULL, "skipped gate line");
+	char parsed[256];
+	if (tap_parse(parsed, sizeof(parsed), tmp, tap) < 0)
+		skip("TAP::Parser: no perl or NF_SRC here");
+	else
+		is_str(parsed, "version=13 planned=7 run=7 passed=6 failed=1 skipped=2 parse_errors=0",
+		       "TAP::Parser reads gates.tap: plan, counts, no parse errors");
 
 	/* Table */
 	is_int(nf_report_table(&table, &rs), 0, "table built");
@@ -266,12 +327,13 @@ static void test_documents(const char *tmp)
 		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
 			continue;
 		files++;
-		if (strcmp(e->d_name, "gates.json") && strcmp(e->d_name, "junit.xml") && strcmp(e->d_name, "gates.tap"))
+		if (strcmp(e->d_name, "gates.json") && strcmp(e->d_name, "junit.xml") && strcmp(e->d_name, "gates.tap") &&
+		    strcmp(e->d_name, "summary.md") && strcmp(e->d_name, "chart.svg"))
 			temps++;
 	}
 	if (d)
 		closedir(d);
-	ok(files == 3 && temps == 0, "exactly the three reports, no temp files left");
+	ok(files == 5 && temps == 0, "exactly the five reports, no temp files left");
 	free(p);
 	free(out);
 

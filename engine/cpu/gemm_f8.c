@@ -1,0 +1,555 @@
+/*
+ * gemm_f8.c - the fp8 e4m3 kernels of every family (backend.h gemm_f8,
+ * round_f8): weights stored as e4m3 codes with a scale per output row,
+ * activations rounded to the e4m3 grid by a static per-tensor scale, the
+ * products summed in float32, as a GPU's fp8 GEMM does.
+ *
+ * One summation order for every family, so that all give the same bits:
+ * a row's products go to 16 lanes, lane j summing the columns c = j mod 16
+ * in increasing c; then f[i] = lane[i] + lane[i + 8] and the row's sum is
+ * ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)); y = sum * (scale[r] *
+ * act_scale).  A product of an e4m3 weight (4 significant bits) and an
+ * activation on the e4m3 grid (4 more) is exact in float32, so a fused
+ * multiply-add rounds exactly as a multiply and an add: only the order of
+ * the additions matters, and it is the one above.
+ *
+ * The SIMD families widen a code to float through IEEE half: moving the
+ * code's 7 magnitude bits up by 7 and its sign to bit 15 gives the half of
+ * value e4m3 * 2^-8, normals and subnormals alike (half has 5 exponent bits
+ * to e4m3's 4, the same place for the mantissa's top), which the F16C
+ * conversion widens exactly; the 2^8 is folded into the row scale.  Scaling
+ * by a power of two is exact here, so the sums are the same bits.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+#include "engine/quant.h"
+#include "util/banned.h"
+
+#define F8_LANES 16
+
+/* The value of a weight code as every family widens it.  The NaN codes
+ * never occur in weights (the quantizer refuses NaN) and widen to 480, as
+ * the IEEE-half path of the SIMD families widens them. */
+static inline float widen_e4m3(uint8_t b)
+{
+	uint32_t sign = (uint32_t)(b & 0x80) << 24, e = (uint32_t)b >> 3 & 0xf, m = b & 7;
+	uint32_t u;
+	if (e == 0) {
+		float v = (float)m * 0.001953125f; /* m * 2^-9 */
+		memcpy(&u, &v, sizeof u);
+	} else {
+		u = (e + 120) << 23 | m << 20;
+	}
+	u |= sign;
+	float v;
+	memcpy(&v, &u, sizeof v);
+	return v;
+}
+
+/* The row sum of 16 lanes in the order of the file comment. */
+static float reduce_lanes(const float lane[F8_LANES])
+{
+	float f[8];
+	for (int i = 0; i < 8; i++)
+		f[i] = lane[i] + lane[i + 8];
+	return ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+}
+
+static float dot_f8(const uint8_t *w, const float *x, size_t cols)
+{
+	float lane[F8_LANES] = {0};
+	for (size_t c = 0; c < cols; c++)
+		lane[c % F8_LANES] += widen_e4m3(w[c]) * x[c];
+	return reduce_lanes(lane);
+}
+
+void nf_cpu_gemm_f8_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			   size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *row = w->f8 + (size_t)r * cols;
+		float k = w->scale[r] * w->act_scale;
+		for (size_t b = 0; b < n; b++) {
+			float s = dot_f8(row, x + b * ldx, cols) * k;
+			float *out = y + b * ldy + (size_t)r;
+			*out = accumulate ? *out + s : s;
+		}
+	}
+}
+
+void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = nf_fp8_e4m3_round(x[i] * inv_scale);
+}
+
+/* ---- the SIMD families ------------------------------------------------ */
+
+#define AVX2_F8 __attribute__((target("avx2,fma,f16c")))
+#define AVX512_F8 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
+
+/* How far ahead (bytes) the GEMV prefetches each row into L1: decode reads
+ * the matrix once, from memory, and the hardware prefetchers lose short
+ * rows read side by side (as the int8 kernels of avx2.c and avx512.c). */
+#define F8_PREFETCH 8192
+
+/* AVX2 reads 16 codes (8 words) per load and widens the even and the odd
+ * columns apart, with shifts and a mask and no byte shuffle (the shuffle
+ * port is what the IEEE-half conversion also needs): the accumulator of
+ * the even columns holds lanes 0, 2, .., 14 of the 16 of the file
+ * comment, that of the odd ones 1, 3, .., 15, each lane in column order,
+ * so the sums are those of the other families.  The activations are
+ * split the same way once per block of rows. */
+#define AVX2_F8_ROWS 4 /* decode: 4 rows of 2 accumulators */
+#define AVX2_F8_NV 2   /* prefill: 2 rows for 2 vectors (8 accumulators) */
+
+/* The halves (e4m3 * 2^-8) of the high bytes of 8 words: an arithmetic
+ * shift by 1 puts the byte's magnitude in the half's exponent and
+ * mantissa and its sign in bits 15 and 14; bit 14 and the low byte's
+ * leftovers are masked off. */
+AVX2_F8 static inline __m256 widen_high_bytes(__m128i w)
+{
+	return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbf80)));
+}
+
+/* The codes of columns [c, c + 16) of a row: even columns to *even, odd
+ * columns to *odd, each as 8 floats e4m3 * 2^-8. */
+AVX2_F8 static inline void widen16_avx2(__m256 *even, __m256 *odd, const uint8_t *p)
+{
+	__m128i w = _mm_loadu_si128((const __m128i *)p);
+	*odd = widen_high_bytes(w);
+	*even = widen_high_bytes(_mm_slli_epi16(w, 8));
+}
+
+/* x[c, c + 16) split as widen16_avx2 splits the codes. */
+AVX2_F8 static inline void split16_avx2(__m256 *even, __m256 *odd, const float *x)
+{
+	__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+	/* shuffle_ps works within 128-bit halves: 0 2 8 10 | 4 6 12 14 */
+	__m256d e = _mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88));
+	__m256d o = _mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xdd));
+	*even = _mm256_castpd_ps(_mm256_permute4x64_pd(e, 0xd8));
+	*odd = _mm256_castpd_ps(_mm256_permute4x64_pd(o, 0xd8));
+}
+
+/* One row's sum of the even-lane and odd-lane accumulators, in the order
+ * of the file comment: f = lanes [0, 8) + lanes [8, 16), taken as
+ * fe = (f0 f2 f4 f6) and fo = (f1 f3 f5 f7); then p = fe + fo =
+ * (f0+f1, f2+f3, f4+f5, f6+f7) and (p0 + p1) + (p2 + p3). */
+AVX2_F8 static inline float reduce16_avx2(__m256 even, __m256 odd)
+{
+	__m128 fe = _mm_add_ps(_mm256_castps256_ps128(even), _mm256_extractf128_ps(even, 1));
+	__m128 fo = _mm_add_ps(_mm256_castps256_ps128(odd), _mm256_extractf128_ps(odd, 1));
+	__m128 p = _mm_add_ps(fe, fo);
+	__m128 q = _mm_hadd_ps(p, p); /* p0 + p1, p2 + p3 */
+	return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+/* Columns [c, c + 16) of `nr` rows with `nv` vectors into the even (a) and
+ * odd (b) accumulators; nr, nv constants at each call. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
+	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, size_t ldx, int nr,
+	    int nv)
+{
+	__m256 we[AVX2_F8_ROWS], wo[AVX2_F8_ROWS];
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++)
+		widen16_avx2(&we[i], &wo[i], row[i] + c);
+#pragma GCC unroll 2
+	for (int v = 0; v < nv; v++) {
+		__m256 xe, xo;
+		split16_avx2(&xe, &xo, x + (size_t)v * ldx + c);
+#pragma GCC unroll 4
+		for (int i = 0; i < nr; i++) {
+			a[v][i] = _mm256_fmadd_ps(we[i], xe, a[v][i]);
+			b[v][i] = _mm256_fmadd_ps(wo[i], xo, b[v][i]);
+		}
+	}
+}
+
+/* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
+ * codes at once (the shifts and masks on 16 words; each 128-bit half then
+ * widened), the sums added group after group as step16_avx2 adds them. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
+	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, int nr)
+{
+	const __m256i mask = _mm256_set1_epi16((short)0xbf80);
+	__m256 xe0, xo0, xe1, xo1;
+	split16_avx2(&xe0, &xo0, x + c);
+	split16_avx2(&xe1, &xo1, x + c + 16);
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++) {
+		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
+		__m256i odd = _mm256_and_si256(_mm256_srai_epi16(w, 1), mask);
+		__m256i even = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), mask);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(even)), xe0, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(odd)), xo0, b[0][i]);
+		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(even, 1)), xe1, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(odd, 1)), xo1, b[0][i]);
+	}
+}
+
+/* out[v * AVX2_F8_ROWS + i] = the row sum (times 2^-8) of row i with
+ * vector v, for nr rows and nv vectors (constants at each call).  The last
+ * columns short of 16 go through zero-padded copies, which add only zero
+ * products. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, const float *x,
+	      size_t ldx, int nr, int nv)
+{
+	__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], b[AVX2_F8_NV][AVX2_F8_ROWS];
+#pragma GCC unroll 2
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+		for (int i = 0; i < nr; i++)
+			a[v][i] = b[v][i] = _mm256_setzero_ps();
+	size_t c = 0;
+	for (; c + 64 <= cols; c += 64) {
+#pragma GCC unroll 4
+		for (int i = 0; i < nr; i++)
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+		if (nv == 1) {
+			step32_avx2(a, b, row, c, x, nr);
+			step32_avx2(a, b, row, c + 32, x, nr);
+			continue;
+		}
+#pragma GCC unroll 4
+		for (int g = 0; g < 64; g += 16)
+			step16_avx2(a, b, row, c + (size_t)g, x, ldx, nr, nv);
+	}
+	for (; c + 16 <= cols; c += 16)
+		step16_avx2(a, b, row, c, x, ldx, nr, nv);
+	if (c < cols) {
+		uint8_t wt[AVX2_F8_ROWS][16] = {{0}};
+		float xt[AVX2_F8_NV][16] = {{0}};
+		const uint8_t *tail[AVX2_F8_ROWS];
+		for (int i = 0; i < nr; i++) {
+			memcpy(wt[i], row[i] + c, cols - c);
+			tail[i] = wt[i];
+		}
+		for (int v = 0; v < nv; v++)
+			memcpy(xt[v], x + (size_t)v * ldx + c, (cols - c) * sizeof(float));
+		step16_avx2(a, b, tail, 0, &xt[0][0], 16, nr, nv);
+	}
+#pragma GCC unroll 2
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+		for (int i = 0; i < nr; i++)
+			out[v * AVX2_F8_ROWS + i] = reduce16_avx2(a[v][i], b[v][i]);
+}
+
+/* Rows [r, r + valid) of y for vectors [b, b + nv): the sums times 2^8
+ * (exact) times scale[r] * act_scale. */
+static inline void store_rows(float *y, size_t ldy, const nf_bk_matrix *w, const float *sums,
+			      size_t stride, int r, int valid, size_t b, int nv, int accumulate)
+{
+	for (int v = 0; v < nv; v++)
+		for (int i = 0; i < valid; i++) {
+			float s = sums[(size_t)v * stride + (size_t)i] * 256.0f *
+				  (w->scale[r + i] * w->act_scale);
+			float *o = y + (b + (size_t)v) * ldy + (size_t)(r + i);
+			*o = accumulate ? *o + s : s;
+		}
+}
+
+/* Row pointers of rows [r, r + nr) capped at r1 - 1: a block past the last
+ * row recomputes the last row rather than read past the matrix. */
+static inline int block_rows(const uint8_t **row, const nf_bk_matrix *w, int r, int r1, int nr)
+{
+	int valid = r1 - r < nr ? r1 - r : nr;
+	for (int i = 0; i < nr; i++)
+		row[i] = w->f8 + (size_t)(r + (i < valid ? i : valid - 1)) * (size_t)w->cols;
+	return valid;
+}
+
+/* One block of nr rows times all n vectors: decode (n = 1) 4 rows for 1
+ * vector, prefill 2 rows for AVX2_F8_NV vectors at a time. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx, size_t n,
+		int r, int r1, int nr, int accumulate)
+{
+	const uint8_t *row[AVX2_F8_ROWS];
+	int valid = block_rows(row, w, r, r1, nr);
+	size_t cols = (size_t)w->cols, b = 0;
+	float sums[AVX2_F8_NV * AVX2_F8_ROWS];
+	if (nr == AVX2_F8_ROWS) {
+		for (; b < n; b++) {
+			dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, AVX2_F8_ROWS, 1);
+			store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
+		}
+		return;
+	}
+	for (; b + AVX2_F8_NV <= n; b += AVX2_F8_NV) {
+		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, AVX2_F8_NV);
+		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, AVX2_F8_NV, accumulate);
+	}
+	for (; b < n; b++) {
+		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, 1);
+		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
+	}
+}
+
+AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+				 size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	if (n == 1)
+		for (int r = r0; r < r1; r += AVX2_F8_ROWS)
+			gemm_block_avx2(y, ldy, w, x, ldx, n, r, r1, AVX2_F8_ROWS, accumulate);
+	else
+		for (int r = r0; r < r1; r += 2)
+			gemm_block_avx2(y, ldy, w, x, ldx, n, r, r1, 2, accumulate);
+}
+
+/* nf_fp8_e4m3_round of 8 floats, without leaving floats: normals keep 3
+ * mantissa bits, rounded to nearest even by adding 0x7ffff plus the last
+ * kept bit (a carry moves up the exponent, as it should); below 2^-6,
+ * adding and subtracting 2^14 rounds to the subnormal step 2^-9 (the ulp
+ * of 2^14), ties to even; then saturation at 448 (infinity included), NaN
+ * as the canonical NaN, and the sign put back. */
+AVX2_F8 static inline __m256 round8_avx2(__m256 y)
+{
+	const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+	__m256i bits = _mm256_castps_si256(y), a = _mm256_and_si256(bits, absmask);
+	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, 20), _mm256_set1_epi32(1));
+	__m256i norm = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff), lsb));
+	norm = _mm256_and_si256(norm, _mm256_set1_epi32((int)0xfff00000u));
+	const __m256 magic = _mm256_set1_ps(16384.0f);
+	__m256 sub = _mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), magic), magic);
+	__m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), a); /* a < 2^-6 */
+	__m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(norm), sub, _mm256_castsi256_ps(is_sub));
+	r = _mm256_min_ps(r, _mm256_set1_ps(448.0f));
+	__m256i is_nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+	r = _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+			     _mm256_castsi256_ps(is_nan));
+	return _mm256_or_ps(r, _mm256_castsi256_ps(_mm256_andnot_si256(absmask, bits)));
+}
+
+AVX2_F8 void nf_cpu_round_f8_avx2(float *out, const float *x, float inv_scale, int n)
+{
+	__m256 vi = _mm256_set1_ps(inv_scale);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, round8_avx2(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi)));
+	for (; i < n; i++)
+		out[i] = nf_fp8_e4m3_round(x[i] * inv_scale);
+}
+
+/* AVX-512 decode: 8 rows of one 16-lane accumulator each, a 64-byte line
+ * of every row per step (as avx512.c's int8 GEMV).  Prefill is bound by
+ * the widening, not by memory: 4 rows give each widened weight to up to 6
+ * vectors (24 accumulators; of 2 x 12, 3 x 8, 4 x 6 and 8 x 3, 4 x 6 was
+ * the fastest from 12 vectors up, docs/quantization.md). */
+#define AVX512_F8_ROWS 8
+#define AVX512_F8_PREFILL_ROWS 4
+#define AVX512_F8_NV 6
+
+/* The 8 row sums of a0..a7 as one vector, in the order of the file
+ * comment (the fold-and-hadd tree of avx512.c). */
+AVX512_F8 static inline __m256 reduce8x16_avx512(const __m512 *a)
+{
+#define FOLD(v) _mm256_add_ps(_mm512_castps512_ps256(v), \
+			      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
+	__m256 h01 = _mm256_hadd_ps(FOLD(a[0]), FOLD(a[1])), h23 = _mm256_hadd_ps(FOLD(a[2]), FOLD(a[3]));
+	__m256 h45 = _mm256_hadd_ps(FOLD(a[4]), FOLD(a[5])), h67 = _mm256_hadd_ps(FOLD(a[6]), FOLD(a[7]));
+#undef FOLD
+	__m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+	return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+			     _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+
+/* 16 codes as the floats e4m3 * 2^-8: sign-extended to 16 bits and moved
+ * up by 7, a code has its magnitude in the half's exponent and mantissa
+ * and its sign in bits 15 and 14; bit 14 is masked off. */
+AVX512_F8 static inline __m512 widen16_avx512(const uint8_t *p)
+{
+	__m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+	return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xbf80)));
+}
+
+/* 32 codes as widen16_avx512 twice, the shift and mask done once on all
+ * 32 words: columns [0, 16) to *lo, [16, 32) to *hi. */
+AVX512_F8 static inline void widen32_avx512(__m512 *lo, __m512 *hi, const uint8_t *p)
+{
+	__m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+	h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xbf80));
+	*lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+	*hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
+/* The same of the lanes in m; the others read as zero. */
+AVX512_F8 static inline __m512 widen16_masked_avx512(const uint8_t *p, __mmask16 m)
+{
+	__m256i h = _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(m, p));
+	return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xbf80)));
+}
+
+/* The 8 row sums (times 2^-8) with x.  The last columns short of 16 are
+ * masked loads: zero weights and activations, zero products. */
+AVX512_F8 static __m256 dot8_avx512(const uint8_t *const row[AVX512_F8_ROWS], size_t cols,
+				    const float *x)
+{
+	__m512 a[AVX512_F8_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = _mm512_setzero_ps();
+	size_t c = 0;
+	for (; c + 64 <= cols; c += 64) {
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++)
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+#pragma GCC unroll 2
+		for (size_t g = c; g < c + 64; g += 32) {
+			__m512 x0 = _mm512_loadu_ps(x + g), x1 = _mm512_loadu_ps(x + g + 16);
+#pragma GCC unroll 8
+			for (int i = 0; i < AVX512_F8_ROWS; i++) {
+				__m512 w0, w1;
+				widen32_avx512(&w0, &w1, row[i] + g);
+				a[i] = _mm512_fmadd_ps(w1, x1, _mm512_fmadd_ps(w0, x0, a[i]));
+			}
+		}
+	}
+	for (; c < cols; c += 16) {
+		__mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + c);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++)
+			a[i] = _mm512_fmadd_ps(widen16_masked_avx512(row[i] + c, m), xv, a[i]);
+	}
+	return reduce8x16_avx512(a);
+}
+
+/* One row's 16 lanes summed in the order of the file comment. */
+AVX512_F8 static inline float reduce16_avx512(__m512 a)
+{
+	__m256 f = _mm256_add_ps(_mm512_castps512_ps256(a),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+	__m256 h = _mm256_hadd_ps(f, f); /* f0+f1, f2+f3, .. | f4+f5, f6+f7, .. */
+	h = _mm256_hadd_ps(h, h);
+	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* Columns [c, c + 16) (the lanes in m) of the prefill rows into the
+ * accumulators of nv vectors (a constant at each call). */
+AVX512_F8 __attribute__((always_inline)) static inline void
+step16_prefill_avx512(__m512 a[AVX512_F8_PREFILL_ROWS][AVX512_F8_NV],
+		      const uint8_t *const row[AVX512_F8_PREFILL_ROWS], size_t c, __mmask16 m,
+		      const float *x, size_t ldx, int nv)
+{
+	__m512 wv[AVX512_F8_PREFILL_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+		wv[i] = widen16_masked_avx512(row[i] + c, m);
+#pragma GCC unroll 12
+	for (int v = 0; v < nv; v++) {
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)v * ldx + c);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			a[i][v] = _mm512_fmadd_ps(wv[i], xv, a[i][v]);
+	}
+}
+
+/* out[i * AVX512_F8_NV + v] = the sum (times 2^-8) of prefill row i with
+ * vector v, v < nv. */
+AVX512_F8 __attribute__((always_inline)) static inline void
+dotrxn_avx512(float *out, const uint8_t *const row[AVX512_F8_PREFILL_ROWS], size_t cols,
+	      const float *x, size_t ldx, int nv)
+{
+	__m512 a[AVX512_F8_PREFILL_ROWS][AVX512_F8_NV];
+#pragma GCC unroll 12
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			a[i][v] = _mm512_setzero_ps();
+	size_t c = 0;
+	for (; c + 16 <= cols; c += 16)
+		step16_prefill_avx512(a, row, c, (__mmask16)0xffff, x, ldx, nv);
+	if (c < cols)
+		step16_prefill_avx512(a, row, c, (__mmask16)((1u << (cols - c)) - 1), x, ldx, nv);
+#pragma GCC unroll 12
+	for (int v = 0; v < nv; v++)
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+			out[i * AVX512_F8_NV + v] = reduce16_avx512(a[i][v]);
+}
+
+/* Prefill rows [r, r + AVX512_F8_PREFILL_ROWS) (valid of them) times all
+ * n vectors: AVX512_F8_NV at a time, then 3, then 1. */
+AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_matrix *w,
+					   const float *x, size_t ldx, size_t n, int r, int r1,
+					   int accumulate)
+{
+	const uint8_t *row[AVX512_F8_PREFILL_ROWS];
+	int valid = block_rows(row, w, r, r1, AVX512_F8_PREFILL_ROWS);
+	size_t cols = (size_t)w->cols, b = 0;
+	float sums[AVX512_F8_PREFILL_ROWS * AVX512_F8_NV], t[AVX512_F8_PREFILL_ROWS * AVX512_F8_NV];
+	for (; b < n;) {
+		int nv = n - b >= AVX512_F8_NV ? AVX512_F8_NV : n - b >= 3 ? 3 : 1;
+		if (nv == AVX512_F8_NV)
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, AVX512_F8_NV);
+		else if (nv == 3)
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, 3);
+		else
+			dotrxn_avx512(sums, row, cols, x + b * ldx, ldx, 1);
+		/* store_rows takes the sums vector-major */
+		for (int v = 0; v < nv; v++)
+			for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
+				t[v * AVX512_F8_PREFILL_ROWS + i] = sums[i * AVX512_F8_NV + v];
+		store_rows(y, ldy, w, t, AVX512_F8_PREFILL_ROWS, r, valid, b, nv, accumulate);
+		b += (size_t)nv;
+	}
+}
+
+AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+				     size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	if (n > 1) {
+		for (int r = r0; r < r1; r += AVX512_F8_PREFILL_ROWS)
+			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);
+		return;
+	}
+	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
+		const uint8_t *row[AVX512_F8_ROWS];
+		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
+		__mmask8 m = (__mmask8)((1u << valid) - 1);
+		/* scale[r] * act_scale, rounded once, as the scalar kernel */
+		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
+		__m256 s = _mm256_mul_ps(_mm256_mul_ps(dot8_avx512(row, (size_t)w->cols, x), _mm256_set1_ps(256.0f)), k);
+		if (accumulate)
+			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
+		_mm256_mask_storeu_ps(y + r, m, s);
+	}
+}
+
+/* round8_avx2 over 16 lanes. */
+AVX512_F8 static inline __m512 round16_avx512(__m512 y)
+{
+	const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+	__m512i bits = _mm512_castps_si512(y), a = _mm512_and_si512(bits, absmask);
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+	__m512i norm = _mm512_add_epi32(a, _mm512_add_epi32(_mm512_set1_epi32(0x7ffff), lsb));
+	norm = _mm512_and_si512(norm, _mm512_set1_epi32((int)0xfff00000u));
+	const __m512 magic = _mm512_set1_ps(16384.0f);
+	__m512 sub = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), magic), magic);
+	__mmask16 is_sub = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3c800000));
+	__m512 r = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(norm), sub);
+	r = _mm512_min_ps(r, _mm512_set1_ps(448.0f));
+	__mmask16 is_nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
+	r = _mm512_mask_blend_ps(is_nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+	return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), _mm512_andnot_si512(absmask, bits)));
+}
+
+AVX512_F8 void nf_cpu_round_f8_avx512(float *out, const float *x, float inv_scale, int n)
+{
+	__m512 vi = _mm512_set1_ps(inv_scale);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vi);
+		_mm512_mask_storeu_ps(out + i, m, round16_avx512(v));
+	}
+}

@@ -1,0 +1,291 @@
+/*
+ * engine_quantize.c - the model-wide steps of quantizing an engine, and
+ * each matrix's quantization (engine_quantize.h).
+ */
+#include "engine/engine_quantize.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/arch.h"
+#include "engine/awq.h"
+#include "engine/calibrate.h"
+#include "engine/gguf.h"
+#include "engine/cpu/cpu.h"
+#include "engine/safetensors.h" /* nf_f16_to_f32 */
+#include "engine/tokenizer.h"
+#include "engine/wformat.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+/* Calibration tokens past this many are not run: the statistics settle
+ * long before, and the float32 reference runs one token at a time. */
+#define CALIB_MAX_TOKENS 512
+
+/* Input rows AWQ measures each alpha's error on: its cost is rows x the
+ * model's MACs x the alpha grid, and 64 rows choose the alphas 256 do on
+ * SmolLM2 (docs/quantization.md); fp8 needs the statistics only. */
+#define AWQ_ROWS 64
+
+/* The calibration text (o's, or the shipped default) as the model's tokens,
+ * at most CALIB_MAX_TOKENS. */
+static int calibration_tokens(int **tokens, size_t *n, const nf_model *m,
+			      const nf_engine_build_opts *o)
+{
+	nf_tokenizer *own = NULL;
+	const nf_tokenizer *tok = o->tokenizer;
+	size_t len = 0;
+	const char *text = o->calib_text ? o->calib_text : nf_calib_default_text(&len);
+	int err = 0;
+	if (o->calib_text)
+		len = strlen(o->calib_text);
+	if (!tok && o->tokenizer_path && !(err = nf_tokenizer_load(&own, o->tokenizer_path,
+								    m->cfg.vocab_size)))
+		tok = own;
+	if (!err && !tok)
+		err = nf_error_set(NF_EINPUT, "engine build: calibration needs the model's tokenizer");
+	if (!err)
+		err = nf_tokenizer_encode(tok, text, len, NF_TOK_ADD_SPECIAL, tokens, n);
+	if (!err && *n > CALIB_MAX_TOKENS)
+		*n = CALIB_MAX_TOKENS;
+	if (!err && *n < 2)
+		err = nf_error_set(NF_EINPUT, "engine build: the calibration text is %zu tokens", *n);
+	nf_tokenizer_free(own);
+	return err ? nf_error_wrap(err, "calibration") : 0;
+}
+
+/* Where each matrix reads its input from, for the activation scales. */
+static nf_ref_input input_of(int id)
+{
+	switch (id) {
+	case NF_T_WO:
+		return NF_REF_IN_WO;
+	case NF_T_W1:
+	case NF_T_W3:
+		return NF_REF_IN_FFN;
+	case NF_T_W2:
+		return NF_REF_IN_W2;
+	case NF_T_WCLS:
+	case NF_T_EMB:
+		return NF_REF_IN_CLS;
+	default:
+		return NF_REF_IN_ATT;
+	}
+}
+
+/* The static activation scale of every matrix of every layer (fp8):
+ * calibrated max |x| of its input / 448. */
+static int calibrate_act_scales(nf_engine_quant *q, const nf_calib *c)
+{
+	size_t layers = (size_t)(q->n_layers > 0 ? q->n_layers : 1);
+	if (!(q->act_scales = calloc((size_t)NF_T_COUNT * layers, sizeof(float))))
+		return nf_error_set(NF_ENOMEM, "engine build: out of memory");
+	for (int id = 0; id < NF_T_COUNT; id++)
+		for (size_t l = 0; l < layers; l++)
+			q->act_scales[(size_t)id * layers + l] =
+				nf_calib_fp8_scale(c, (int)l, input_of(id));
+	return 0;
+}
+
+/* AWQ's stand-in for the int4 quantizer while it searches: each group
+ * rounded to the nearest of 16 levels between its min and max (the scale
+ * and min as halves, as stored), the round-to-nearest quantization of the
+ * AWQ paper.  The engine's own quantizer then searches each group's scale
+ * further (quant_int4.c); the scaling AWQ picks helps both. */
+static void int4_fakequant(float *out, const float *w, size_t rows, size_t cols, void *ctx)
+{
+	size_t group = (size_t)*(const int *)ctx;
+	for (size_t r = 0; r < rows; r++)
+		for (size_t c0 = 0; c0 < cols; c0 += group) {
+			const float *x = w + r * cols + c0;
+			float *y = out + r * cols + c0;
+			size_t n = cols - c0 < group ? cols - c0 : group;
+			float lo = x[0], hi = x[0];
+			for (size_t i = 1; i < n; i++) {
+				lo = x[i] < lo ? x[i] : lo;
+				hi = x[i] > hi ? x[i] : hi;
+			}
+			float s = nf_f16_to_f32(nf_f32_to_f16((hi - lo) / 15.0f));
+			float m = nf_f16_to_f32(nf_f32_to_f16(lo));
+			float inv = s > 0.0f ? 1.0f / s : 0.0f;
+			for (size_t i = 0; i < n; i++) {
+				float q = (x[i] - m) * inv + 0.5f;
+				q = q < 0.0f ? 0.0f : q > 15.0f ? 15.0f : (float)(int)q;
+				y[i] = s * q + m;
+			}
+		}
+}
+
+/* q's model becomes m with AWQ's scaling for int4 groups of o's size. */
+static int apply_awq(nf_engine_quant *q, const nf_model *m, const nf_calib *calib,
+		     const nf_engine_build_opts *o)
+{
+	int group = nf_precision_group(o->precision, o->group);
+	nf_awq_opts ao = {.fakequant = int4_fakequant, .ctx = &group, .threads = o->threads};
+	nf_awq_report *report = NULL;
+	int err = nf_awq_apply(&q->owned, &report, m, calib, &ao);
+	nf_awq_report_free(report);
+	if (!err)
+		q->model = q->owned;
+	return err;
+}
+
+int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engine_build_opts *o)
+{
+	const nf_precision_info *info = nf_precision_info_of(o->precision);
+	nf_calib *calib = NULL;
+	int *tokens = NULL;
+	size_t n = 0;
+	memset(q, 0, sizeof *q);
+	q->model = m;
+	q->n_layers = m->cfg.n_layers;
+	int err = nf_pool_new(&q->pool, o->threads);
+	if (err || !info->calibrated)
+		return err;
+	if (!(err = calibration_tokens(&tokens, &n, m, o)))
+		err = nf_calib_run_opts(m, tokens, n,
+					&(nf_calib_opts){.max_rows = info->awq ? AWQ_ROWS : 0,
+							 .threads = o->threads},
+					&calib);
+	if (!err && info->weights == NF_QUANT_FP8_E4M3)
+		err = calibrate_act_scales(q, calib);
+	if (!err && info->awq)
+		err = apply_awq(q, m, calib, o);
+	free(tokens);
+	nf_calib_free(calib);
+	return err;
+}
+
+const float *nf_engine_quant_act_scales(const nf_engine_quant *q, int id)
+{
+	if (!q->act_scales || id < 0 || id >= NF_T_COUNT)
+		return NULL;
+	return q->act_scales + (size_t)id * (size_t)(q->n_layers > 0 ? q->n_layers : 1);
+}
+
+void *nf_engine_quant_detach(nf_engine_quant *q)
+{
+	void *mem = NULL;
+	if (q->owned) {
+		mem = q->owned->mem;
+		q->owned->mem = NULL;
+	}
+	return mem;
+}
+
+void nf_engine_quant_release(nf_engine_quant *q)
+{
+	nf_pool_free(q->pool);
+	nf_model_free(q->owned);
+	free(q->act_scales);
+	memset(q, 0, sizeof *q);
+}
+
+/* Rows per unit of parallel quantization: enough work to pay for a
+ * hand-off, few enough that two cores split a small matrix. */
+#define QUANT_UNIT_ROWS 64
+
+/* One matrix (all layers' rows) being quantized by the pool. */
+typedef struct quant_job {
+	const nf_wformat *f;
+	char *data, *aux;
+	const float *w;
+	uint64_t rows, cols, row_aux; /* row_aux: aux bytes a row */
+	int group;
+	atomic_int failed; /* a unit met a weight the format cannot hold */
+} quant_job;
+
+static void quant_range(void *ctx, int u0, int u1, int tid)
+{
+	quant_job *j = ctx;
+	uint64_t r0 = (uint64_t)u0 * QUANT_UNIT_ROWS, r1 = (uint64_t)u1 * QUANT_UNIT_ROWS;
+	(void)tid;
+	if (r1 > j->rows)
+		r1 = j->rows;
+	if (nf_wformat_quantize(j->f, j->data + nf_wformat_data_bytes(j->f, r0, j->cols),
+				j->aux ? j->aux + r0 * j->row_aux : NULL, j->w + r0 * j->cols,
+				(size_t)(r1 - r0), (size_t)j->cols, j->group, "quantize"))
+		atomic_store(&j->failed, 1);
+}
+
+/* The first weight of layer l the format cannot hold, named (the error
+ * path: run again on this thread, whose error message is the caller's). */
+static int quantize_layer_serially(const quant_job *j, uint64_t layers, uint64_t l,
+				   const char *what)
+{
+	uint64_t rows = j->rows / layers;
+	char where[128];
+	if (layers > 1)
+		snprintf(where, sizeof where, "%s (layer %llu)", what, (unsigned long long)l);
+	else
+		snprintf(where, sizeof where, "%s", what);
+	return nf_wformat_quantize(j->f, j->data + nf_wformat_data_bytes(j->f, l * rows, j->cols),
+				   j->aux ? j->aux + l * rows * j->row_aux : NULL,
+				   j->w + l * rows * j->cols, (size_t)rows, (size_t)j->cols, j->group,
+				   where);
+}
+
+int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, const float *w,
+		     uint64_t rows, uint64_t cols, int group)
+{
+	quant_job j = {.f = f, .data = data, .aux = aux, .w = w, .rows = rows, .cols = cols,
+		       .group = group};
+	j.row_aux = nf_wformat_aux_cols(f, cols, group) * nf_wformat_aux_size(f);
+	atomic_init(&j.failed, 0);
+	uint64_t units = (rows + QUANT_UNIT_ROWS - 1) / QUANT_UNIT_ROWS;
+	if (units > NF_POOL_MAX_UNITS)
+		return nf_error_set(NF_EINPUT, "quantize: %llu rows are too many",
+				    (unsigned long long)rows);
+	nf_pool_run_ranges(pool, quant_range, &j, (int)units, 1);
+	return atomic_load(&j.failed) ? NF_EINPUT : 0;
+}
+
+/* Layer l of tensor id taken over from the checkpoint's own int4 blocks
+ * (GGUF Q4_0/Q4_1, group 32, the model as loaded): 1 when done, 0 when
+ * there are none to take, or the error. */
+static int take_over_int4(const quant_job *j, const nf_model *m, const nf_engine_quant *q, int id,
+			  uint64_t layers, uint64_t l, const char *what)
+{
+	int type = -1;
+	uint64_t rows = j->rows / layers;
+	if (j->f->kind != NF_QUANT_INT4_GROUP || j->group != 32 || q->owned)
+		return 0;
+	const void *blocks = nf_model_source_blocks(m, id, (int)l, &type);
+	if (!blocks || (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1))
+		return 0;
+	int err = nf_quant_int4_from_gguf((uint8_t *)j->data + nf_wformat_data_bytes(j->f, l * rows, j->cols),
+					  (uint16_t *)(j->aux + l * rows * j->row_aux), blocks, type,
+					  (size_t)rows, (size_t)j->cols);
+	return err ? nf_error_wrap(err, "%s (layer %llu)", what, (unsigned long long)l) : 1;
+}
+
+int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
+			      uint64_t rows, uint64_t cols, const nf_model *m,
+			      const nf_engine_quant *q, const char *what)
+{
+	quant_job j = {.f = nf_wformat_of(s->kind), .data = data, .aux = aux,
+		       .w = *nf_model_slot((nf_model *)m, id), .rows = layers * rows, .cols = cols,
+		       .group = s->group};
+	j.row_aux = nf_wformat_aux_cols(j.f, cols, s->group) * nf_wformat_aux_size(j.f);
+	int failed = 0;
+	for (uint64_t l = 0; l < layers && !failed; l++) {
+		int taken = take_over_int4(&j, m, q, id, layers, l, what);
+		if (taken < 0)
+			return taken;
+		if (!taken)
+			failed = nf_quantize_rows(q->pool, j.f,
+						  (char *)data + nf_wformat_data_bytes(j.f, l * rows, cols),
+						  aux ? (char *)aux + l * rows * j.row_aux : NULL,
+						  j.w + l * rows * cols, rows, cols, s->group);
+	}
+	if (!failed)
+		return 0;
+	for (uint64_t l = 0; l < layers; l++) {
+		int err = quantize_layer_serially(&j, layers, l, what);
+		if (err)
+			return err;
+	}
+	return nf_error_wrap(nf_error_last_code() ? nf_error_last_code() : NF_EINTERNAL, "%s", what);
+}

@@ -1,0 +1,47 @@
+/*
+ * engine_weights.h - an engine's weights.safetensors: every tensor of the
+ * architecture's table, the matrices in the format of the engine's
+ * precision (engine/wformat.h) with what the format keeps beside them,
+ * norms and biases in float32.  Written by the builder, checked and bound
+ * to the forward pass's views by the opener.  Internal to engine/.
+ */
+#ifndef NF_ENGINE_ENGINE_WEIGHTS_H
+#define NF_ENGINE_ENGINE_WEIGHTS_H
+
+#include <jansson.h>
+
+#include "engine/arch.h"
+#include "engine/engine.h"
+#include "engine/forward.h"
+#include "engine/safetensors.h"
+
+/* What the builder allocated for the quantized tensors; fw's views point
+ * into it until nf_engine_weights_release. */
+typedef struct nf_engine_wbufs {
+	void *p[4 * NF_T_COUNT];
+	int n;
+} nf_engine_wbufs;
+
+/* Add every tensor of m, in o's precision, to wr, and bind fw's views to
+ * them (fw->layers allocated by the caller).  NF_EINPUT for a weight the
+ * format cannot hold, naming the tensor. */
+int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs *keep,
+			  const nf_model *m, const nf_engine_build_opts *o);
+void nf_engine_weights_release(nf_engine_wbufs *keep);
+
+/* config.json's "quantization" object for precision p with this group. */
+json_t *nf_engine_weights_describe(nf_precision p, int group);
+
+/* Where a tensor of the file lives now (the opener may have copied the
+ * tensors elsewhere). */
+typedef const void *(*nf_engine_rebase_fn)(const void *ctx, const void *data);
+
+/* Check every tensor of st against cfg and precision p (dtype, shape,
+ * alignment, what the format keeps beside it) and bind w's views to them
+ * (w->layers allocated by the caller).  NF_EINPUT naming path and the
+ * tensor. */
+int nf_engine_weights_map(nf_fwd_weights *w, const nf_model_config *cfg, const nf_st_file *st,
+			  nf_precision p, int group, const char *path, nf_engine_rebase_fn rebase,
+			  const void *ctx);
+
+#endif
