@@ -15,7 +15,7 @@ static const nf_precision_info precisions[NF_PREC_COUNT] = {
 	[NF_PREC_BF16] = {"bf16", NF_QUANT_BF16, 0, 0, 0, "BF16"},
 	[NF_PREC_INT8_WO] = {"int8-wo", NF_QUANT_INT8_ROW, 0, 0, 0, "Q8_0"},
 	[NF_PREC_INT4_WO] = {"int4-wo", NF_QUANT_INT4_GROUP, 32, 0, 0, "Q4_1"},
-	[NF_PREC_INT4_AWQ] = {"int4-awq", NF_QUANT_INT4_GROUP, 128, 1, 1, "Q4_1"},
+	[NF_PREC_INT4_AWQ] = {"int4-awq", NF_QUANT_INT4_GROUP, 32, 1, 1, "Q4_1"},
 	[NF_PREC_FP8_E4M3] = {"fp8-e4m3", NF_QUANT_FP8_E4M3, 0, 0, 1, "Q8_0"},
 };
 
