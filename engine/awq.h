@@ -44,6 +44,12 @@
 typedef void (*nf_awq_fakequant_fn)(float *out, const float *w, size_t rows, size_t cols,
 				    void *ctx);
 
+/* The engine's int4 groups (quant.h nf_quant_int4_rows, then
+ * nf_quant_int4_dequant_row) as a fake quantizer; ctx points to the int
+ * group size (32, 64 or 128).  Rows it cannot quantize (a weight that is
+ * not finite) come out NaN, which AWQ never prefers to alpha 0. */
+void nf_awq_int4_fakequant(float *out, const float *w, size_t rows, size_t cols, void *ctx);
+
 /* The alpha grid: NF_AWQ_GRID points, alpha_i = i / (NF_AWQ_GRID - 1). */
 #define NF_AWQ_GRID 21
 

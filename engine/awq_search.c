@@ -17,6 +17,12 @@
 /* Rows quantized at a time: the fakequant sees whole rows, and a thread's
  * blocks stay small whatever the matrix. */
 #define BLOCK_ROWS 64
+/* A pool chunk is one alpha over a slice of this many of the group's rows
+ * (its matrices one after the other): enough chunks to keep 16 threads
+ * busy on a small model's group, each still mostly block products.  Fixed,
+ * not from the thread count, so the partial errors add up in the same
+ * order, and pick the same alpha, on any number of threads. */
+#define SLICE_ROWS (4 * BLOCK_ROWS)
 
 void nf_awq_scales(float *s, const float *mean_abs, size_t n, float alpha)
 {
@@ -69,66 +75,100 @@ static void outputs_scalar(float *y, const float *q, const float *xt, size_t nb,
 #define AWQ_AVX2 __attribute__((target("avx2")))
 #define AWQ_AVX512 __attribute__((target("avx512f")))
 
-/* 8 outputs of row r from column b: four vectors at a time when they fit. */
+/* Two rows by four vectors of outputs a step (eight independent sums keep
+ * both add ports busy; each x load serves two rows), then one vector, then
+ * the scalar tail. */
 AWQ_AVX2 static void outputs_avx2(float *y, const float *q, const float *xt, size_t nb,
 				  size_t cols, size_t n_x)
 {
 	size_t b4 = n_x / 32 * 32, b1 = n_x / 8 * 8;
-	for (size_t r = 0; r < nb; r++) {
-		const float *wr = q + r * cols;
+	for (size_t r = 0; r < nb; r += 2) {
+		const float *w0 = q + r * cols, *w1 = r + 1 < nb ? w0 + cols : w0;
+		float *y0 = y + r * n_x, *y1 = r + 1 < nb ? y0 + n_x : y0;
 		for (size_t b = 0; b < b4; b += 32) {
 			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			__m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
 			for (size_t c = 0; c < cols; c++) {
 				const float *x = xt + c * n_x + b;
-				__m256 w = _mm256_set1_ps(wr[c]);
-				a0 = _mm256_add_ps(a0, _mm256_mul_ps(w, _mm256_loadu_ps(x)));
-				a1 = _mm256_add_ps(a1, _mm256_mul_ps(w, _mm256_loadu_ps(x + 8)));
-				a2 = _mm256_add_ps(a2, _mm256_mul_ps(w, _mm256_loadu_ps(x + 16)));
-				a3 = _mm256_add_ps(a3, _mm256_mul_ps(w, _mm256_loadu_ps(x + 24)));
+				__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+				__m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+				__m256 u = _mm256_set1_ps(w0[c]), v = _mm256_set1_ps(w1[c]);
+				a0 = _mm256_add_ps(a0, _mm256_mul_ps(u, x0));
+				a1 = _mm256_add_ps(a1, _mm256_mul_ps(u, x1));
+				a2 = _mm256_add_ps(a2, _mm256_mul_ps(u, x2));
+				a3 = _mm256_add_ps(a3, _mm256_mul_ps(u, x3));
+				c0 = _mm256_add_ps(c0, _mm256_mul_ps(v, x0));
+				c1 = _mm256_add_ps(c1, _mm256_mul_ps(v, x1));
+				c2 = _mm256_add_ps(c2, _mm256_mul_ps(v, x2));
+				c3 = _mm256_add_ps(c3, _mm256_mul_ps(v, x3));
 			}
-			_mm256_storeu_ps(y + r * n_x + b, a0);
-			_mm256_storeu_ps(y + r * n_x + b + 8, a1);
-			_mm256_storeu_ps(y + r * n_x + b + 16, a2);
-			_mm256_storeu_ps(y + r * n_x + b + 24, a3);
+			/* row r + 1 first: for an odd last row y1 == y0 and row r wins */
+			_mm256_storeu_ps(y1 + b, c0);
+			_mm256_storeu_ps(y1 + b + 8, c1);
+			_mm256_storeu_ps(y1 + b + 16, c2);
+			_mm256_storeu_ps(y1 + b + 24, c3);
+			_mm256_storeu_ps(y0 + b, a0);
+			_mm256_storeu_ps(y0 + b + 8, a1);
+			_mm256_storeu_ps(y0 + b + 16, a2);
+			_mm256_storeu_ps(y0 + b + 24, a3);
 		}
 		for (size_t b = b4; b < b1; b += 8) {
-			__m256 a0 = _mm256_setzero_ps();
-			for (size_t c = 0; c < cols; c++)
-				a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(wr[c]),
-								     _mm256_loadu_ps(xt + c * n_x + b)));
-			_mm256_storeu_ps(y + r * n_x + b, a0);
+			__m256 a0 = _mm256_setzero_ps(), c0 = a0;
+			for (size_t c = 0; c < cols; c++) {
+				__m256 x0 = _mm256_loadu_ps(xt + c * n_x + b);
+				a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(w0[c]), x0));
+				c0 = _mm256_add_ps(c0, _mm256_mul_ps(_mm256_set1_ps(w1[c]), x0));
+			}
+			_mm256_storeu_ps(y1 + b, c0);
+			_mm256_storeu_ps(y0 + b, a0);
 		}
 	}
 	outputs_from(y, q, xt, nb, cols, n_x, b1);
 }
 
+/* outputs_avx2's steps with 16-float vectors. */
 AWQ_AVX512 static void outputs_avx512(float *y, const float *q, const float *xt, size_t nb,
 				      size_t cols, size_t n_x)
 {
 	size_t b4 = n_x / 64 * 64, b1 = n_x / 16 * 16;
-	for (size_t r = 0; r < nb; r++) {
-		const float *wr = q + r * cols;
+	for (size_t r = 0; r < nb; r += 2) {
+		const float *w0 = q + r * cols, *w1 = r + 1 < nb ? w0 + cols : w0;
+		float *y0 = y + r * n_x, *y1 = r + 1 < nb ? y0 + n_x : y0;
 		for (size_t b = 0; b < b4; b += 64) {
 			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			__m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
 			for (size_t c = 0; c < cols; c++) {
 				const float *x = xt + c * n_x + b;
-				__m512 w = _mm512_set1_ps(wr[c]);
-				a0 = _mm512_add_ps(a0, _mm512_mul_ps(w, _mm512_loadu_ps(x)));
-				a1 = _mm512_add_ps(a1, _mm512_mul_ps(w, _mm512_loadu_ps(x + 16)));
-				a2 = _mm512_add_ps(a2, _mm512_mul_ps(w, _mm512_loadu_ps(x + 32)));
-				a3 = _mm512_add_ps(a3, _mm512_mul_ps(w, _mm512_loadu_ps(x + 48)));
+				__m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+				__m512 x2 = _mm512_loadu_ps(x + 32), x3 = _mm512_loadu_ps(x + 48);
+				__m512 u = _mm512_set1_ps(w0[c]), v = _mm512_set1_ps(w1[c]);
+				a0 = _mm512_add_ps(a0, _mm512_mul_ps(u, x0));
+				a1 = _mm512_add_ps(a1, _mm512_mul_ps(u, x1));
+				a2 = _mm512_add_ps(a2, _mm512_mul_ps(u, x2));
+				a3 = _mm512_add_ps(a3, _mm512_mul_ps(u, x3));
+				c0 = _mm512_add_ps(c0, _mm512_mul_ps(v, x0));
+				c1 = _mm512_add_ps(c1, _mm512_mul_ps(v, x1));
+				c2 = _mm512_add_ps(c2, _mm512_mul_ps(v, x2));
+				c3 = _mm512_add_ps(c3, _mm512_mul_ps(v, x3));
 			}
-			_mm512_storeu_ps(y + r * n_x + b, a0);
-			_mm512_storeu_ps(y + r * n_x + b + 16, a1);
-			_mm512_storeu_ps(y + r * n_x + b + 32, a2);
-			_mm512_storeu_ps(y + r * n_x + b + 48, a3);
+			_mm512_storeu_ps(y1 + b, c0);
+			_mm512_storeu_ps(y1 + b + 16, c1);
+			_mm512_storeu_ps(y1 + b + 32, c2);
+			_mm512_storeu_ps(y1 + b + 48, c3);
+			_mm512_storeu_ps(y0 + b, a0);
+			_mm512_storeu_ps(y0 + b + 16, a1);
+			_mm512_storeu_ps(y0 + b + 32, a2);
+			_mm512_storeu_ps(y0 + b + 48, a3);
 		}
 		for (size_t b = b4; b < b1; b += 16) {
-			__m512 a0 = _mm512_setzero_ps();
-			for (size_t c = 0; c < cols; c++)
-				a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(wr[c]),
-								     _mm512_loadu_ps(xt + c * n_x + b)));
-			_mm512_storeu_ps(y + r * n_x + b, a0);
+			__m512 a0 = _mm512_setzero_ps(), c0 = a0;
+			for (size_t c = 0; c < cols; c++) {
+				__m512 x0 = _mm512_loadu_ps(xt + c * n_x + b);
+				a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(w0[c]), x0));
+				c0 = _mm512_add_ps(c0, _mm512_mul_ps(_mm512_set1_ps(w1[c]), x0));
+			}
+			_mm512_storeu_ps(y1 + b, c0);
+			_mm512_storeu_ps(y0 + b, a0);
 		}
 	}
 	outputs_from(y, q, xt, nb, cols, n_x, b1);
@@ -179,7 +219,8 @@ typedef struct search_job {
 	float **yref;         /* (n) W x of each matrix: (rows[i], n_x) */
 	scratch *scr;         /* (threads) */
 	float *scales;        /* (NF_AWQ_GRID, cols) */
-	double err[NF_AWQ_GRID];
+	size_t slices;        /* of SLICE_ROWS rows of the group */
+	double *err;          /* (NF_AWQ_GRID, slices) */
 } search_job;
 
 static float alpha_of(int i) { return (float)i / (float)(NF_AWQ_GRID - 1); }
@@ -203,14 +244,15 @@ static void transpose_scaled(float *xt, const float *x, const float *s, size_t n
 			xt[c * n_x + b] = s ? x[b * cols + c] / s[c] : x[b * cols + c];
 }
 
-/* Error of matrix k of the group with scales s, rows BLOCK_ROWS at a time. */
-static double matrix_error(const search_job *j, scratch *sc, size_t k, const float *s)
+/* Error of rows [r0, r1) of matrix k with scales s, BLOCK_ROWS at a time. */
+static double rows_error(const search_job *j, scratch *sc, size_t k, size_t r0, size_t r1,
+			 const float *s)
 {
 	const nf_awq_target *t = j->t;
-	size_t cols = t->cols, rows = t->rows[k];
+	size_t cols = t->cols;
 	double e = 0.0;
-	for (size_t r0 = 0; r0 < rows; r0 += BLOCK_ROWS) {
-		size_t nb = rows - r0 < BLOCK_ROWS ? rows - r0 : BLOCK_ROWS;
+	for (; r0 < r1; r0 += BLOCK_ROWS) {
+		size_t nb = r1 - r0 < BLOCK_ROWS ? r1 - r0 : BLOCK_ROWS;
 		const float *w = t->w[k] + r0 * cols;
 		for (size_t r = 0; r < nb; r++)
 			for (size_t c = 0; c < cols; c++)
@@ -222,19 +264,33 @@ static double matrix_error(const search_job *j, scratch *sc, size_t k, const flo
 	return e;
 }
 
-/* Pool chunk i: the error of alpha_i over the whole group. */
-static void eval_alpha(void *ctx, int i, int tid)
+/* Pool chunk: the error of one alpha over one slice of the group's rows. */
+static void eval_chunk(void *ctx, int chunk, int tid)
 {
 	search_job *j = ctx;
 	const nf_awq_target *t = j->t;
 	scratch *sc = &j->scr[tid];
-	float *s = j->scales + (size_t)i * t->cols;
-	nf_awq_scales(s, t->mean_abs, t->cols, alpha_of(i));
+	size_t i = (size_t)chunk / j->slices, slice = (size_t)chunk % j->slices;
+	size_t g0 = slice * SLICE_ROWS, g1 = g0 + SLICE_ROWS, off = 0;
+	const float *s = j->scales + i * t->cols;
 	transpose_scaled(sc->xt, t->x, s, t->n_x, t->cols);
 	double e = 0.0;
-	for (size_t k = 0; k < t->n; k++)
-		e += matrix_error(j, sc, k, s);
-	j->err[i] = e;
+	for (size_t k = 0; k < t->n; off += t->rows[k], k++) {
+		/* the slice's rows within matrix k */
+		size_t r0 = g0 > off ? g0 - off : 0, r1 = g1 - off < t->rows[k] ? g1 - off : t->rows[k];
+		if (g1 > off && r0 < r1)
+			e += rows_error(j, sc, k, r0, r1, s);
+	}
+	j->err[i * j->slices + slice] = e;
+}
+
+/* The error of alpha i: its slices' errors, added in order. */
+static double alpha_error(const search_job *j, size_t i)
+{
+	double e = 0.0;
+	for (size_t slice = 0; slice < j->slices; slice++)
+		e += j->err[i * j->slices + slice];
+	return e;
 }
 
 static float *alloc_floats2(size_t a, size_t b, int *err)
@@ -275,6 +331,7 @@ static void job_release(search_job *j, int threads)
 	}
 	free(j->scr);
 	free(j->scales);
+	free(j->err);
 }
 
 /* The blocks of every thread and the reference outputs W x of the group. */
@@ -286,7 +343,16 @@ static int job_init(search_job *j, int threads)
 	j->scr = calloc((size_t)threads, sizeof *j->scr);
 	if (!j->yref || !j->scr)
 		return nf_error_set(NF_ENOMEM, "awq: out of memory");
+	size_t total = 0;
+	for (size_t k = 0; k < t->n; k++)
+		total += t->rows[k]; /* each at most NF_MODEL_MAX_VOCAB (check_target) */
+	j->slices = (total + SLICE_ROWS - 1) / SLICE_ROWS;
+	j->err = calloc(NF_AWQ_GRID * j->slices, sizeof *j->err);
+	if (!j->err)
+		return nf_error_set(NF_ENOMEM, "awq: out of memory");
 	j->scales = alloc_floats2(NF_AWQ_GRID, t->cols, &err);
+	for (int i = 0; i < NF_AWQ_GRID && !err; i++)
+		nf_awq_scales(j->scales + (size_t)i * t->cols, t->mean_abs, t->cols, alpha_of(i));
 	for (int i = 0; i < threads && !err; i++) {
 		j->scr[i].xt = alloc_floats2(t->cols, t->n_x, &err);
 		j->scr[i].wblk = alloc_floats2(BLOCK_ROWS, t->cols, &err);
@@ -312,20 +378,26 @@ int nf_awq_search(nf_awq_choice *choice, float *scales, const nf_awq_target *t,
 		return nf_error_set(NF_EINPUT, "awq: no fake quantizer");
 	if ((err = check_target(t)) || (err = job_init(&j, threads)))
 		goto done;
+	int chunks = (int)(NF_AWQ_GRID * j.slices);
 	if (pool) {
-		nf_pool_run_chunks(pool, eval_alpha, &j, NF_AWQ_GRID);
+		nf_pool_run_chunks(pool, eval_chunk, &j, chunks);
 	} else {
-		for (int i = 0; i < NF_AWQ_GRID; i++)
-			eval_alpha(&j, i, 0);
+		for (int c = 0; c < chunks; c++)
+			eval_chunk(&j, c, 0);
 	}
 	/* strictly lower wins: on a tie the smaller alpha (the milder change) stays */
 	int best = 0;
-	for (int i = 1; i < NF_AWQ_GRID; i++)
-		if (j.err[i] < j.err[best])
+	double best_err = alpha_error(&j, 0);
+	for (int i = 1; i < NF_AWQ_GRID; i++) {
+		double e = alpha_error(&j, (size_t)i);
+		if (e < best_err) {
 			best = i;
+			best_err = e;
+		}
+	}
 	choice->alpha = alpha_of(best);
-	choice->err_plain = j.err[0];
-	choice->err_best = j.err[best];
+	choice->err_plain = alpha_error(&j, 0);
+	choice->err_best = best_err;
 	memcpy(scales, j.scales + (size_t)best * t->cols, t->cols * sizeof *scales);
 done:
 	job_release(&j, threads);

@@ -121,8 +121,9 @@ int nf_engine_threads(const nf_engine *e);
 nf_kv_kind nf_engine_kv_cache(const nf_engine *e);
 /* Give the sequences created from now on a cache of another kind (a
  * benchmark's --kv; an engine's own is its config.json's); the kept spare
- * sequences are freed.  Sequences alive keep theirs and must not be stepped
- * with new ones in one call.  NF_EINPUT for a kind out of range. */
+ * sequences are freed.  Sequences alive keep theirs (a step may mix them:
+ * each cache is read and written in its own kind; nf_seq_copy_prefix
+ * refuses two kinds).  NF_EINPUT for a kind out of range. */
 int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind);
 
 typedef struct nf_seq nf_seq;

@@ -6,22 +6,21 @@
  * the gate prompts, max logit rel_err on them.
  *
  * fp32 must be the reference itself (the engine's forward pass over the same
- * floats): anything above rounding noise is a bug.  int8-wo was measured on
- * stories260K and SmolLM2-135M (docs/quantization.md): its activations are
- * quantized per token too, and SmolLM2's activation outliers cost it far
- * more than stories260K (top-1 0.88 against 0.97, KL 0.08 against 0.004,
- * perplexity ratio 0.91 against 0.997), so the defaults leave room for the
- * worse of the two and still fail a broken kernel, whose KL is whole nats
- * and whose top-1 agreement falls to chance.  A recipe that wants MLPerf's
- * "99% of float32" writes min_ppl_ratio: 0.99.  The precisions
- * still arriving take their bounds from the literature for quantization of
- * small LLMs, widened by what SmolLM2 showed for int8: fp16 weights are
- * lossless to ~1e-4 KL; bf16 keeps 8 bits of mantissa (KL ~1e-3); fp8
- * e4m3 quantizes activations per tensor, which outliers hurt as they hurt
- * int8 per token; int4 round-to-nearest in groups of 32-128 loses 5-20%
- * perplexity on sub-1B models and AWQ recovers about half of it (Lin et
- * al., AWQ, 2023; Frantar et al., GPTQ, 2022).  A recipe on a model that is more sensitive sets its
- * own in gates.correctness.precisions.
+ * floats): anything above rounding noise is a bug.  Every other row was
+ * measured on stories260K and SmolLM2-135M with the shipped text
+ * (docs/quantization.md) and set to pass the worse of the two with room,
+ * while a broken kernel, whose KL is whole nats and whose top-1 agreement
+ * falls to chance, fails every column.  SmolLM2's activation outliers cost
+ * the precisions that quantize activations (int8-wo per token, fp8-e4m3 per
+ * tensor) far more than stories260K: int8-wo top-1 0.88, KL 0.08,
+ * perplexity ratio 0.91; fp8 0.86, 0.12, 0.89, with logits off by more than
+ * their norm at worst (rel_err 1.16) while the distributions stay close;
+ * int4-wo 0.82, 0.14, 0.87.  fp16 and bf16 lose next to nothing (KL 5e-6
+ * and 2e-4).  int4-awq is held to a little more than int4-wo, as AWQ
+ * recovers about half of round-to-nearest's loss in the literature (Lin et
+ * al., AWQ, 2023); the first AWQ engine measured far worse than int4-wo
+ * (KL 0.95, ratio 0.49) and fails them.  A recipe that wants MLPerf's "99%
+ * of float32" writes min_ppl_ratio: 0.99.
  */
 #include "factory/gate_defaults.h"
 
@@ -35,7 +34,7 @@ static const nf_gate_default_row table[] = {
 	{"fp16",     {0.99,  0.005,  0.995,  0.90,   0.02}},
 	{"bf16",     {0.98,  0.01,   0.99,   0.90,   0.05}},
 	{"int8-wo",  {0.80,  0.20,   0.85,   0.70,   0.60}},
-	{"fp8-e4m3", {0.80,  0.20,   0.85,   0.60,   0.60}},
+	{"fp8-e4m3", {0.80,  0.20,   0.85,   0.60,   1.50}},
 	{"int4-awq", {0.75,  0.30,   0.80,   0.50,   0.80}},
 	{"int4-wo",  {0.70,  0.40,   0.75,   0.40,   1.00}},
 };

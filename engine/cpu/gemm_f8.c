@@ -363,17 +363,11 @@ AVX512_F8 static inline __m256 reduce8x16_avx512(const __m512 *a)
 			     _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
-/* 16 codes as the floats e4m3 * 2^-8: sign-extended to 16 bits and moved
- * up by 7, a code has its magnitude in the half's exponent and mantissa
- * and its sign in bits 15 and 14; bit 14 is masked off. */
-AVX512_F8 static inline __m512 widen16_avx512(const uint8_t *p)
-{
-	__m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
-	return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xbf80)));
-}
-
-/* 32 codes as widen16_avx512 twice, the shift and mask done once on all
- * 32 words: columns [0, 16) to *lo, [16, 32) to *hi. */
+/* 32 codes as the floats e4m3 * 2^-8, columns [0, 16) to *lo and
+ * [16, 32) to *hi: sign-extended to 16 bits and moved up by 7, a code has
+ * its magnitude in the half's exponent and mantissa and its sign in bits
+ * 15 and 14; bit 14 is masked off.  The shift and the mask run once on all
+ * 32 words. */
 AVX512_F8 static inline void widen32_avx512(__m512 *lo, __m512 *hi, const uint8_t *p)
 {
 	__m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
@@ -382,7 +376,8 @@ AVX512_F8 static inline void widen32_avx512(__m512 *lo, __m512 *hi, const uint8_
 	*hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
-/* The same of the lanes in m; the others read as zero. */
+/* The 16 codes of the lanes in m (the others read as zero), widened as
+ * widen32_avx512 widens them. */
 AVX512_F8 static inline __m512 widen16_masked_avx512(const uint8_t *p, __mmask16 m)
 {
 	__m256i h = _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(m, p));
@@ -508,6 +503,8 @@ AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_mat
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
+	if (n == 0)
+		return;
 	if (n > 1) {
 		for (int r = r0; r < r1; r += AVX512_F8_PREFILL_ROWS)
 			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);

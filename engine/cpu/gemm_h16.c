@@ -198,8 +198,8 @@ AVX2 INLINE void tile_avx2(float *sums, const uint16_t *w, size_t cols, const fl
 			sums[v * rows + i] = sum_lanes_avx2(lo[v][i], hi[v][i]);
 }
 
-/* Output rows [r, r + rows) for every vector: decode tiles of AVX2_ROWS
- * rows, prefill tiles of AVX2_VEC_ROWS rows by AVX2_VECS vectors. */
+/* Output rows [r, r + rows) for every vector, AVX2_VECS at a time: the
+ * prefill tiles, and the rows a decode's tiles leave over. */
 AVX2 INLINE void rows_avx2(float *y, size_t ldy, const uint16_t *w, size_t cols, const float *x,
 			   size_t ldx, size_t n, int rows, int accumulate, int bf16, int prefetch)
 {
@@ -246,6 +246,16 @@ AVX2 void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, cons
 
 /* --- AVX-512F/BW/VL: the 16 lanes in one register --- */
 
+/* Where a tile's weights come from: halves widened on the way (the kind),
+ * or floats widened before (prefill of many vectors: rows_avx512). */
+enum { SRC_F16, SRC_BF16, SRC_WIDE };
+
+/* Prefill of at least AVX512_WIDE_MIN_N vectors widens each 8-row tile once
+ * into AVX512_ROWS x cols floats on the stack (up to 64 KiB), so that its
+ * vector groups run at float32's pace (docs/quantization.md). */
+#define AVX512_WIDE_MIN_N (2 * AVX512_VECS)
+#define AVX512_WIDE_MAX_COLS 2048
+
 AVX512 INLINE __m512 widen16_avx512(__m256i h, int bf16)
 {
 	if (bf16)
@@ -264,11 +274,21 @@ AVX512 INLINE float sum_lanes_avx512(__m512 a)
 	return _mm_cvtss_f32(s);
 }
 
+/* Lanes m of row i's weights at column c, as floats. */
+AVX512 INLINE __m512 weights16_avx512(const void *w, size_t cols, int i, size_t c, __mmask16 m,
+				      int src)
+{
+	size_t at = (size_t)i * cols + c;
+	if (src == SRC_WIDE)
+		return _mm512_maskz_loadu_ps(m, (const float *)w + at);
+	return widen16_avx512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + at), src == SRC_BF16);
+}
+
 /* Columns [c, c + 16) of the tile, the lanes past `m` left as they are
  * (mask3: the addend is kept where the mask is 0). */
-AVX512 INLINE void step16_avx512(__m512 acc[][AVX512_ROWS], const uint16_t *w, size_t cols,
+AVX512 INLINE void step16_avx512(__m512 acc[][AVX512_ROWS], const void *w, size_t cols,
 				 const float *x, size_t ldx, size_t c, __mmask16 m, int rows,
-				 int vecs, int bf16)
+				 int vecs, int src)
 {
 	__m512 xv[AVX512_VECS];
 #pragma GCC unroll 8
@@ -276,16 +296,15 @@ AVX512 INLINE void step16_avx512(__m512 acc[][AVX512_ROWS], const uint16_t *w, s
 		xv[v] = _mm512_maskz_loadu_ps(m, x + (size_t)v * ldx + c);
 #pragma GCC unroll 8
 	for (int i = 0; i < rows; i++) {
-		__m256i h = _mm256_maskz_loadu_epi16(m, w + (size_t)i * cols + c);
-		__m512 wv = widen16_avx512(h, bf16);
+		__m512 wv = weights16_avx512(w, cols, i, c, m, src);
 #pragma GCC unroll 8
 		for (int v = 0; v < vecs; v++)
 			acc[v][i] = _mm512_mask3_fmadd_ps(wv, xv[v], acc[v][i], m);
 	}
 }
 
-AVX512 INLINE void tile_avx512(float *sums, const uint16_t *w, size_t cols, const float *x,
-			       size_t ldx, int rows, int vecs, int bf16, int prefetch)
+AVX512 INLINE void tile_avx512(float *sums, const void *w, size_t cols, const float *x,
+			       size_t ldx, int rows, int vecs, int src, int prefetch)
 {
 	__m512 acc[AVX512_VECS][AVX512_ROWS];
 #pragma GCC unroll 8
@@ -299,15 +318,16 @@ AVX512 INLINE void tile_avx512(float *sums, const uint16_t *w, size_t cols, cons
 		if (prefetch)
 #pragma GCC unroll 8
 			for (int i = 0; i < rows; i++)
-				_mm_prefetch(prefetch_at(w + (size_t)i * cols, c, cols, rows),
+				_mm_prefetch(prefetch_at((const uint16_t *)w + (size_t)i * cols, c,
+							 cols, rows),
 					     _MM_HINT_T0);
-		step16_avx512(acc, w, cols, x, ldx, c, all, rows, vecs, bf16);
-		step16_avx512(acc, w, cols, x, ldx, c + 16, all, rows, vecs, bf16);
+		step16_avx512(acc, w, cols, x, ldx, c, all, rows, vecs, src);
+		step16_avx512(acc, w, cols, x, ldx, c + 16, all, rows, vecs, src);
 	}
 	for (; c < cols; c += 16) {
 		size_t left = cols - c;
 		__mmask16 m = left >= 16 ? all : (__mmask16)((1u << left) - 1);
-		step16_avx512(acc, w, cols, x, ldx, c, m, rows, vecs, bf16);
+		step16_avx512(acc, w, cols, x, ldx, c, m, rows, vecs, src);
 	}
 #pragma GCC unroll 8
 	for (int v = 0; v < vecs; v++)
@@ -317,56 +337,82 @@ AVX512 INLINE void tile_avx512(float *sums, const uint16_t *w, size_t cols, cons
 }
 
 /* tile_avx512 of vectors [b, b + vecs), stored. */
-AVX512 INLINE void vecs_avx512(float *y, size_t ldy, const uint16_t *w, size_t cols,
-			       const float *x, size_t ldx, size_t b, int rows, int vecs,
-			       int accumulate, int bf16, int prefetch)
+AVX512 INLINE void vecs_avx512(float *y, size_t ldy, const void *w, size_t cols, const float *x,
+			       size_t ldx, size_t b, int rows, int vecs, int accumulate, int src,
+			       int prefetch)
 {
 	float sums[AVX512_VECS * AVX512_ROWS];
-	tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, vecs, bf16, prefetch && b == 0);
+	tile_avx512(sums, w, cols, x + b * ldx, ldx, rows, vecs, src, prefetch && b == 0);
 	store_tile(y + b * ldy, ldy, sums, rows, vecs, accumulate);
 }
 
 /* Output rows [r, r + rows) for every vector, AVX512_VECS at a time. */
-AVX512 INLINE void rows_avx512(float *y, size_t ldy, const uint16_t *w, size_t cols,
-			       const float *x, size_t ldx, size_t n, int rows, int accumulate,
-			       int bf16, int prefetch)
+AVX512 INLINE void groups_avx512(float *y, size_t ldy, const void *w, size_t cols,
+				 const float *x, size_t ldx, size_t n, int rows, int accumulate,
+				 int src, int prefetch)
 {
 	size_t b = 0;
 	for (; b + AVX512_VECS <= n; b += AVX512_VECS)
-		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, AVX512_VECS, accumulate, bf16,
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, AVX512_VECS, accumulate, src,
 			    prefetch);
 	_Static_assert(AVX512_VECS <= 4, "the vectors left over are 1 to 3");
 	switch (n - b) {
 	case 3:
-		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 3, accumulate, bf16, prefetch);
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 3, accumulate, src, prefetch);
 		break;
 	case 2:
-		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 2, accumulate, bf16, prefetch);
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 2, accumulate, src, prefetch);
 		break;
 	case 1:
-		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 1, accumulate, bf16, prefetch);
+		vecs_avx512(y, ldy, w, cols, x, ldx, b, rows, 1, accumulate, src, prefetch);
 		break;
 	}
 }
 
+/* wide = the AVX512_ROWS rows at w as floats (exact). */
+AVX512 INLINE void widen_tile_avx512(float *wide, const uint16_t *w, size_t cols, int src)
+{
+	size_t all = (size_t)AVX512_ROWS * cols, c = 0; /* the rows are contiguous */
+	for (; c + 16 <= all; c += 16)
+		_mm512_storeu_ps(wide + c, weights16_avx512(w, all, 0, c, 0xffff, src));
+	if (c < all) {
+		__mmask16 m = (__mmask16)((1u << (all - c)) - 1);
+		_mm512_mask_storeu_ps(wide + c, m, weights16_avx512(w, all, 0, c, m, src));
+	}
+}
+
+/* Output rows [r, r + rows), widening a full tile first for many vectors. */
+AVX512 INLINE void rows_avx512(float *y, size_t ldy, const uint16_t *w, size_t cols,
+			       const float *x, size_t ldx, size_t n, int rows, int accumulate,
+			       int src, int prefetch)
+{
+	if (rows == AVX512_ROWS && n >= AVX512_WIDE_MIN_N && cols <= AVX512_WIDE_MAX_COLS) {
+		float wide[AVX512_ROWS * AVX512_WIDE_MAX_COLS];
+		widen_tile_avx512(wide, w, cols, src);
+		groups_avx512(y, ldy, wide, cols, x, ldx, n, rows, accumulate, SRC_WIDE, 0);
+		return;
+	}
+	groups_avx512(y, ldy, w, cols, x, ldx, n, rows, accumulate, src, prefetch);
+}
+
 AVX512 INLINE void gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
-				   size_t ldx, size_t n, int r0, int r1, int accumulate, int bf16)
+				   size_t ldx, size_t n, int r0, int r1, int accumulate, int src)
 {
 	size_t cols = (size_t)w->cols;
 	int r = r0;
 	for (; r + AVX512_ROWS <= r1; r += AVX512_ROWS)
 		rows_avx512(y + r, ldy, w->h16 + (size_t)r * cols, cols, x, ldx, n, AVX512_ROWS,
-			    accumulate, bf16, 1);
+			    accumulate, src, 1);
 	for (; r < r1; r++)
 		rows_avx512(y + r, ldy, w->h16 + (size_t)r * cols, cols, x, ldx, n, 1, accumulate,
-			    bf16, 0);
+			    src, 0);
 }
 
 AVX512 void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				   size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
 	if (w->kind == NF_QUANT_BF16)
-		gemm_h16_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate, 1);
+		gemm_h16_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate, SRC_BF16);
 	else
-		gemm_h16_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate, 0);
+		gemm_h16_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate, SRC_F16);
 }

@@ -2,8 +2,8 @@
  * nf_gemv_bench - throughput of one kernel family's GEMV/GEMM on one weight
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
- *   nf_gemv_bench --kind f32|int8|f16|bf16|fp8|int4|int4-g128 [--rows R] [--cols C]
- *                 [--n N] [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
+ *   nf_gemv_bench --kind f32|int8|f16|bf16|int4|fp8 [--rows R] [--cols C] [--n N]
+ *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
  * Builds a random (R, C) matrix of that kind (default 8192 x 4096) and
  * stores it in as many copies as make M MiB (default 1024, as nf_membw
@@ -17,11 +17,13 @@
  *
  *   kind=<k> kernel=<family> rows=<R> cols=<C> n=<N> threads=<T> gb_s=<x> gflops=<y>
  *
- * gb_s is the matrix's bytes (weights and per-row scales) read per second
- * (GB = 1e9 bytes), gflops 2*R*C*N / seconds / 1e9.  Each weight kind is
- * one entry of `kinds` (how it packs, how it runs).  Exit 0, 2 on bad
- * arguments or a family this CPU lacks, 4 when memory or threads cannot be
- * had.
+ * gb_s is the matrix's bytes (weights and their per-row or per-group
+ * scales) read per second (GB = 1e9 bytes), gflops 2*R*C*N / seconds / 1e9.
+ * Each weight kind is one entry of `kinds` (its bytes, how it packs; the
+ * GEMM goes through engine/gemm.h as the forward pass's do).  int4 is in
+ * groups of 32 columns; fp8 activations get one static scale, their max /
+ * 448.  Exit 0; 2 on bad arguments, a family this CPU lacks or one without
+ * a kernel for the kind; 4 when memory or threads cannot be had.
  */
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include <sys/mman.h>
@@ -32,6 +34,7 @@
 
 #include "engine/cpu/cpu.h"
 #include "engine/forward.h"
+#include "engine/gemm.h"
 #include "engine/quant.h"
 #include "tests/rng.h"
 #include "util/checked.h"
@@ -50,22 +53,22 @@ typedef struct bench {
 	size_t n, cols, rows, copies;
 	int base;       /* first row of the copy this pass reads */
 	float *x;      /* (n, cols) */
-	int8_t *xq;    /* (n, ldq) int8 activations of the int8 kinds */
+	int8_t *xq;    /* (n, ldq) int8 activations of the int8 and int4 kinds */
 	size_t ldq;
 	float xs[MAX_N];
+	float *x8;     /* (n, cols) activations on the e4m3 grid (fp8) */
 	float *y;      /* (n, copies * rows) */
-	void *owned[4]; /* what pack allocated */
+	void *owned[3]; /* the matrix's buffers */
 } bench;
 
 typedef struct gemv_kind {
 	const char *name;
+	nf_quant_kind kind;
 	/* Bytes of one packed (rows, cols) matrix: what a pass reads. */
 	size_t (*bytes)(size_t rows, size_t cols);
 	/* Pack the b->rows x b->cols floats w into b->copies copies of b->m;
 	 * 0 or an error. */
 	int (*pack)(bench *b, const float *w);
-	/* y = W x over rows [r0, r1). */
-	void (*run)(const bench *b, int r0, int r1);
 } gemv_kind;
 
 /* Weights as the engine keeps them, on 2 MiB pages (engine.c): with 4 KiB
@@ -105,9 +108,16 @@ static int pack_f32(bench *b, const float *w)
 	return 0;
 }
 
-static void run_f32(const bench *b, int r0, int r1)
+/* The int8 activations of b (rows padded to NF_BK_QPAD), as the int8 and
+ * int4 kernels take them. */
+static int prepare_q8(bench *b)
 {
-	b->ops->gemm_f32(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
+	b->ldq = (b->cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
+	b->xq = calloc(b->n, b->ldq);
+	if (!b->xq)
+		return nf_error_set(NF_ENOMEM, "out of memory for the activations");
+	nf_bk_prepare_q8(b->ops, b->xq, b->ldq, b->xs, b->x, b->cols, b->cols, b->n);
+	return 0;
 }
 
 static size_t bytes_int8(size_t rows, size_t cols)
@@ -121,18 +131,17 @@ static int pack_int8(bench *b, const float *w)
 	int8_t *q = alloc_weights(rows * cols * k);
 	float *scale = malloc(rows * k * sizeof(float));
 	int32_t *rowsum = malloc(rows * k * sizeof(int32_t));
-	b->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
-	b->xq = calloc(b->n, b->ldq);
-	b->owned[0] = q, b->owned[1] = scale, b->owned[2] = rowsum, b->owned[3] = b->xq;
-	if (!q || !scale || !rowsum || !b->xq)
+	b->owned[0] = q, b->owned[1] = scale, b->owned[2] = rowsum;
+	if (!q || !scale || !rowsum)
 		return nf_error_set(NF_ENOMEM, "out of memory for the int8 matrix");
+	int err = prepare_q8(b);
+	if (err)
+		return err;
 	nf_quant_int8_rows(q, scale, w, rows, cols);
 	nf_quant_int8_rowsums(rowsum, q, rows, cols);
 	replicate(q, rows * cols, k);
 	replicate(scale, rows * sizeof(float), k);
 	replicate(rowsum, rows * sizeof(int32_t), k);
-	for (size_t i = 0; i < b->n; i++)
-		b->xs[i] = nf_quant_int8_vec(b->xq + i * b->ldq, b->x + i * cols, cols);
 	b->m.kind = NF_QUANT_INT8_ROW;
 	b->m.q8 = q;
 	b->m.scale = scale;
@@ -140,9 +149,65 @@ static int pack_int8(bench *b, const float *w)
 	return 0;
 }
 
-static void run_int8(const bench *b, int r0, int r1)
+#define INT4_GROUP 32
+
+static size_t bytes_int4(size_t rows, size_t cols)
 {
-	b->ops->gemm_q8(b->y, (size_t)b->m.rows, &b->m, b->xq, b->ldq, b->xs, b->n, r0, r1, 0);
+	return rows * cols / 2 + rows * nf_quant_int4_groups(cols, INT4_GROUP) * 2 * sizeof(uint16_t);
+}
+
+static int pack_int4(bench *b, const float *w)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	size_t groups = nf_quant_int4_groups(cols, INT4_GROUP);
+	uint8_t *q4 = alloc_weights(rows * cols / 2 * k);
+	uint16_t *gsm = malloc(rows * groups * 2 * sizeof(uint16_t) * k);
+	b->owned[0] = q4, b->owned[1] = gsm;
+	if (!q4 || !gsm)
+		return nf_error_set(NF_ENOMEM, "out of memory for the int4 matrix");
+	int err = nf_quant_int4_rows(q4, gsm, w, rows, cols, INT4_GROUP);
+	if (err || (err = prepare_q8(b)))
+		return err;
+	replicate(q4, rows * cols / 2, k);
+	replicate(gsm, rows * groups * 2 * sizeof(uint16_t), k);
+	b->m.kind = NF_QUANT_INT4_GROUP;
+	b->m.q4 = q4;
+	b->m.gsm = gsm;
+	b->m.group = INT4_GROUP;
+	return 0;
+}
+
+static size_t bytes_fp8(size_t rows, size_t cols)
+{
+	return rows * cols + rows * sizeof(float);
+}
+
+/* e4m3 codes with a scale per row, and the activations put on the e4m3
+ * grid of one static scale (max|x| / 448, what calibration would give), as
+ * the forward pass hands them to gemm_f8. */
+static int pack_fp8(bench *b, const float *w)
+{
+	size_t rows = b->rows, cols = b->cols, k = b->copies;
+	uint8_t *f8 = alloc_weights(rows * cols * k);
+	float *scale = malloc(rows * k * sizeof(float));
+	b->x8 = malloc(b->n * cols * sizeof(float));
+	b->owned[0] = f8, b->owned[1] = scale;
+	if (!f8 || !scale || !b->x8)
+		return nf_error_set(NF_ENOMEM, "out of memory for the fp8 matrix");
+	int err = nf_quant_fp8_rows(f8, scale, w, rows, cols);
+	if (err)
+		return err;
+	replicate(f8, rows * cols, k);
+	replicate(scale, rows * sizeof(float), k);
+	float amax = 0.0f;
+	for (size_t i = 0; i < b->n * cols; i++)
+		amax = b->x[i] > amax ? b->x[i] : -b->x[i] > amax ? -b->x[i] : amax;
+	b->m.kind = NF_QUANT_FP8_E4M3;
+	b->m.f8 = f8;
+	b->m.scale = scale;
+	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+	nf_bk_prepare_f8(b->ops, b->x8, b->x, cols, cols, b->n, b->m.act_scale);
+	return 0;
 }
 
 static size_t bytes_h16(size_t rows, size_t cols)
@@ -176,100 +241,21 @@ static int pack_bf16(bench *b, const float *w)
 	return pack_h16(b, w, NF_QUANT_BF16);
 }
 
-static void run_h16(const bench *b, int r0, int r1)
+/* y = W x over rows [r0, r1), by the kind's kernel (engine/gemm.h). */
+static void run_any(const bench *b, int r0, int r1)
 {
-	b->ops->gemm_h16(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
-}
-
-static size_t bytes_fp8(size_t rows, size_t cols)
-{
-	return rows * cols + rows * sizeof(float);
-}
-
-/* e4m3 codes with a scale per row, and the activations put on the e4m3
- * grid of one static scale (max|x| / 448, what calibration would give), as
- * the forward pass hands them to gemm_f8. */
-static int pack_fp8(bench *b, const float *w)
-{
-	size_t rows = b->rows, cols = b->cols, k = b->copies;
-	uint8_t *f8 = alloc_weights(rows * cols * k);
-	float *scale = malloc(rows * k * sizeof(float));
-	b->owned[0] = f8, b->owned[1] = scale;
-	if (!f8 || !scale)
-		return nf_error_set(NF_ENOMEM, "out of memory for the fp8 matrix");
-	int err = nf_quant_fp8_rows(f8, scale, w, rows, cols);
-	if (err)
-		return err;
-	replicate(f8, rows * cols, k);
-	replicate(scale, rows * sizeof(float), k);
-	float amax = 0.0f;
-	for (size_t i = 0; i < b->n * cols; i++)
-		amax = b->x[i] > amax ? b->x[i] : -b->x[i] > amax ? -b->x[i] : amax;
-	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-	for (size_t i = 0; i < b->n * cols; i++)
-		b->x[i] = nf_fp8_e4m3_round(b->x[i] / b->m.act_scale);
-	b->m.kind = NF_QUANT_FP8_E4M3;
-	b->m.f8 = f8;
-	b->m.scale = scale;
-	return 0;
-}
-
-static void run_fp8(const bench *b, int r0, int r1)
-{
-	b->ops->gemm_f8(b->y, (size_t)b->m.rows, &b->m, b->x, b->cols, b->n, r0, r1, 0);
-}
-
-static size_t bytes_int4(size_t rows, size_t cols, int group)
-{
-	return rows * cols / 2 + rows * nf_quant_int4_groups(cols, group) * 2 * sizeof(uint16_t);
-}
-
-static size_t bytes_int4_g32(size_t rows, size_t cols) { return bytes_int4(rows, cols, 32); }
-static size_t bytes_int4_g128(size_t rows, size_t cols) { return bytes_int4(rows, cols, 128); }
-
-/* int4 groups (both the nibbles and the scales and mins read per pass)
- * with int8 activations, as the int8 kinds. */
-static int pack_int4(bench *b, const float *w, int group)
-{
-	size_t rows = b->rows, cols = b->cols, k = b->copies;
-	size_t one_q = rows * cols / 2, one_sm = rows * nf_quant_int4_groups(cols, group) * 2;
-	uint8_t *q4 = alloc_weights(one_q * k);
-	uint16_t *gsm = alloc_weights(one_sm * k * sizeof(uint16_t));
-	b->ldq = (cols + NF_BK_QPAD - 1) / NF_BK_QPAD * NF_BK_QPAD;
-	b->xq = calloc(b->n, b->ldq);
-	b->owned[0] = q4, b->owned[1] = gsm, b->owned[2] = b->xq;
-	if (!q4 || !gsm || !b->xq)
-		return nf_error_set(NF_ENOMEM, "out of memory for the int4 matrix");
-	int err = nf_quant_int4_rows(q4, gsm, w, rows, cols, group);
-	if (err)
-		return err;
-	replicate(q4, one_q, k);
-	replicate(gsm, one_sm * sizeof(uint16_t), k);
-	for (size_t i = 0; i < b->n; i++)
-		b->xs[i] = nf_quant_int8_vec(b->xq + i * b->ldq, b->x + i * cols, cols);
-	b->m.kind = NF_QUANT_INT4_GROUP;
-	b->m.q4 = q4;
-	b->m.gsm = gsm;
-	b->m.group = group;
-	return 0;
-}
-
-static int pack_int4_g32(bench *b, const float *w) { return pack_int4(b, w, 32); }
-static int pack_int4_g128(bench *b, const float *w) { return pack_int4(b, w, 128); }
-
-static void run_int4(const bench *b, int r0, int r1)
-{
-	b->ops->gemm_q4(b->y, (size_t)b->m.rows, &b->m, b->xq, b->ldq, b->xs, b->n, r0, r1, 0);
+	nf_bk_acts a = {.x = b->x, .ldx = b->cols, .xq = b->xq, .ldq = b->ldq,
+			.xs = b->xs, .x8 = b->x8};
+	nf_bk_gemm(b->ops, &b->m, b->y, (size_t)b->m.rows, &a, b->n, r0, r1, 0);
 }
 
 static const gemv_kind kinds[] = {
-	{"f32", bytes_f32, pack_f32, run_f32},
-	{"int8", bytes_int8, pack_int8, run_int8},
-	{"f16", bytes_h16, pack_f16, run_h16},
-	{"bf16", bytes_h16, pack_bf16, run_h16},
-	{"fp8", bytes_fp8, pack_fp8, run_fp8},
-	{"int4", bytes_int4_g32, pack_int4_g32, run_int4},         /* groups of 32 (int4-wo, GGUF Q4) */
-	{"int4-g128", bytes_int4_g128, pack_int4_g128, run_int4}, /* groups of 128 (int4-awq) */
+	{"f32", NF_QUANT_NONE, bytes_f32, pack_f32},
+	{"int8", NF_QUANT_INT8_ROW, bytes_int8, pack_int8},
+	{"f16", NF_QUANT_F16, bytes_h16, pack_f16},
+	{"bf16", NF_QUANT_BF16, bytes_h16, pack_bf16},
+	{"int4", NF_QUANT_INT4_GROUP, bytes_int4, pack_int4}, /* groups of INT4_GROUP columns */
+	{"fp8", NF_QUANT_FP8_E4M3, bytes_fp8, pack_fp8},
 };
 
 static const gemv_kind *find_kind(const char *name)
@@ -293,7 +279,7 @@ static void run_range(void *ctx, int u0, int u1, int tid)
 	const bench *b = ctx;
 	int r1 = u1 * NF_FWD_UNIT_ROWS, rows = (int)b->rows;
 	(void)tid;
-	b->kind->run(b, b->base + u0 * NF_FWD_UNIT_ROWS, b->base + (r1 < rows ? r1 : rows));
+	run_any(b, b->base + u0 * NF_FWD_UNIT_ROWS, b->base + (r1 < rows ? r1 : rows));
 }
 
 typedef struct options {
@@ -303,9 +289,8 @@ typedef struct options {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|fp8|int4|int4-g128 [--rows R]\n"
-			"                     [--cols C] [--n N] [--kernel FAMILY] [--threads T]\n"
-			"                     [--runs K] [--mb M]\n");
+	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|int4|fp8 [--rows R] [--cols C]\n"
+			"                     [--n N] [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
 
@@ -415,6 +400,9 @@ static int setup(bench *b, const options *o)
 	if (!b->ops)
 		return nf_error_set(NF_EINPUT, "kernel family %s is unknown or this CPU lacks it",
 				    o->kernel);
+	if (!nf_bk_has_kernel(b->ops, b->kind->kind))
+		return nf_error_set(NF_EUNSUPPORTED, "kernel family %s has no %s kernel",
+				    b->ops->name, b->kind->name);
 	b->n = (size_t)o->n;
 	b->rows = (size_t)o->rows;
 	b->cols = (size_t)o->cols;
@@ -443,8 +431,10 @@ done:
 	if (err)
 		fprintf(stderr, "nf_gemv_bench: %s\n", nf_error_last());
 	nf_pool_free(pool);
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < 3; i++)
 		free(b.owned[i]);
+	free(b.xq);
+	free(b.x8);
 	free(b.x);
 	free(b.y);
 	return err ? nf_error_exit_status(err) : 0;

@@ -4,10 +4,11 @@
  * nf_engine_prefill call, each followed by the first logits:
  *
  *   nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R]
- *                    [--prefill-only]
+ *                    [--prefill-only] [--kv f32|f16|int8]
  *       prints: stepwise_s=<x> prefill_s=<y> speedup=<x/y> prefill_tokens_per_s=<z>
  *               same_logits=<0|1> kernel=<name> precision=<p> threads=<t>
- *   (--prefill-only: only the prefill is timed; stepwise_s is 0)
+ *   (--prefill-only: only the prefill is timed; stepwise_s is 0; --kv: the
+ *   sequences' KV cache instead of the engine's own; also printed as kv=)
  *   nf_prefill_bench ENGINE_DIR --text TEXT [--threads T] [--runs R] [--prefill-only]
  *       the prompt is TEXT (a rendered chat prompt, say) tokenized by the
  *       engine's tokenizer as nimserve does (its special tokens added, control
@@ -91,7 +92,7 @@ static int text_tokens(int **toks, int *n, double *secs, nf_engine *e, const cha
 
 int main(int argc, char **argv)
 {
-	const char *dir = NULL, *kernel = NULL, *text = NULL;
+	const char *dir = NULL, *kernel = NULL, *text = NULL, *kv = NULL;
 	double tok_s = 0;
 	int prompt = 200, threads = 0, runs = 3, err = 0, only = 0;
 	nf_engine *e = NULL;
@@ -111,10 +112,12 @@ int main(int argc, char **argv)
 			only = 1;
 		else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
 			kernel = argv[++i];
+		else if (strcmp(argv[i], "--kv") == 0 && i + 1 < argc)
+			kv = argv[++i];
 		else if (argv[i][0] != '-' && !dir)
 			dir = argv[i];
 		else {
-			fprintf(stderr, "usage: nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R] [--prefill-only]\n"
+			fprintf(stderr, "usage: nf_prefill_bench ENGINE_DIR [--prompt P] [--threads T] [--kernel NAME] [--runs R] [--prefill-only] [--kv KIND]\n"
 					"       nf_prefill_bench ENGINE_DIR --text TEXT [--threads T] [--runs R] [--prefill-only]\n");
 			return 2;
 		}
@@ -123,7 +126,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nf_prefill_bench: no engine folder given\n");
 		return 2;
 	}
-	if ((err = nf_engine_open(&e, dir, threads)) || (kernel && (err = nf_engine_set_kernel(e, kernel))))
+	nf_kv_kind kind = NF_KV_F32;
+	if ((kv && (err = nf_kv_kind_parse(&kind, kv))) || (err = nf_engine_open(&e, dir, threads)) ||
+	    (kernel && (err = nf_engine_set_kernel(e, kernel))) ||
+	    (kv && (err = nf_engine_set_kv_cache(e, kind))))
 		goto done;
 	const nf_model_config *c = nf_engine_config(e);
 	if (prompt > c->max_seq_len)
@@ -163,6 +169,7 @@ int main(int argc, char **argv)
 	       prompt, best_step, best_pre, best_step / best_pre, (double)prompt / best_pre,
 	       memcmp(la, lb, sizeof(float) * (size_t)c->vocab_size) == 0, nf_engine_kernel_name(e),
 	       nf_precision_name(nf_engine_precision(e)), nf_engine_threads(e));
+	printf(" kv=%s", nf_kv_kind_name(nf_engine_kv_cache(e)));
 	/* TTFT: the prompt's tokens and the logits of the first token (its
 	 * argmax is nanoseconds beside them) */
 	if (text)

@@ -12,7 +12,9 @@
  *     comes out of 1 and 3 threads;
  *   - a calibration of another model and a missing quantizer are refused;
  *   - the search's output kernel gives the scalar one's bits in every
- *     instruction set this CPU runs, tails included.
+ *     instruction set this CPU runs, tails included;
+ *   - the engine's int4 quantizer as the fake quantizer: within half a step
+ *     of each weight, NaN for a NaN weight, and AWQ with it also beats plain.
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,7 +87,7 @@ static void test_scales(void)
 	ok(z[0] == 1.0f && z[1] == 1.0f && z[2] == 1.0f, "an input that was always zero: scale 1");
 }
 
-enum { L_ROWS = 96, L_COLS = 128, L_X = 200 };
+enum { L_ROWS = 300, L_COLS = 128, L_X = 200 }; /* 300 rows: two slices of the search */
 
 /* ||Q(W) X - W X||^2, the plain quantization error, by hand. */
 static double plain_error(const float *w, const float *x)
@@ -359,8 +361,58 @@ static void test_outputs_kernels(void)
 	ok(nf_awq_outputs(NF_AWQ_ISA_COUNT, &y, &y, &y, 1, 1, 1) != 0, "an unknown instruction set is refused");
 }
 
+static void test_int4_fakequant(void)
+{
+	enum { R = 3, C = 72 }; /* 72: a group of 64 and a short one of 8 */
+	static float w[R * C], q[R * C], x[L_X * L_COLS], mean[L_COLS], s[L_COLS];
+	static float big[L_ROWS * L_COLS];
+	int group = 64;
+	unsigned st = 23;
+	fill(w, R * C, &st, 2.0f);
+	nf_awq_int4_fakequant(q, w, R, C, &group);
+	int near = 1;
+	for (int r = 0; r < R; r++)
+		for (int c0 = 0; c0 < C; c0 += group) {
+			int n = C - c0 < group ? C - c0 : group;
+			float lo = INFINITY, hi = -INFINITY;
+			for (int i = 0; i < n; i++) {
+				lo = fminf(lo, w[r * C + c0 + i]);
+				hi = fmaxf(hi, w[r * C + c0 + i]);
+			}
+			/* half a step, and a little for the half-precision scale and min */
+			float tol = 0.5f * (hi - lo) / 15.0f * 1.05f + 1e-3f;
+			for (int i = 0; i < n; i++)
+				near &= fabsf(q[r * C + c0 + i] - w[r * C + c0 + i]) <= tol;
+		}
+	ok(near, "int4 fake quantization: every weight within half a step of its group");
+	w[5] = NAN;
+	nf_awq_int4_fakequant(q, w, R, C, &group);
+	ok(isnan(q[0]) && isnan(q[R * C - 1]), "a NaN weight makes the block NaN (alpha 0 wins)");
+
+	/* the outlier layer again, with the engine's quantizer */
+	fill(big, L_ROWS * L_COLS, &st, 1.0f);
+	fill(x, L_X * L_COLS, &st, 1.0f);
+	for (int b = 0; b < L_X; b++)
+		for (int c = 5; c < L_COLS; c += 31)
+			x[b * L_COLS + c] *= 40.0f;
+	for (int b = 0; b < L_X; b++)
+		for (int c = 0; c < L_COLS; c++)
+			mean[c] += fabsf(x[b * L_COLS + c]) / L_X;
+	const float *const mats[1] = {big};
+	size_t rows[1] = {L_ROWS};
+	nf_awq_target t = {mats, rows, 1, L_COLS, mean, x, L_X};
+	nf_awq_opts o = {.fakequant = nf_awq_int4_fakequant, .ctx = &group, .threads = 1};
+	nf_awq_choice ch = {0};
+	is_int(nf_awq_search(&ch, s, &t, &o, NULL), 0, "search with the engine's int4 quantizer");
+	/* measured 0.55: the engine's quantizer already fits each group better */
+	ok(ch.alpha > 0.0f && ch.err_best <= 0.7 * ch.err_plain,
+	   "AWQ (alpha %.2f) at most 0.7 of the plain error: %g vs %g", (double)ch.alpha,
+	   ch.err_best, ch.err_plain);
+}
+
 int main(void)
 {
+	test_int4_fakequant();
 	test_outputs_kernels();
 	test_scales();
 	test_outlier_layer();

@@ -140,6 +140,34 @@ static int edit_config(const char *dir, const char *from, const char *to)
 	return err;
 }
 
+/* A step may hold sequences of two cache kinds: an f16 and an int8
+ * sequence stepped together equal each stepped alone (within 1e-5, what
+ * test_engine allows a float32 batch against single steps). */
+static int mixed_batch_is_single(nf_engine *e)
+{
+	int vocab = nf_engine_config(e)->vocab_size, same = 1;
+	nf_seq *b[2] = {0}, *one[2] = {0};
+	float *lb = malloc(sizeof(float) * 2 * (size_t)vocab), *l1 = malloc(sizeof(float) * (size_t)vocab);
+	nf_kv_kind kinds[2] = {NF_KV_F16, NF_KV_INT8};
+	for (int i = 0; i < 2; i++)
+		if (nf_engine_set_kv_cache(e, kinds[i]) || nf_seq_new(&b[i], e) || nf_seq_new(&one[i], e))
+			same = 0;
+	for (int pos = 0; same && lb && l1 && pos < 8; pos++) {
+		int toks[2] = {(5 * pos + 1) % vocab, (3 * pos + 2) % vocab}, ps[2] = {pos, pos};
+		same = nf_engine_step(e, b, toks, ps, 2, lb) == 0;
+		for (int i = 0; same && i < 2; i++)
+			same = nf_engine_step(e, &one[i], &toks[i], &pos, 1, l1) == 0 &&
+			       rel_err(lb + (size_t)i * (size_t)vocab, l1, vocab) < 1e-5;
+	}
+	for (int i = 0; i < 2; i++) {
+		nf_seq_free(b[i]);
+		nf_seq_free(one[i]);
+	}
+	free(lb);
+	free(l1);
+	return same && lb && l1;
+}
+
 static void check_config(const nf_model *m, const char *root)
 {
 	char d[1100], dbad[1100];
@@ -161,6 +189,7 @@ static void check_config(const nf_model *m, const char *root)
 		ok(!err && nf_seq_copy_prefix(t, s, 1) == NF_EINPUT,
 		   "a prefix is not copied between caches of different kinds");
 		ok(nf_engine_set_kv_cache(e, NF_KV_KIND_COUNT) == NF_EINPUT, "a kind out of range refused");
+		ok(mixed_batch_is_single(e), "an f16 and an int8 sequence in one step equal each alone (1e-5)");
 		free(lg);
 		nf_seq_free(s);
 		nf_seq_free(t);

@@ -388,6 +388,14 @@ static void test_gemm_families(void)
 					bad_cases += gemm_family_case(*f, rows, cols, n, 0, rows, acc, &s) != 0;
 					bad_cases += gemm_family_case(*f, rows, cols, n, r0, rows, acc, &s) != 0;
 				}
+		/* no vectors: nothing is written */
+		f8_case t;
+		float y[4] = {1, 2, 3, 4};
+		if (f8_case_init(&t, 4, 32, 1, 32, &s) == 0)
+			(*f)->gemm_f8(y, 4, &t.m, t.x, 32, 0, 0, 4, 0);
+		f8_case_release(&t);
+		ok(y[0] == 1 && y[1] == 2 && y[2] == 3 && y[3] == 4, "gemm_f8 %s: n = 0 writes nothing",
+		   (*f)->name);
 		ok(bad_cases == 0, "gemm_f8 %s: %d cases (tails, n = 1..5, 12, 17, accumulate 0/1, row shares) "
 				   "bit-identical to scalar (%d differ)",
 		   (*f)->name, cases, bad_cases);

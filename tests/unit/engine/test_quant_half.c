@@ -204,8 +204,8 @@ static void problem_init(problem *p, nf_quant_kind kind, int rows, int cols, siz
 	p->h = malloc(sizeof(uint16_t) * nw);
 	p->x = malloc(sizeof(float) * n * p->ldx);
 	p->y0 = malloc(sizeof(float) * n * p->ldy);
-	for (size_t i = 0; i < nw; i++)
-		w[i] = nf_test_unif(&seed, 0.5);
+	for (size_t i = 0; i < nw; i++) /* every third row below 2^-14: f16 subnormals */
+		w[i] = nf_test_unif(&seed, 0.5) * (i / (size_t)cols % 3 == 2 ? 0x1p-16f : 1.0f);
 	for (size_t i = 0; i < n * p->ldx; i++)
 		p->x[i] = nf_test_unif(&seed, 2.0);
 	for (size_t i = 0; i < n * p->ldy; i++)
@@ -279,8 +279,10 @@ static void check_scalar_exact_enough(void)
 	is_int(untouched_bad, 0, "scalar gemm_h16 leaves rows outside [r0, r1) alone");
 }
 
-/* Every family bit for bit against the scalar kernel: every shape, n = 1..5,
- * both kinds, overwrite and accumulate over a sub-range of rows. */
+/* Every family bit for bit against the scalar kernel: every shape, n = 1..5
+ * and the prefill sizes 8 and 9, both kinds, overwrite and accumulate over
+ * a sub-range of rows. */
+static const size_t ns[] = {1, 2, 3, 4, 5, 8, 9};
 static void check_family(const nf_backend_ops *ops)
 {
 	if (!ops->gemm_h16) {
@@ -290,7 +292,8 @@ static void check_family(const nf_backend_ops *ops)
 	for (size_t k = 0; k < 2; k++) {
 		size_t cases = 0, differ = 0;
 		for (size_t si = 0; si < NSHAPES; si++)
-			for (size_t n = 1; n <= 5; n++) {
+			for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+				size_t n = ns[ni];
 				problem p;
 				int rows = shapes[si][0], cols = shapes[si][1];
 				problem_init(&p, kinds[k], rows, cols, n, 100 * si + n);
