@@ -356,7 +356,7 @@ AVX2 void nf_cpu_gemm_q4_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const
 /* ---- AVX-512 (the avx512-vnni family) ---- */
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
-#define Q4_NV512 2 /* vectors per weight load (prefill) */
+#define Q4_NV512 4 /* vectors per weight load (prefill): 4 measured 12% above 2 */
 
 /* sum of q * x over the 16 bytes of packed nibbles in each 128-bit lane of
  * w (unsigned: vpdpbusd takes them as they are) against xl (the low
@@ -563,6 +563,11 @@ AVX512 INLINE void gemm_q4_512_group(float *y, size_t ldy, const nf_bk_matrix *w
 		for (; b + Q4_NV512 <= n; b += Q4_NV512)
 			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
 				  xs + b, Q4_NV512, accumulate);
+		if (b + 2 <= n) { /* a small batch of decode steps: 2 at once still */
+			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
+				  xs + b, 2, accumulate);
+			b += 2;
+		}
 		for (; b < n; b++)
 			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
 				  xs + b, 1, accumulate);

@@ -2,8 +2,8 @@
  * nf_gemv_bench - throughput of one kernel family's GEMV/GEMM on one weight
  * kind, against the memory-bandwidth ceiling of nf_membw:
  *
- *   nf_gemv_bench --kind f32|int8|f16|bf16|int4|fp8 [--rows R] [--cols C] [--n N]
- *                 [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
+ *   nf_gemv_bench --kind f32|int8|f16|bf16|int4|int4-g128|fp8 [--rows R] [--cols C]
+ *                 [--n N] [--kernel FAMILY] [--threads T] [--runs K] [--mb M]
  *
  * Builds a random (R, C) matrix of that kind (default 8192 x 4096) and
  * stores it in as many copies as make M MiB (default 1024, as nf_membw
@@ -149,23 +149,26 @@ static int pack_int8(bench *b, const float *w)
 	return 0;
 }
 
-#define INT4_GROUP 32
-
-static size_t bytes_int4(size_t rows, size_t cols)
+/* int4 at group 32 (int4-wo, a GGUF's Q4 blocks) and 128 (int4-awq): the
+ * nibbles and the scales and mins, both read by a pass. */
+static size_t bytes_int4_group(size_t rows, size_t cols, int group)
 {
-	return rows * cols / 2 + rows * nf_quant_int4_groups(cols, INT4_GROUP) * 2 * sizeof(uint16_t);
+	return rows * cols / 2 + rows * nf_quant_int4_groups(cols, group) * 2 * sizeof(uint16_t);
 }
 
-static int pack_int4(bench *b, const float *w)
+static size_t bytes_int4(size_t rows, size_t cols) { return bytes_int4_group(rows, cols, 32); }
+static size_t bytes_int4_g128(size_t rows, size_t cols) { return bytes_int4_group(rows, cols, 128); }
+
+static int pack_int4_group(bench *b, const float *w, int group)
 {
 	size_t rows = b->rows, cols = b->cols, k = b->copies;
-	size_t groups = nf_quant_int4_groups(cols, INT4_GROUP);
+	size_t groups = nf_quant_int4_groups(cols, group);
 	uint8_t *q4 = alloc_weights(rows * cols / 2 * k);
 	uint16_t *gsm = malloc(rows * groups * 2 * sizeof(uint16_t) * k);
 	b->owned[0] = q4, b->owned[1] = gsm;
 	if (!q4 || !gsm)
 		return nf_error_set(NF_ENOMEM, "out of memory for the int4 matrix");
-	int err = nf_quant_int4_rows(q4, gsm, w, rows, cols, INT4_GROUP);
+	int err = nf_quant_int4_rows(q4, gsm, w, rows, cols, group);
 	if (err || (err = prepare_q8(b)))
 		return err;
 	replicate(q4, rows * cols / 2, k);
@@ -173,9 +176,12 @@ static int pack_int4(bench *b, const float *w)
 	b->m.kind = NF_QUANT_INT4_GROUP;
 	b->m.q4 = q4;
 	b->m.gsm = gsm;
-	b->m.group = INT4_GROUP;
+	b->m.group = group;
 	return 0;
 }
+
+static int pack_int4(bench *b, const float *w) { return pack_int4_group(b, w, 32); }
+static int pack_int4_g128(bench *b, const float *w) { return pack_int4_group(b, w, 128); }
 
 static size_t bytes_fp8(size_t rows, size_t cols)
 {
@@ -254,7 +260,8 @@ static const gemv_kind kinds[] = {
 	{"int8", NF_QUANT_INT8_ROW, bytes_int8, pack_int8},
 	{"f16", NF_QUANT_F16, bytes_h16, pack_f16},
 	{"bf16", NF_QUANT_BF16, bytes_h16, pack_bf16},
-	{"int4", NF_QUANT_INT4_GROUP, bytes_int4, pack_int4}, /* groups of INT4_GROUP columns */
+	{"int4", NF_QUANT_INT4_GROUP, bytes_int4, pack_int4},
+	{"int4-g128", NF_QUANT_INT4_GROUP, bytes_int4_g128, pack_int4_g128},
 	{"fp8", NF_QUANT_FP8_E4M3, bytes_fp8, pack_fp8},
 };
 
@@ -289,8 +296,9 @@ typedef struct options {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|int4|fp8 [--rows R] [--cols C]\n"
-			"                     [--n N] [--kernel FAMILY] [--threads T] [--runs K] [--mb M]\n");
+	fprintf(stderr, "usage: nf_gemv_bench --kind f32|int8|f16|bf16|int4|int4-g128|fp8 [--rows R]\n"
+			"                     [--cols C] [--n N] [--kernel FAMILY] [--threads T] [--runs K]\n"
+			"                     [--mb M]\n");
 	return NF_EXIT_INPUT;
 }
 
