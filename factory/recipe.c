@@ -1039,12 +1039,28 @@ static int correctness_post(struct ctx *c, const nf_ynode *m, void *obj, const n
 	return 0;
 }
 
+/* Key k of a mapping keyed by precision: a string naming a precision not
+ * seen before in this mapping (*p, marked in seen). */
+static int precision_key(struct ctx *c, const nf_ynode *k, bool *seen, nf_precision *p)
+{
+	char where[600];
+	int err;
+	if (k->type != NF_YNODE_SCALAR)
+		return cerr(c, k, "keys must be strings, got %s%s", noun(k),
+			    in_where(c, where, sizeof(where)));
+	if ((err = lookup_precision(c, k, p)) < 0)
+		return err;
+	if (seen[*p])
+		return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
+	seen[*p] = true;
+	return 0;
+}
+
 /* A performance ratio bound per precision: {int4-wo: 3.0, ...}, each > 0. */
 static int parse_prec_ratios(struct ctx *c, const nf_ynode *v, double *out)
 {
 	static const struct field row = {.key = "ratio", .type = T_NUM, .flags = F_GT, .lo = 0,
 					 .hi = 1e6};
-	char where[600];
 	bool seen[NF_PREC_COUNT] = {0};
 	int err;
 
@@ -1054,14 +1070,8 @@ static int parse_prec_ratios(struct ctx *c, const nf_ynode *v, double *out)
 		const nf_ynode *k = v->kids[i];
 		nf_precision p;
 		size_t save;
-		if (k->type != NF_YNODE_SCALAR)
-			return cerr(c, k, "keys must be strings, got %s%s", noun(k),
-				    in_where(c, where, sizeof(where)));
-		if ((err = lookup_precision(c, k, &p)) < 0)
+		if ((err = precision_key(c, k, seen, &p)) < 0)
 			return err;
-		if (seen[p])
-			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
-		seen[p] = true;
 		save = push_key(c, k->str);
 		err = parse_num(c, v->kids[i + 1], &row, &out[p]);
 		pop(c, save);
@@ -1366,7 +1376,6 @@ static int build_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynod
 static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj)
 {
 	nf_recipe_correctness *cr = obj;
-	char where[600];
 	int err;
 
 	if (v->type != NF_YNODE_MAP)
@@ -1376,14 +1385,8 @@ static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj)
 		nf_precision p;
 		size_t save;
 
-		if (k->type != NF_YNODE_SCALAR)
-			return cerr(c, k, "keys must be strings, got %s%s", noun(k),
-				    in_where(c, where, sizeof(where)));
-		if ((err = lookup_precision(c, k, &p)) < 0)
+		if ((err = precision_key(c, k, cr->overridden, &p)) < 0)
 			return err;
-		if (cr->overridden[p])
-			return cerr(c, k, "duplicate key '%s'%s", k->str, in_where(c, where, sizeof(where)));
-		cr->overridden[p] = true;
 		cr->tolerance[p] = unset_tolerance();
 		save = push_key(c, k->str);
 		err = walk_map(c, v->kids[i + 1], &tolerance_schema, &cr->tolerance[p]);
