@@ -371,14 +371,20 @@ static void free_buffers(nf_fwd *f)
 	f->cap = 0;
 }
 
+/* a x b zeroed bytes on a 64-byte line: glibc's calloc puts a large block
+ * 16 bytes past one, and the SIMD kernels' activation loads then straddle
+ * two lines (fp8 prefill of 48 vectors measured 55 against 98 GFLOP/s). */
 static void *zalloc(size_t a, size_t b, int *err)
 {
 	size_t n;
 	void *p = NULL;
 	if (*err)
 		return NULL;
-	if (!nf_size_mul(&n, a ? a : 1, b ? b : 1) || !(p = calloc(1, n)))
+	if (!nf_size_mul(&n, a ? a : 1, b ? b : 1) || !nf_size_add(&n, n, 63) ||
+	    !(p = aligned_alloc(64, n & ~(size_t)63)))
 		*err = nf_error_set(NF_ENOMEM, "forward: out of memory");
+	else
+		memset(p, 0, n & ~(size_t)63);
 	return p;
 }
 
