@@ -27,6 +27,10 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 endif
 
 CFLAGS_ALL := $(CFLAGS_BASE) $(SANFLAGS) $(EXTRA_CFLAGS) $(CFLAGS)
+# Extra flags for the SIMD kernel families only (engine/cpu/): the fuzz
+# build compiles them at -O0, since clang with ASan and UBSan spends many
+# minutes on their unrolled loops at any optimization level.
+KERNEL_CFLAGS ?=
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(EXTRA_LDFLAGS) $(LDFLAGS)
 # libunistring has no pkg-config file: Unicode normalization for the tokenizers
 LIBS := $(PKG_LIBS) -lunistring -lm -ldl
@@ -68,6 +72,8 @@ BINS := $(BUILD)/bin/nimfactory $(if $(NIMSERVE_OBJS),$(BUILD)/bin/nimserve)
 
 .PHONY: all check test-bins demo fuzz bench clean deps
 all: $(BINS) $(TOOL_BINS)
+
+$(BUILD)/obj/engine/cpu/%.o: CFLAGS_ALL += $(KERNEL_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
