@@ -188,13 +188,44 @@ void nf_engine_quant_release(nf_engine_quant *q)
  * hand-off, few enough that two cores split a small matrix. */
 #define QUANT_UNIT_ROWS 64
 
-/* One matrix (all layers' rows) being quantized by the pool. */
-typedef struct quant_job {
+/* Rows of a matrix in float32 (w) and where their quantized data and aux go. */
+typedef struct quant_rows {
 	const nf_wformat *f;
 	char *data, *aux;
 	const float *w;
 	uint64_t rows, cols, row_aux; /* row_aux: aux bytes a row */
 	int group;
+} quant_rows;
+
+static quant_rows rows_of(const nf_wformat *f, void *data, void *aux, const float *w,
+			  uint64_t rows, uint64_t cols, int group)
+{
+	quant_rows m = {.f = f, .data = data, .aux = aux, .w = w, .rows = rows, .cols = cols,
+			.group = group};
+	m.row_aux = nf_wformat_aux_cols(f, cols, group) * nf_wformat_aux_size(f);
+	return m;
+}
+
+/* Rows [r0, r0 + n) of m. */
+static quant_rows rows_at(const quant_rows *m, uint64_t r0, uint64_t n)
+{
+	quant_rows s = *m;
+	s.data += nf_wformat_data_bytes(m->f, r0, m->cols);
+	s.aux = m->aux ? m->aux + r0 * m->row_aux : NULL;
+	s.w += r0 * m->cols;
+	s.rows = n;
+	return s;
+}
+
+static int quantize(const quant_rows *s, const char *what)
+{
+	return nf_wformat_quantize(s->f, s->data, s->aux, s->w, (size_t)s->rows, (size_t)s->cols,
+				   s->group, what);
+}
+
+/* Rows being quantized by the pool. */
+typedef struct quant_job {
+	quant_rows m;
 	atomic_int failed; /* a unit met a weight the format cannot hold */
 } quant_job;
 
@@ -203,90 +234,87 @@ static void quant_range(void *ctx, int u0, int u1, int tid)
 	quant_job *j = ctx;
 	uint64_t r0 = (uint64_t)u0 * QUANT_UNIT_ROWS, r1 = (uint64_t)u1 * QUANT_UNIT_ROWS;
 	(void)tid;
-	if (r1 > j->rows)
-		r1 = j->rows;
-	if (nf_wformat_quantize(j->f, j->data + nf_wformat_data_bytes(j->f, r0, j->cols),
-				j->aux ? j->aux + r0 * j->row_aux : NULL, j->w + r0 * j->cols,
-				(size_t)(r1 - r0), (size_t)j->cols, j->group, "quantize"))
+	if (r1 > j->m.rows)
+		r1 = j->m.rows;
+	quant_rows s = rows_at(&j->m, r0, r1 - r0);
+	if (quantize(&s, "quantize"))
 		atomic_store(&j->failed, 1);
 }
 
-/* The first weight of layer l the format cannot hold, named (the error
- * path: run again on this thread, whose error message is the caller's). */
-static int quantize_layer_serially(const quant_job *j, uint64_t layers, uint64_t l,
-				   const char *what)
+/* Rows of m across the pool: 0, 1 when a weight could not be held (the
+ * worker's message is its own thread's), or an error. */
+static int quantize_parallel(nf_pool *pool, const quant_rows *m)
 {
-	uint64_t rows = j->rows / layers;
-	char where[128];
-	if (layers > 1)
-		snprintf(where, sizeof where, "%s (layer %llu)", what, (unsigned long long)l);
-	else
-		snprintf(where, sizeof where, "%s", what);
-	return nf_wformat_quantize(j->f, j->data + nf_wformat_data_bytes(j->f, l * rows, j->cols),
-				   j->aux ? j->aux + l * rows * j->row_aux : NULL,
-				   j->w + l * rows * j->cols, (size_t)rows, (size_t)j->cols, j->group,
-				   where);
+	quant_job j = {.m = *m};
+	atomic_init(&j.failed, 0);
+	uint64_t units = (m->rows + QUANT_UNIT_ROWS - 1) / QUANT_UNIT_ROWS;
+	if (units > NF_POOL_MAX_UNITS)
+		return nf_error_set(NF_EINPUT, "quantize: %llu rows are too many",
+				    (unsigned long long)m->rows);
+	nf_pool_run_ranges(pool, quant_range, &j, (int)units, 1);
+	return atomic_load(&j.failed) ? 1 : 0;
 }
 
 int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, const float *w,
 		     uint64_t rows, uint64_t cols, int group)
 {
-	quant_job j = {.f = f, .data = data, .aux = aux, .w = w, .rows = rows, .cols = cols,
-		       .group = group};
-	j.row_aux = nf_wformat_aux_cols(f, cols, group) * nf_wformat_aux_size(f);
-	atomic_init(&j.failed, 0);
-	uint64_t units = (rows + QUANT_UNIT_ROWS - 1) / QUANT_UNIT_ROWS;
-	if (units > NF_POOL_MAX_UNITS)
-		return nf_error_set(NF_EINPUT, "quantize: %llu rows are too many",
-				    (unsigned long long)rows);
-	nf_pool_run_ranges(pool, quant_range, &j, (int)units, 1);
-	return atomic_load(&j.failed) ? NF_EINPUT : 0;
+	quant_rows m = rows_of(f, data, aux, w, rows, cols, group);
+	int r = quantize_parallel(pool, &m);
+	return r == 1 ? NF_EINPUT : r;
 }
 
-/* Layer l of tensor id taken over from the checkpoint's own int4 blocks
- * (GGUF Q4_0/Q4_1, group 32, the model as loaded): 1 when done, 0 when
+/* Layer slice l taken over from the checkpoint's own int4 blocks of tensor
+ * id (GGUF Q4_0/Q4_1, group 32, the model as loaded): 1 when done, 0 when
  * there are none to take, or the error. */
-static int take_over_int4(const quant_job *j, const nf_model *m, const nf_engine_quant *q, int id,
-			  uint64_t layers, uint64_t l, const char *what)
+static int take_over_int4(const quant_rows *layer, const nf_model *m, const nf_engine_quant *q,
+			  int id, uint64_t l, const char *what)
 {
 	int type = -1;
-	uint64_t rows = j->rows / layers;
-	if (j->f->kind != NF_QUANT_INT4_GROUP || j->group != 32 || q->owned)
+	if (layer->f->kind != NF_QUANT_INT4_GROUP || layer->group != 32 || q->owned)
 		return 0;
 	const void *blocks = nf_model_source_blocks(m, id, (int)l, &type);
 	if (!blocks || (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1))
 		return 0;
-	int err = nf_quant_int4_from_gguf((uint8_t *)j->data + nf_wformat_data_bytes(j->f, l * rows, j->cols),
-					  (uint16_t *)(j->aux + l * rows * j->row_aux), blocks, type,
-					  (size_t)rows, (size_t)j->cols);
+	int err = nf_quant_int4_from_gguf((uint8_t *)layer->data, (uint16_t *)(void *)layer->aux,
+					  blocks, type, (size_t)layer->rows, (size_t)layer->cols);
 	return err ? nf_error_wrap(err, "%s (layer %llu)", what, (unsigned long long)l) : 1;
+}
+
+/* The first weight of the layers the format cannot hold, named (the error
+ * path: run again on this thread, whose error message is the caller's). */
+static int name_the_failure(const quant_rows *all, uint64_t layers, const char *what)
+{
+	uint64_t rows = all->rows / layers;
+	for (uint64_t l = 0; l < layers; l++) {
+		quant_rows layer = rows_at(all, l * rows, rows);
+		char where[128];
+		if (layers > 1)
+			snprintf(where, sizeof where, "%s (layer %llu)", what, (unsigned long long)l);
+		else
+			snprintf(where, sizeof where, "%s", what);
+		int err = quantize(&layer, where);
+		if (err)
+			return err;
+	}
+	return nf_error_set(NF_EINTERNAL, "%s: quantization failed on a worker only", what);
 }
 
 int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
 			      uint64_t rows, uint64_t cols, const nf_model *m,
 			      const nf_engine_quant *q, const char *what)
 {
-	quant_job j = {.f = nf_wformat_of(s->kind), .data = data, .aux = aux,
-		       .w = *nf_model_slot((nf_model *)m, id), .rows = layers * rows, .cols = cols,
-		       .group = s->group};
-	j.row_aux = nf_wformat_aux_cols(j.f, cols, s->group) * nf_wformat_aux_size(j.f);
-	int failed = 0;
-	for (uint64_t l = 0; l < layers && !failed; l++) {
-		int taken = take_over_int4(&j, m, q, id, layers, l, what);
+	quant_rows all = rows_of(nf_wformat_of(s->kind), data, aux,
+				 *nf_model_slot((nf_model *)m, id), layers * rows, cols, s->group);
+	for (uint64_t l = 0; l < layers; l++) {
+		quant_rows layer = rows_at(&all, l * rows, rows);
+		int taken = take_over_int4(&layer, m, q, id, l, what);
 		if (taken < 0)
 			return taken;
-		if (!taken)
-			failed = nf_quantize_rows(q->pool, j.f,
-						  (char *)data + nf_wformat_data_bytes(j.f, l * rows, cols),
-						  aux ? (char *)aux + l * rows * j.row_aux : NULL,
-						  j.w + l * rows * cols, rows, cols, s->group);
+		int r = taken ? 0 : quantize_parallel(q->pool, &layer);
+		if (r < 0)
+			return r;
+		if (r)
+			return name_the_failure(&all, layers, what);
 	}
-	if (!failed)
-		return 0;
-	for (uint64_t l = 0; l < layers; l++) {
-		int err = quantize_layer_serially(&j, layers, l, what);
-		if (err)
-			return err;
-	}
-	return nf_error_wrap(nf_error_last_code() ? nf_error_last_code() : NF_EINTERNAL, "%s", what);
+	return 0;
 }

@@ -98,8 +98,7 @@ static void stored_shapes(const tensor_spec *s, const nf_wformat *f, int group, 
 /* Quantize matrix spec s of m (rows of every layer at once) into f and add
  * its tensors to wr; *src gets where they are. */
 static int add_matrix(nf_st_writer *wr, nf_fwd_src *src, nf_engine_wbufs *keep,
-		      const tensor_spec *s, const nf_model *m, const nf_engine_build_opts *o,
-		      const nf_engine_quant *q)
+		      const tensor_spec *s, const nf_model *m, const nf_engine_quant *q)
 {
 	const nf_wformat *f = nf_wformat_of(src->kind);
 	const char *name = s->t->name;
@@ -138,7 +137,6 @@ static int add_matrix(nf_st_writer *wr, nf_fwd_src *src, nf_engine_wbufs *keep,
 	}
 	src->data = data;
 	src->aux = aux;
-	(void)o;
 	return err;
 }
 
@@ -168,7 +166,7 @@ int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs 
 						       w, s->layers * s->rows * s->cols * 4);
 		} else {
 			src.act_scale = nf_engine_quant_act_scales(&q, s->t->id);
-			err = add_matrix(wr, &src, keep, s, q.model, o, &q);
+			err = add_matrix(wr, &src, keep, s, q.model, &q);
 		}
 		if (!err)
 			nf_fwd_bind_src(fw, &m->cfg, s->t->id, &src);
