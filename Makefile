@@ -100,6 +100,15 @@ $(foreach m,$(MODULES),$(eval $(call test_rule,$(m))))
 
 test-bins: all $(TEST_BINS)
 
+# The fake CUDA driver (tests/fakes/libcuda.c) that the tests of the CUDA
+# loader open through NF_LIBCUDA; built without sanitizers, as a real driver is.
+FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
+$(FAKE_LIBCUDA): tests/fakes/libcuda.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin: | $(FAKE_LIBCUDA)
+test-bins: $(FAKE_LIBCUDA)
+
 # Tests find the binaries, the shared models and the repository through these.
 TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN)
 
