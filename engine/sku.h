@@ -31,6 +31,13 @@ typedef struct nf_sku {
 	int fp16_tflops;        /* dense fp16 tensor-core peak, TFLOP/s; 0 for the CPU */
 	unsigned precisions;    /* NF_SKU_PREC_BIT of every precision it runs natively */
 	const char *description;/* human name, e.g. "NVIDIA H100 SXM5 80GB" */
+	/* The roofline cost model's (engine/roofline.h): dense peaks, no sparsity;
+	 * 0 where the device has no such unit (and for the CPU). */
+	int sm_count;           /* streaming multiprocessors */
+	int fp32_tflops;        /* CUDA-core float32 peak, TFLOP/s */
+	int bf16_tflops;        /* bf16 tensor-core peak, TFLOP/s */
+	int int8_tops;          /* int8 tensor-core peak, TOP/s */
+	int fp8_tflops;         /* fp8 (e4m3) tensor-core peak, TFLOP/s */
 } nf_sku;
 
 /* The entry named `name` (exact, case-sensitive), or NULL. */
@@ -43,6 +50,12 @@ const nf_sku *nf_sku_at(size_t i);
 /* The entry whose name is nearest to `name` (a name it is a prefix of, else the
  * smallest edit distance, if that is at most 3), or NULL when none is close. */
 const nf_sku *nf_sku_suggest(const char *name);
+
+/* The peak, in FLOP/s, of the units that do precision p's multiply-adds on
+ * sku: weight-only int8 and int4 dequantise to fp16 and use its tensor
+ * cores, fp8 its own, fp32 the CUDA cores.  0 for the CPU or a precision the
+ * SKU does not run. */
+double nf_sku_peak_flops(const nf_sku *sku, nf_precision p);
 
 /* 1 when sku runs precision p natively, else 0. */
 int nf_sku_supports(const nf_sku *sku, nf_precision p);
