@@ -27,6 +27,7 @@
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "engine/cuda/cubin.h"
 #include "util/sha256.h"
 #include "util/version.h"
 #include "util/banned.h"
@@ -597,7 +598,7 @@ int nf_engine_verify(const nf_engine *e)
 		char *path;
 		if (err)
 			break;
-		if (!want || strchr(name, '/') || name[0] == '.') {
+		if (!want || !nf_engine_part_name_ok(name)) { /* plain names, and cuda/'s */
 			err = nf_error_set(NF_EINPUT, "%s/config.json: bad entry for %s", e->dir, name);
 			break;
 		}

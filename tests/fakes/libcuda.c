@@ -7,8 +7,8 @@
  *   FAKE_CUDA_INIT_ERROR=N  cuInit returns N
  *   FAKE_CUDA_COUNT=N       devices (0: none)
  *   FAKE_CUDA_NAME, FAKE_CUDA_CC (90 for sm_90), FAKE_CUDA_MEM_GIB
- * cuModuleLoadData takes a CUDA ELF (EM_CUDA, 190) whose e_flags' low byte
- * is the device's compute capability, as a cubin's is; anything else is
+ * cuModuleLoadData takes a CUDA ELF (EM_CUDA, 190) whose e_flags name the
+ * device's compute capability, as a cubin's do; anything else is
  * rejected as the driver would (200 invalid image, 209 no binary for GPU).
  * Memory is host memory; kernels, streams, events and graphs do nothing.
  */
@@ -109,7 +109,8 @@ CUresult cuModuleLoadData(void **mod, const void *image)
 	memcpy(&flags, p + 48, 4);
 	if (machine != 190)
 		return ERR_INVALID_IMAGE;
-	if ((int)(flags & 0xff) != cc())
+	/* the SM: e_flags' second byte from ELF ABI version 8 (CUDA 12.8), the first before */
+	if ((int)(p[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff) != cc())
 		return ERR_NO_BINARY_FOR_GPU;
 	*mod = malloc(1);
 	return *mod ? OK : ERR_INVALID_VALUE;
