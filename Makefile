@@ -106,7 +106,7 @@ FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
 $(FAKE_LIBCUDA): tests/fakes/libcuda.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
-$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin: | $(FAKE_LIBCUDA)
+$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu: | $(FAKE_LIBCUDA)
 test-bins: $(FAKE_LIBCUDA)
 
 # Tests find the binaries, the shared models and the repository through these.
