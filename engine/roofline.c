@@ -213,8 +213,10 @@ const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch)
 void nf_roofline_summary(char *buf, size_t len, const nf_roofline *r)
 {
 	const nf_roofline_bucket *b = &r->buckets[0];
-	snprintf(buf, len, "modelled %.0f tok/s at batch 1, %.0f%% of HBM roofline", b->tokens_per_s,
-		 100 * b->hbm_fraction);
+	double pct = 100 * b->hbm_fraction;
+	/* a launch-bound tiny model sits well under 1%: keep a digit that says how far */
+	snprintf(buf, len, "modelled %.0f tok/s at batch 1, %.*f%% of HBM roofline", b->tokens_per_s,
+		 pct < 1 ? 2 : 0, pct);
 }
 
 /* ---- the model as JSON ---- */
@@ -254,12 +256,10 @@ static json_t *tactics_json(const nf_roofline *r)
 	return a;
 }
 
-int nf_roofline_write(const char *path, const nf_roofline *r)
+int nf_roofline_json(char **out, const nf_roofline *r)
 {
 	char summary[128];
 	json_t *root;
-	char *text = NULL;
-	int err;
 
 	nf_roofline_summary(summary, sizeof summary, r);
 	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*}", "method",
@@ -268,11 +268,17 @@ int nf_roofline_write(const char *path, const nf_roofline *r)
 			 r->weight_bytes, "mem_bw_gbs", r->sku->mem_bw_gbs, "peak_tflops",
 			 nf_sku_peak_flops(r->sku, r->precision) / 1e12, "summary", summary,
 			 "decode", buckets_json(r), "tactics", tactics_json(r));
-	if (root)
-		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6));
-	err = text ? nf_fs_write_atomic(path, text, strlen(text), 0644)
-		   : nf_error_set(NF_ENOMEM, "roofline: cannot build JSON");
-	free(text);
+	*out = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6)) : NULL;
 	json_decref(root);
+	return *out ? 0 : nf_error_set(NF_ENOMEM, "roofline: cannot build JSON");
+}
+
+int nf_roofline_write(const char *path, const nf_roofline *r)
+{
+	char *text = NULL;
+	int err = nf_roofline_json(&text, r);
+	if (!err)
+		err = nf_fs_write_atomic(path, text, strlen(text), 0644);
+	free(text);
 	return err;
 }

@@ -78,7 +78,8 @@ int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision
 /* The bucket of batch b, or NULL. */
 const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch);
 
-/* "modelled 412 tok/s at batch 1, 71% of HBM roofline" */
+/* "modelled 412 tok/s at batch 1, 71% of HBM roofline" (two decimals
+ * under 1%: "0.11%") */
 void nf_roofline_summary(char *buf, size_t len, const nf_roofline *r);
 
 /* The static occupancy of the GEMV kernel for weight format `format`
@@ -90,8 +91,10 @@ void nf_roofline_summary(char *buf, size_t len, const nf_roofline *r);
  * whose matching row has no number.  Returns 1 when found, 0 when not. */
 int nf_roofline_occupancy(double *out, const char *path, const char *format, const char *arch);
 
-/* Write r as JSON (atomically) at path: sku, precision, context, occupancy,
- * "method": "modelled", the buckets and the tactics. */
+/* r as JSON: sku, precision, context, occupancy, "method": "modelled", the
+ * summary, the buckets ("decode") and the tactics.  Caller frees *out. */
+int nf_roofline_json(char **out, const nf_roofline *r);
+/* The same, written atomically at path. */
 int nf_roofline_write(const char *path, const nf_roofline *r);
 
 #endif

@@ -19,6 +19,7 @@
 #include "factory/plan.h"
 #include "factory/recipe.h"
 #include "factory/report.h"
+#include "factory/gpu_profile.h"
 #include "factory/package.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -295,13 +296,16 @@ static int stage_compile(build_ctx *b, size_t i)
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
 		.threads = b->opts->threads,
-		.autotune = b->recipe->build.autotune,
+		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
+		.autotune = b->recipe->build.autotune && !p->is_gpu,
 		.tactics_report = report,
 		.group = b->recipe->build.quant.group_size,
 		.calib_text = b->calib_text,
 		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
+		goto done;
+	if (p->is_gpu && (err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)))
 		goto done;
 	if ((err = nf_cache_stage_commit(&cached, cs)))
 		goto done;
@@ -592,6 +596,31 @@ static int stage_package(build_ctx *b)
 	return err;
 }
 
+/* The first profile whose gates did not all run (a GPU profile built where
+ * its GPU is not), or NULL. */
+static const nf_profile *first_skipped(const nf_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_profiles; i++)
+		if (plan->profiles[i].verdict == NF_VERDICT_SKIPPED)
+			return &plan->profiles[i];
+	return NULL;
+}
+
+/* The reason its performance gate (else any of its gates) gives. */
+static const char *skipped_reason(const nf_gate_results *rs, const nf_profile *p)
+{
+	const char *why = "not run";
+	for (size_t i = 0; i < rs->n; i++) {
+		const nf_gate_result *r = rs->items[i];
+		if (strcmp(r->profile_id, p->id) || r->verdict != NF_VERDICT_SKIPPED || !r->reason)
+			continue;
+		why = r->reason;
+		if (r->kind == NF_GATE_PERFORMANCE)
+			break;
+	}
+	return why;
+}
+
 /* Put the assembled output in place of OUT, keeping the old one until then. */
 static int swap_output(build_ctx *b)
 {
@@ -648,7 +677,8 @@ int nf_build_run(const nf_build_opts *o)
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
 	char *cache_root = NULL;
 	double t0 = now_seconds();
-	int err, gate_failed = 0;
+	int err, gate_failed = 0, refused = 0;
+	const nf_profile *skipped = NULL;
 
 	nf_gate_results_init(&b.results);
 	nf_log_stage_begin(b.log, "recipe", "%s", o->recipe_path);
@@ -693,20 +723,25 @@ int nf_build_run(const nf_build_opts *o)
 		goto done;
 
 	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
-	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest};
+	skipped = first_skipped(b.plan);
+	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest,
+			       .skipped_gates = skipped != NULL,
+			       .allow_skipped_gates = o->allow_skipped_gates};
+	refused = !gate_failed && skipped && !o->allow_skipped_gates;
 	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
 		nf_report_print_table(stderr, &b.results);
 	err = nf_report_write(b.out_tmp, &b.results, &meta);
 	if (!err)
 		err = write_outputs(&b);
-	if (!err && !gate_failed)
+	if (!err && !gate_failed && !refused)
 		err = stage_package(&b);
 	if (!err) {
 		/* Last, so it holds every stage's key and time, package included. */
 		json_t *plan = NULL;
 		err = nf_plan_to_json(&plan, b.plan);
 		if (!err) {
-			json_object_set_new(plan, "verdict", json_string(gate_failed ? "failed" : "passed"));
+			json_object_set_new(plan, "verdict",
+					    json_string(nf_verdict_name(nf_gate_results_verdict(&b.results))));
 			err = write_json_file(b.out_tmp, "plan.json", plan);
 		}
 		json_decref(plan);
@@ -716,6 +751,11 @@ int nf_build_run(const nf_build_opts *o)
 	if (!err && gate_failed)
 		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
 				   b.out_final);
+	if (!err && refused)
+		err = nf_error_set(NF_EGATE,
+				   "the gates of %s were skipped (%s); no image was made: "
+				   "--allow-skipped-gates packages profiles whose gates did not run",
+				   skipped->name, skipped_reason(&b.results, skipped));
 done:
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);

@@ -25,12 +25,16 @@ typedef struct nf_build_opts {
 	const char *cache_dir; /* NULL: $NIMFACTORY_CACHE or the XDG default */
 	int threads;           /* engine threads for gates; 0 = all cores */
 	int rebuild;           /* 1: ignore cached stage results */
+	int allow_skipped_gates; /* 1: package profiles whose gates were skipped (a GPU
+				    profile built where its GPU is not); 0: such a build
+				    stops before packaging, like a failed gate */
 	const char *runtime_dir; /* folder holding nimserve for the runtime layer; NULL: beside
 				    the running nimfactory */
 	nf_log *log;           /* NULL: the default logger */
 } nf_build_opts;
 
-/* 0 built; NF_EGATE a gate failed (reports written); other codes as usual. */
+/* 0 built; NF_EGATE a gate failed, or was skipped without allow_skipped_gates
+ * (reports written, no image); other codes as usual. */
 int nf_build_run(const nf_build_opts *o);
 
 #endif

@@ -115,6 +115,15 @@ static void test_bounds(void)
 	snprintf(want, sizeof want, "modelled %.0f tok/s at batch 1, %.0f%% of HBM roofline",
 		 r.buckets[0].tokens_per_s, 100 * f);
 	is_str(s, want, "summary: %s", s);
+	nf_model_config t = tiny();
+	nf_roofline rt;
+	ok(nf_roofline_model(&rt, &t, NF_PREC_FP16, NF_KV_F16, nf_sku_find("h100-sxm"), 128, 1) == 0,
+	   "the tiny Llama");
+	nf_roofline_summary(s, sizeof s, &rt);
+	snprintf(want, sizeof want, "modelled %.0f tok/s at batch 1, %.2f%% of HBM roofline",
+		 rt.buckets[0].tokens_per_s, 100 * rt.buckets[0].hbm_fraction);
+	ok(rt.buckets[0].hbm_fraction < 0.01 && !strcmp(s, want),
+	   "under 1%%, two decimals: %s", s);
 
 	nf_model_config big = smol();
 	nf_roofline r7;
