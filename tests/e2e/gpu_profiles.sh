@@ -69,6 +69,11 @@ import sys
 m = open(sys.argv[1]).read().split("- id:")
 sys.exit(0 if any("name: \"h100-sxm-int8-wo-tp1\"" in p and "gate: \"skipped\"" in p for p in m) else 1)' "$W/allowed/model_manifest.yaml"
 
+"$NF" run "$W/allowed" --profile h100-sxm-int8-wo-tp1 --prompt "Once upon a time" --max-tokens 8 >"$W/run.out" 2>"$W/run.err"
+is "run of the h100-sxm profile without a driver: exit 0" "$?" 0
+t "run says in one line why it runs on the CPU" grep -q "^run: h100-sxm engine on the CPU: no NVIDIA driver: " "$W/run.err"
+t "and generates the text" grep -q "there was" "$W/run.out"
+
 if [ -e "$FAKE" ]; then
 	NF_LIBCUDA="$FAKE" "$NF" build "$W/r.yaml" --out "$W/fake" --allow-skipped-gates >"$W/fake.log" 2>&1
 	is "with the fake H100 driver: exit 0" "$?" 0
