@@ -97,6 +97,31 @@ int main(void)
 	ok(g.count == 1 && g.gpus[0].sku && !strcmp(g.gpus[0].sku, "a10g"), "an A10G is a10g");
 	is_str(select_name(m, &g, why, sizeof why), "cpu-int8-wo-tp1", "the CPU profile on an A10G");
 
+	/* "l4" is in "NVIDIA L40S" as a substring, not as the SKU: the l40s profile
+	 * is the matching one although the preferences rank l4's precision first */
+	static const char *sibling =
+		"apiVersion: nimfactory/v1\n"
+		"kind: ModelManifest\n"
+		"model: {name: stories260k, family: llama, version: \"1.0.0\"}\n"
+		"recipe_digest: sha256:" H64("a") "\n"
+		"serving:\n"
+		"  chat_template: chatml\n"
+		"  precision_preference: [fp8-e4m3, int8-wo]\n"
+		"  tensor_parallel_preference: [1]\n"
+		"profiles:\n"
+		"  - {id: " H64("1") ", name: l4-fp8-e4m3-tp1, device: l4, arch: sm_89, precision: fp8-e4m3, tensor_parallel: 1, engine: engines/l4, gate: skipped}\n"
+		"  - {id: " H64("2") ", name: l40s-int8-wo-tp1, device: l40s, arch: sm_89, precision: int8-wo, tensor_parallel: 1, engine: engines/l40s, gate: skipped}\n";
+	nf_manifest *ms = NULL;
+	fake(path, "NVIDIA L40S", "89", NULL);
+	nf_gpu_detect(&g);
+	if (nf_manifest_parse(&ms, sibling, strlen(sibling), "s.yaml") == 0) {
+		is_str(select_name(ms, &g, why, sizeof why), "l40s-int8-wo-tp1",
+		       "an L40S picks the l40s profile over l4's (same sm_89): %s", why);
+		nf_manifest_free(ms);
+	} else {
+		ok(0, "parse the L4/L40S manifest: %s", nf_error_last());
+	}
+
 	fake(path, NULL, NULL, "3");
 	nf_gpu_detect(&g);
 	ok(g.count == 0 && strstr(g.note, "cuInit failed: CUDA error 3 (initialization error): no GPUs"),
