@@ -250,6 +250,10 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 		json_decref(prov);
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	}
+	if (p->is_gpu && (err = nf_gpu_profile_provenance(prov, p))) {
+		json_decref(prov);
+		return err;
+	}
 	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
 			 b->recipe->build.autotune);
 	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
@@ -305,7 +309,8 @@ static int stage_compile(build_ctx *b, size_t i)
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;
-	if (p->is_gpu && (err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)))
+	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
+			  (err = nf_gpu_profile_kernels(engine_dir, p))))
 		goto done;
 	if ((err = nf_cache_stage_commit(&cached, cs)))
 		goto done;

@@ -15,6 +15,7 @@
 #include "engine/wformat.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/sha256.h"
 #include "util/banned.h"
 
 #define ROOFLINE_MAX_BYTES (1u << 20)
@@ -45,6 +46,83 @@ int nf_gpu_profile_model(const char *dir, const nf_model_config *cfg, const nf_p
 		return nf_error_wrap(err, "%s: roofline model", p->name);
 	err = nf_engine_part_add(dir, NF_GPU_ROOFLINE_FILE, text, strlen(text));
 	free(text);
+	return err;
+}
+
+#define KERNELS_MAX_BYTES (256u << 20)
+
+/* The cubin of NF_CUDA_KERNELS_DIR for p's arch (NULL, 0 when the variable
+ * is unset) and the PTX beside it (NULL when none): new paths. */
+static int kernel_files(char **cubin, char **ptx, const nf_profile *p)
+{
+	const char *kdir = getenv("NF_CUDA_KERNELS_DIR");
+	*cubin = *ptx = NULL;
+	if (!kdir || !*kdir)
+		return 0;
+	for (int suffixed = 0; suffixed < 2 && !*cubin; suffixed++) {
+		char *path = nf_strdup_printf("%s/%s%s.cubin", kdir, p->arch, suffixed ? "a" : "");
+		if (!path)
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		if (nf_fs_exists(path))
+			*cubin = path;
+		else
+			free(path);
+	}
+	if (!*cubin)
+		return nf_error_set(NF_EENV, "NF_CUDA_KERNELS_DIR %s has no %s.cubin (nor %sa.cubin) for %s",
+				    kdir, p->arch, p->arch, p->name);
+	*ptx = nf_path_join(kdir, "kernels.ptx");
+	if (*ptx && !nf_fs_exists(*ptx)) {
+		free(*ptx);
+		*ptx = NULL;
+	}
+	return 0;
+}
+
+int nf_gpu_profile_kernels(const char *dir, const nf_profile *p)
+{
+	char *cubin = NULL, *ptx = NULL, *cdata = NULL, *pdata = NULL;
+	size_t clen = 0, plen = 0;
+	int err = kernel_files(&cubin, &ptx, p);
+
+	if (!err && cubin)
+		err = nf_fs_read_file(&cdata, &clen, cubin, KERNELS_MAX_BYTES);
+	if (!err && ptx)
+		err = nf_fs_read_file(&pdata, &plen, ptx, KERNELS_MAX_BYTES);
+	if (!err && cdata)
+		err = nf_cubin_store(dir, p->arch, cdata, clen, pdata, plen);
+	free(cubin);
+	free(ptx);
+	free(cdata);
+	free(pdata);
+	return err ? nf_error_wrap(err, "%s: CUDA kernels", p->name) : 0;
+}
+
+static int add_file_digest(json_t *prov, const char *key, const char *path)
+{
+	char hex[NF_SHA256_HEX_LEN + 1];
+	int err;
+	if (!path)
+		return 0;
+	if ((err = nf_sha256_file_hex(hex, path)))
+		return err;
+	return json_object_set_new(prov, key, json_string(hex))
+		       ? nf_error_set(NF_ENOMEM, "out of memory") : 0;
+}
+
+int nf_gpu_profile_provenance(json_t *prov, const nf_profile *p)
+{
+	const char *table = getenv("NF_CUDA_KERNELS_TABLE");
+	char *cubin = NULL, *ptx = NULL;
+	int err = kernel_files(&cubin, &ptx, p);
+	if (!err)
+		err = add_file_digest(prov, "cuda_cubin_sha256", cubin);
+	if (!err)
+		err = add_file_digest(prov, "cuda_ptx_sha256", ptx);
+	if (!err && table && *table && nf_fs_exists(table))
+		err = add_file_digest(prov, "cuda_occupancy_table_sha256", table);
+	free(cubin);
+	free(ptx);
 	return err;
 }
 

@@ -9,6 +9,8 @@
 #ifndef NF_FACTORY_GPU_PROFILE_H
 #define NF_FACTORY_GPU_PROFILE_H
 
+#include <jansson.h>
+
 #include "engine/model.h"
 #include "factory/gates.h"
 #include "factory/profile.h"
@@ -21,6 +23,18 @@
  * full occupancy without one), and add it to the engine folder dir as
  * roofline.json (listed with its sha256 in config.json). */
 int nf_gpu_profile_model(const char *dir, const nf_model_config *cfg, const nf_profile *p);
+
+/* The kernels a GPU profile's engine carries: the folder NF_CUDA_KERNELS_DIR
+ * names holds `<arch>.cubin` (or `<arch>a.cubin`: sm_90a for sm_90) and
+ * optionally `kernels.ptx`, as the Makefile's nvcc rules write them.
+ * Without the variable an engine has no cuda/ part; with it, a profile
+ * whose arch has no cubin there is NF_EENV. */
+int nf_gpu_profile_kernels(const char *dir, const nf_profile *p);
+
+/* Into prov (the engine's provenance, the compile stage's key): the sha256
+ * of the cubin and PTX nf_gpu_profile_kernels stores and of the occupancy
+ * table, so the engine is rebuilt when they change. */
+int nf_gpu_profile_provenance(json_t *prov, const nf_profile *p);
 
 /* The gate `kind` of GPU profile p, skipped: *out's reason says whether the
  * GPU is here (through the CUDA driver loader) and, for performance, the

@@ -62,6 +62,16 @@ is "the h100-sxm engine is int8-wo" "$(json_get "$W/refused/engines/$E/config.js
 is "with --allow-skipped-gates: exit 0" "$?" 0
 t "an image" test -e "$W/allowed/oci/index.json"
 G="$W/allowed/reports/gates.json"
+t "the image's engine layer carries roofline.json" python3 -c '
+import glob, sys, tarfile
+for blob in glob.glob(sys.argv[1] + "/blobs/sha256/*"):
+    try:
+        with tarfile.open(blob) as tf:
+            if any(n.endswith("/roofline.json") for n in tf.getnames()):
+                sys.exit(0)
+    except tarfile.TarError:
+        pass
+sys.exit(1)' "$W/allowed/oci"
 is "gates.json records that skipped gates were allowed" "$(json_get "$G" "j['allow_skipped_gates']")" True
 is "and still says skipped" "$(json_get "$G" "j['verdict']")" skipped
 t "the image's manifest lists the h100-sxm profile, gate skipped" python3 -c '
@@ -73,6 +83,44 @@ sys.exit(0 if any("name: \"h100-sxm-int8-wo-tp1\"" in p and "gate: \"skipped\"" 
 is "run of the h100-sxm profile without a driver: exit 0" "$?" 0
 t "run says in one line why it runs on the CPU" grep -q "^run: h100-sxm engine on the CPU: no NVIDIA driver: " "$W/run.err"
 t "and generates the text" grep -q "there was" "$W/run.out"
+
+# The kernels' occupancy table derates the model; a cubin from nvcc (when it
+# is installed) goes into the engine's cuda/ part.
+printf '| kernel | arch | occupancy |\n|---|---|---|\n| gemv_int8 | sm_90a | 50%% |\n' >"$W/kernels.md"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+mkdir -p "$W/kernels"
+if [ -x "$NVCC" ]; then
+	echo 'extern "C" __global__ void nf_inc(float *x) { x[threadIdx.x] += 1; }' >"$W/k.cu"
+	"$NVCC" -cubin -arch=sm_90a -o "$W/kernels/sm_90a.cubin" "$W/k.cu" &&
+		"$NVCC" -ptx -arch=compute_90 -o "$W/kernels/kernels.ptx" "$W/k.cu"
+	export NF_CUDA_KERNELS_DIR="$W/kernels"
+fi
+NF_CUDA_KERNELS_TABLE="$W/kernels.md" "$NF" build "$W/r.yaml" --out "$W/kernels-out" --allow-skipped-gates >"$W/k.log" 2>&1
+is "a build with the kernels' table: exit 0" "$?" 0
+E=$(json_get "$W/kernels-out/plan.json" "[p['id'] for p in j['profiles'] if p['device'] == 'h100-sxm'][0]")
+is "the model takes the int8 GEMV's occupancy on sm_90a, 50%" 	"$(json_get "$W/kernels-out/engines/$E/roofline.json" "j['occupancy']")" 0.5
+if [ -n "${NF_CUDA_KERNELS_DIR:-}" ]; then
+	C="$W/kernels-out/engines/$E"
+	is "the engine holds nvcc's cubin as cuda/sm_90.cubin" "$(json_get "$C/config.json" "j['cuda']")" \
+		"{'arch': 'sm_90', 'cubin': 'cuda/sm_90.cubin', 'ptx': 'cuda/kernels.ptx'}"
+	is "listed with its sha256" "$(json_get "$C/config.json" "j['files']['cuda/sm_90.cubin']['sha256']")" \
+		"$(sha256sum "$W/kernels/sm_90a.cubin" | cut -d' ' -f1)"
+	t "and the image's engine layer carries it" python3 -c '
+import glob, sys, tarfile
+for blob in glob.glob(sys.argv[1] + "/blobs/sha256/*"):
+    try:
+        with tarfile.open(blob) as tf:
+            if any(n.endswith(sys.argv[2] + "/cuda/sm_90.cubin") for n in tf.getnames()):
+                sys.exit(0)
+    except tarfile.TarError:
+        pass
+sys.exit(1)' "$W/kernels-out/oci" "$E"
+	unset NF_CUDA_KERNELS_DIR
+else
+	skip "nvcc is not installed: no cubin to package"
+	skip "nvcc is not installed: no cubin to package"
+	skip "nvcc is not installed: no cubin to package"
+fi
 
 if [ -e "$FAKE" ]; then
 	NF_LIBCUDA="$FAKE" "$NF" build "$W/r.yaml" --out "$W/fake" --allow-skipped-gates >"$W/fake.log" 2>&1
