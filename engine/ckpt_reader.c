@@ -67,6 +67,21 @@ void nf_ckpt_drop(nf_ckpt_reader *r, int tensor_id, int layer)
 		r->ops->drop(r, t, layer);
 }
 
+int nf_ckpt_read_layer(nf_ckpt_reader *r, nf_model *layer, int l)
+{
+	const nf_arch *a = nf_arch_get(r->cfg.arch);
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		if (!t->per_layer || !nf_arch_present(t, &r->cfg))
+			continue;
+		int err = nf_ckpt_read(r, t->id, l, *nf_model_slot(layer, t->id));
+		if (err)
+			return err;
+		nf_ckpt_drop(r, t->id, l);
+	}
+	return 0;
+}
+
 void nf_ckpt_close(nf_ckpt_reader *r)
 {
 	if (r)

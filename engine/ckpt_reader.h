@@ -59,6 +59,10 @@ const void *nf_ckpt_blocks(nf_ckpt_reader *r, int tensor_id, int layer, int *ggm
 void nf_ckpt_drop(nf_ckpt_reader *r, int tensor_id, int layer);
 void nf_ckpt_close(nf_ckpt_reader *r); /* NULL is fine */
 
+/* Every per-layer tensor of layer l into layer (nf_model_alloc_layer of
+ * r's config), then their file pages dropped. */
+int nf_ckpt_read_layer(nf_ckpt_reader *r, nf_model *layer, int l);
+
 /* Every slice of r into a new model.  r is consumed, closed or kept by
  * the model for its blocks (nf_model_source_blocks), even on error. */
 int nf_ckpt_materialize(nf_model **out, nf_ckpt_reader *r);

@@ -135,6 +135,23 @@ int nf_fs_write_all(int fd, const void *data, size_t len, const char *name)
 	return 0;
 }
 
+int nf_fs_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *name)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", name,
+					    strerror(errno));
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 void nf_fs_fsync_dir(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -147,6 +164,11 @@ void nf_fs_fsync_dir(const char *path)
 int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len)
 {
 	return nf_fs_write_all(f->fd, data, len, f->final_path);
+}
+
+int nf_atomic_pwrite(nf_atomic_file *f, const void *data, size_t len, uint64_t off)
+{
+	return nf_fs_pwrite_all(f->fd, data, len, off, f->final_path);
 }
 
 int nf_atomic_commit(nf_atomic_file *f)
