@@ -39,14 +39,16 @@ static void usage(void)
 			"(the checkpoint's own)\n");
 }
 
-/* A llama2.c tokenizer.bin is copied in as it is (the engine format of
- * llama2.c models); anything else goes through nf_ckpt_load_tokenizer, which
+/* A llama2.c tokenizer.bin (the model's, or any *.bin) is copied in as it
+ * is (the engine format of llama2.c tokenizers); anything else goes through nf_ckpt_load_tokenizer, which
  * also finds a GGUF file's or an HF folder's own tokenizer ("-"). */
 static int set_tokenizer(nf_engine_build_opts *opts, nf_tokenizer **tok, const char *model,
 			 const char *arg, int vocab)
 {
 	nf_ckpt_format fmt = nf_ckpt_sniff(model);
-	if (strcmp(arg, "-") != 0 && fmt == NF_CKPT_LLAMA2C) {
+	size_t len = strlen(arg);
+	int bin = len > 4 && strcmp(arg + len - 4, ".bin") == 0;
+	if (strcmp(arg, "-") != 0 && (fmt == NF_CKPT_LLAMA2C || bin)) {
 		opts->tokenizer_path = arg;
 		return 0;
 	}
