@@ -54,7 +54,7 @@ t "hf int8-wo: whole-model build" build hw "$W/hf" int8-wo
 t "hf int8-wo: the same weights" cmp "$W/hs/weights.safetensors" "$W/hw/weights.safetensors"
 
 # a file cut short: one line naming it, nothing written
-head -c 50000000 "$W/m.bin" >"$W/cut.bin"
+head -c $(($(stat -c %s "$W/m.bin") / 2)) "$W/m.bin" >"$W/cut.bin"
 "$TOOL" "$W/cut.bin" "$W/tok.bin" int8-wo "$W/cut" --no-autotune --stream >/dev/null 2>"$W/cut.err"
 is "a truncated checkpoint exits 2" "$?" 2
 is "the message names the file" "$(grep -c "cut.bin" "$W/cut.err")" 1
