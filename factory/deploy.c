@@ -44,12 +44,12 @@ static int describe_profiles(nf_deploy_profile *dp, const char *out_dir, const n
 
 /* OUT/helm: the chart with the build's values, or the values alone without a chart. */
 static int write_helm(const char *out_dir, const nf_recipe *r, const json_t *values,
-		      const char **note)
+		      const char *chart_name, const char **note)
 {
 	char *chart = NULL, *dst = nf_path_join(out_dir, NF_DEPLOY_HELM_DIR);
 	int err = dst ? nf_deploy_chart_find(&chart) : nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err) {
-		err = nf_deploy_chart_write(dst, chart, nf_deploy_chart_version(r->image.tag),
+		err = nf_deploy_chart_write(dst, chart, chart_name, nf_deploy_chart_version(r->image.tag),
 					    r->image.tag, values);
 		*note = "Helm chart in helm/, kustomize base in k8s/";
 	} else if (err == NF_ENOTFOUND && dst) {
@@ -93,11 +93,13 @@ int nf_deploy_write_build(const char *out_dir, const nf_recipe *r, const nf_plan
 	};
 	if (!err)
 		err = nf_deploy_values(&values, &img);
-	if (!err)
-		err = write_helm(out_dir, r, values, note);
+	/* The chart is named after the model and a release of it is too, so
+	 * objects are named "<model>" rather than "<model>-nimserve". */
 	nf_deploy_instance_name(instance, r->model.name);
 	if (!err)
-		err = nf_deploy_write_k8s(k8s, values, instance);
+		err = write_helm(out_dir, r, values, instance, note);
+	if (!err)
+		err = nf_deploy_write_k8s(k8s, values, instance, instance);
 	json_decref(values);
 	free(dp);
 	free(k8s);

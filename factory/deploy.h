@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "engine/kv_kind.h"
+#include "images/blob.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
 
@@ -69,19 +70,23 @@ int nf_deploy_values(json_t **out, const nf_deploy_image *img);
 void nf_deploy_instance_name(char out[54], const char *name);
 
 /*
- * The plain manifests of values for the release instance, as the chart
- * renders them: *objects gets an array of the Deployment, the Service, and
- * the HorizontalPodAutoscaler when autoscaling.enabled; each object is
- * named by the chart's fullname rule.  Caller owns *objects.
+ * The plain manifests of values, as the chart named chart renders them for
+ * the release instance: *objects gets an array of the objects the chart's
+ * templates make with these values (the Service and the Deployment; the
+ * HorizontalPodAutoscaler when autoscaling.enabled; a PersistentVolumeClaim
+ * and a ServiceMonitor when the values ask for them), named by the chart's
+ * fullname rule.  Caller owns *objects.
  */
-int nf_deploy_k8s_objects(json_t **objects, const json_t *values, const char *instance);
+int nf_deploy_k8s_objects(json_t **objects, const json_t *values, const char *chart,
+			  const char *instance);
 
 /*
- * Write dir/ as a kustomize base of values' objects: deployment.yaml,
- * service.yaml, hpa.yaml (when autoscaling is on) and kustomization.yaml
+ * Write dir/ as a kustomize base of those objects, one file each
+ * (service.yaml, deployment.yaml, hpa.yaml, ...) and kustomization.yaml
  * listing them.
  */
-int nf_deploy_write_k8s(const char *dir, const json_t *values, const char *instance);
+int nf_deploy_write_k8s(const char *dir, const json_t *values, const char *chart,
+			const char *instance);
 
 /*
  * YAML text of the JSON values in docs[0..n), one document each ("---"
@@ -101,11 +106,12 @@ int nf_deploy_chart_find(char **dir);
 
 /*
  * Copy the chart in src to dst (made; must not exist) with its Chart.yaml's
- * version set to version and appVersion to app_version, and values.yaml
- * replaced by values.
+ * name set to name (the build's: the model's instance name, so that each
+ * model's chart has its own repository in a registry), version to version
+ * and appVersion to app_version, and values.yaml replaced by values.
  */
-int nf_deploy_chart_write(const char *dst, const char *src, const char *version,
-			  const char *app_version, const json_t *values);
+int nf_deploy_chart_write(const char *dst, const char *src, const char *name,
+			  const char *version, const char *app_version, const json_t *values);
 
 /* The chart version for an image tag: the tag when it is SemVer 2 without
  * build metadata (an OCI tag cannot hold '+'), else "0.1.0". */
@@ -123,8 +129,26 @@ int nf_deploy_write_build(const char *out_dir, const nf_recipe *r, const nf_plan
 			  const char *digest, const char **note);
 
 /* Chart metadata read from dir/Chart.yaml as JSON (Helm's OCI config):
- * name, version, apiVersion and the other string fields.  Caller owns *out. */
+ * name, version, apiVersion and the other fields, as strings.  The name must
+ * be [a-z0-9][a-z0-9._-]* and the version [0-9A-Za-z][0-9A-Za-z._-]* (it is
+ * the OCI tag), at most 128 bytes each.  Caller owns *out. */
 int nf_deploy_chart_meta(json_t **out, const char *dir);
+
+/* Helm's OCI media types (helm.sh/helm/v3/pkg/registry). */
+#define NF_DEPLOY_MT_CHART_CONFIG "application/vnd.cncf.helm.config.v1+json"
+#define NF_DEPLOY_MT_CHART_CONTENT "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+/*
+ * Push the chart in dir, packaged (nf_deploy_chart_package), to repository
+ * `name` of the client's registry as Helm does: the chart metadata as the
+ * config, the .tgz as the one layer, the manifest tagged with the chart's
+ * version.  Blobs already there are not sent again.  *manifest gets the
+ * pushed manifest's descriptor, *meta (may be NULL) the chart metadata
+ * (caller owns it).
+ */
+struct nf_reg_client;
+int nf_deploy_chart_push(nf_oci_desc *manifest, json_t **meta, struct nf_reg_client *c,
+			 const char *name, const char *dir);
 
 /*
  * The chart in dir as `helm package` makes it: a gzip'd tar of

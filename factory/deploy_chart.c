@@ -146,8 +146,9 @@ int nf_deploy_chart_meta(json_t **out, const char *dir)
 
 /* ---- the version ---- */
 
-/* A dot-separated run of [0-9A-Za-z-] identifiers (a pre-release); numeric
- * ones without leading zeros.  Returns where it stopped. */
+/* A dot-separated run of [0-9A-Za-z-] identifiers (a pre-release), none
+ * empty, numeric ones without leading zeros.  Where it ends, or NULL when an
+ * identifier is not one. */
 static const char *prerelease_end(const char *s)
 {
 	for (;;) {
@@ -158,7 +159,7 @@ static const char *prerelease_end(const char *s)
 			s++;
 		}
 		if (s == start || (digits && *start == '0' && s - start > 1))
-			return start;
+			return NULL;
 		if (*s != '.')
 			return s;
 		s++;
@@ -184,7 +185,7 @@ const char *nf_deploy_chart_version(const char *tag)
 	}
 	if (*s == '-')
 		s = prerelease_end(s + 1);
-	return *s ? "0.1.0" : tag;
+	return s && !*s ? tag : "0.1.0";
 }
 
 /* ---- writing a copy ---- */
@@ -238,8 +239,8 @@ static int write_doc(const char *dir, const char *name, const json_t *doc, const
 	return err;
 }
 
-int nf_deploy_chart_write(const char *dst, const char *src, const char *version,
-			  const char *app_version, const json_t *values)
+int nf_deploy_chart_write(const char *dst, const char *src, const char *name,
+			  const char *version, const char *app_version, const json_t *values)
 {
 	static const char values_header[] =
 		"# Values for the image nimfactory built (written by nimfactory build).\n"
@@ -251,7 +252,8 @@ int nf_deploy_chart_write(const char *dst, const char *src, const char *version,
 		return nf_error_set(NF_EINPUT, "%s: exists already", dst);
 	if ((err = nf_deploy_chart_meta(&meta, src)))
 		return err;
-	if (json_object_set_new(meta, "version", json_string(version)) ||
+	if (json_object_set_new(meta, "name", json_string(name)) ||
+	    json_object_set_new(meta, "version", json_string(version)) ||
 	    json_object_set_new(meta, "appVersion", json_string(app_version)))
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)

@@ -63,7 +63,7 @@ static json_t *vcopy(const json_t *v, const char *path)
 typedef struct render {
 	const json_t *values;
 	char name[64];      /* nimserve.name */
-	char fullname[64];  /* nimserve.fullname */
+	char fullname[160]; /* nimserve.fullname (cut to 63) */
 	char instance[64];  /* .Release.Name */
 	char image[1024];   /* nimserve.image */
 	const json_t *profile; /* nimserve.profile */
@@ -98,21 +98,21 @@ static int find_profile(render *r)
 	return 0;
 }
 
-static int render_init(render *r, const json_t *values, const char *instance)
+static int render_init(render *r, const json_t *values, const char *chart, const char *instance)
 {
 	const char *override = vstr(values, "nameOverride");
+	const char *name = *override ? override : chart;
 	memset(r, 0, sizeof(*r));
 	r->values = values;
 	snprintf(r->instance, sizeof(r->instance), "%s", instance);
-	snprintf(r->name, sizeof(r->name), "%s", *override ? override : NF_DEPLOY_CHART_NAME);
+	snprintf(r->name, sizeof(r->name), "%s", name);
 	dns_trim(r->name);
 	if (*vstr(values, "fullnameOverride"))
 		snprintf(r->fullname, sizeof(r->fullname), "%s", vstr(values, "fullnameOverride"));
-	else if (strstr(instance, *override ? override : NF_DEPLOY_CHART_NAME))
+	else if (strstr(instance, name))
 		snprintf(r->fullname, sizeof(r->fullname), "%s", instance);
 	else
-		snprintf(r->fullname, sizeof(r->fullname), "%.40s-%.22s", instance,
-			 *override ? override : NF_DEPLOY_CHART_NAME);
+		snprintf(r->fullname, sizeof(r->fullname), "%s-%s", instance, name);
 	dns_trim(r->fullname);
 	int n = *vstr(values, "image.digest")
 			? snprintf(r->image, sizeof(r->image), "%s@%s", vstr(values, "image.repository"),
@@ -235,7 +235,7 @@ static const char *cache_claim(const render *r, char buf[80])
 {
 	if (*vstr(r->values, "modelCache.existingClaim"))
 		return vstr(r->values, "modelCache.existingClaim");
-	snprintf(buf, 80, "%s-cache", r->fullname);
+	snprintf(buf, 80, "%.63s-cache", r->fullname);
 	return buf;
 }
 
@@ -415,10 +415,11 @@ static const object_kind kinds[] = {
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 /* The objects of values, one slot per kind (NULL where not wanted). */
-static int make_objects(json_t *objs[N_KINDS], const json_t *values, const char *instance)
+static int make_objects(json_t *objs[N_KINDS], const json_t *values, const char *chart,
+			const char *instance)
 {
 	render r;
-	int err = render_init(&r, values, instance);
+	int err = render_init(&r, values, chart, instance);
 	for (size_t i = 0; i < N_KINDS; i++)
 		objs[i] = NULL;
 	for (size_t i = 0; !err && i < N_KINDS; i++)
@@ -430,10 +431,11 @@ static int make_objects(json_t *objs[N_KINDS], const json_t *values, const char 
 	return err;
 }
 
-int nf_deploy_k8s_objects(json_t **objects, const json_t *values, const char *instance)
+int nf_deploy_k8s_objects(json_t **objects, const json_t *values, const char *chart,
+			  const char *instance)
 {
 	json_t *objs[N_KINDS], *arr = json_array();
-	int err = arr ? make_objects(objs, values, instance) : nf_error_set(NF_ENOMEM, "out of memory");
+	int err = arr ? make_objects(objs, values, chart, instance) : nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; !err && i < N_KINDS; i++)
 		if (objs[i] && json_array_append_new(arr, objs[i]))
 			err = nf_error_set(NF_ENOMEM, "out of memory");
@@ -459,10 +461,11 @@ static int write_yaml(const char *dir, const char *file, const json_t *doc)
 	return err;
 }
 
-int nf_deploy_write_k8s(const char *dir, const json_t *values, const char *instance)
+int nf_deploy_write_k8s(const char *dir, const json_t *values, const char *chart,
+			const char *instance)
 {
 	json_t *objs[N_KINDS], *files = json_array(), *kust = NULL;
-	int err = files ? make_objects(objs, values, instance) : nf_error_set(NF_ENOMEM, "out of memory");
+	int err = files ? make_objects(objs, values, chart, instance) : nf_error_set(NF_ENOMEM, "out of memory");
 	if (err) {
 		json_decref(files);
 		return err;
