@@ -8,7 +8,8 @@ schemas (PyPI kubernetes-validate) for tests/e2e/deploy_helm.sh.
   deploy_helm.py validate OBJECTS.json      each object against the Kubernetes schemas
   deploy_helm.py k8s DIR OUT                the kustomize base's objects, as JSON (a list)
   deploy_helm.py compare A.json B.json      the same objects, Helm's own labels aside
-  deploy_helm.py pull REF VERSION DEST      helm pull oci://REF (plain http); prints the .tgz path
+  deploy_helm.py show REF DEST              helm show chart / values oci://REF (plain http),
+                                            into DEST/Chart.yaml and DEST/values.yaml
 
 helm-sdkpy has no `helm template`: render installs the chart (no waiting)
 into a stand-in Kubernetes API on 127.0.0.1 that answers discovery, holds
@@ -154,9 +155,10 @@ def validate(path):
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
             kinds.append(obj["kind"])
         except kubernetes_validate.SchemaNotFoundError:
-            print("# %s: no schema (a custom resource), not validated" % obj["kind"])
+            print("# %s: no schema (a custom resource), not validated" % obj["kind"], file=sys.stderr)
         except kubernetes_validate.ValidationError as e:
-            print("# %s %s: %s" % (obj.get("kind"), obj["metadata"].get("name"), str(e).splitlines()[0]))
+            print("# %s %s: %s" % (obj.get("kind"), obj["metadata"].get("name"), str(e).splitlines()[0]),
+                  file=sys.stderr)
             bad += 1
     print(" ".join(sorted(kinds)))
     return 1 if bad else 0
@@ -192,15 +194,21 @@ def compare(a_path, b_path):
     return 1 if bad else 0
 
 
-def pull(ref, version, dest):
+def show(ref, dest):
+    """Helm downloads the chart from the registry and loads it (helm-sdkpy's
+    Pull crashes in its Go shim without a registry client; Show has one)."""
     h = helm()
-    asyncio.run(h.Pull(h.Configuration(plain_http=True)).run("oci://" + ref, dest_dir=dest, version=version))
-    print("\n".join(os.path.join(dest, f) for f in sorted(os.listdir(dest))))
+    cfg = h.Configuration(plain_http=True)
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, "Chart.yaml"), "w") as f:
+        f.write(asyncio.run(h.Show(cfg).chart("oci://" + ref)))
+    with open(os.path.join(dest, "values.yaml"), "w") as f:
+        f.write(asyncio.run(h.Show(cfg).values("oci://" + ref)))
     return 0
 
 
 COMMANDS = {"lint": lint, "package": package, "render": render, "validate": validate,
-            "k8s": k8s, "compare": compare, "pull": pull}
+            "k8s": k8s, "compare": compare, "show": show}
 
 if __name__ == "__main__":
     sys.exit(COMMANDS[sys.argv[1]](*sys.argv[2:]))
