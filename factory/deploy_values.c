@@ -144,10 +144,11 @@ static int fill_build(json_t *v, const nf_deploy_image *img)
 
 int nf_deploy_values(json_t **out, const nf_deploy_image *img)
 {
-	json_t *v = json_object();
+	json_t *v;
 	*out = NULL;
 	if (!img->n_profiles || img->default_profile >= img->n_profiles)
 		return nf_error_set(NF_EINPUT, "deployment values: no profile to serve");
+	v = json_object();
 	for (size_t i = 0; v && i < sizeof(settings) / sizeof(settings[0]); i++)
 		if (set_path(v, settings[i].path, setting_value(&settings[i]))) {
 			json_decref(v);
