@@ -8,6 +8,7 @@ schemas (PyPI kubernetes-validate) for tests/e2e/deploy_helm.sh.
   deploy_helm.py validate OBJECTS.json      each object against the Kubernetes schemas
   deploy_helm.py k8s DIR OUT                the kustomize base's objects, as JSON (a list)
   deploy_helm.py compare A.json B.json      the same objects, Helm's own labels aside
+  deploy_helm.py keys VALUES.yaml           the dotted key paths of a values file
   deploy_helm.py show REF DEST              helm show chart / values oci://REF (plain http),
                                             into DEST/Chart.yaml and DEST/values.yaml
 
@@ -207,8 +208,22 @@ def show(ref, dest):
     return 0
 
 
+def key_paths(v, prefix):
+    """Dotted paths of v's leaves; a list of mappings contributes its items' keys under []."""
+    if isinstance(v, dict) and v:
+        return sorted(k for key in v for k in key_paths(v[key], prefix + "." + key))
+    if isinstance(v, list) and v and isinstance(v[0], dict):
+        return sorted(set(k for item in v for k in key_paths(item, prefix + "[]")))
+    return [prefix]
+
+
+def keys(path):
+    print(" ".join(key_paths(yaml.safe_load(open(path)), "")))
+    return 0
+
+
 COMMANDS = {"lint": lint, "package": package, "render": render, "validate": validate,
-            "k8s": k8s, "compare": compare, "show": show}
+            "k8s": k8s, "compare": compare, "show": show, "keys": keys}
 
 if __name__ == "__main__":
     sys.exit(COMMANDS[sys.argv[1]](*sys.argv[2:]))

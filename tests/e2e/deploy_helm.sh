@@ -29,14 +29,6 @@ H() { "$PY" "$SRC/tests/e2e/deploy_helm.py" "$@"; }
 yaml_get() {
 	"$PY" -c 'import yaml,sys; y=yaml.safe_load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
-# The dotted key paths of a values file (a list's items: their keys under "[]").
-KEYS='def walk(v, p):
-    if isinstance(v, dict):
-        return sorted(k for key in v for k in walk(v[key], p + "." + key)) or [p]
-    if isinstance(v, list) and v and isinstance(v[0], dict):
-        return sorted(set(k for item in v for k in walk(item, p + "[]")))
-    return [p]
-print(" ".join(walk(y, "")))'
 
 export NIMFACTORY_CACHE="$W/cache" NIMFACTORY_OFFLINE=1 DOCKER_CONFIG="$W/no-docker"
 unset NIMFACTORY_REGISTRY_USER NIMFACTORY_REGISTRY_PASSWORD NIMFACTORY_CHART
@@ -59,8 +51,7 @@ is "each profile's memory covers twice its weights file" \
 	"$(yaml_get "$O/helm/values.yaml" "all(p['memoryMiB'] * 2**20 >= 2 * __import__('os').path.getsize('$O/engines/%s/weights.safetensors' % p['id']) for p in y['profiles'])")" \
 	True
 is "values.yaml has exactly the keys the shipped chart documents" \
-	"$(yaml_get "$O/helm/values.yaml" "exec(compile('''$KEYS''', 'k', 'exec'))")" \
-	"$(yaml_get "$SRC/templates/helm/nimserve/values.yaml" "exec(compile('''$KEYS''', 'k', 'exec'))")"
+	"$(H keys "$O/helm/values.yaml")" "$(H keys "$SRC/templates/helm/nimserve/values.yaml")"
 is "Chart.yaml: named after the model, versioned by the image tag" \
 	"$(yaml_get "$O/helm/Chart.yaml" "y['name'] + ' ' + y['version'] + ' ' + y['appVersion']")" \
 	"stories260k 1.0.0 1.0.0"
