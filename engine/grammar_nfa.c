@@ -175,6 +175,14 @@ gr_frag gr_utf8_char(gr_nfa *n, bool ascii_too)
 
 gr_frag gr_repeat(gr_nfa *n, gr_emit_fn emit, void *ctx, int min, int max)
 {
+	if (max < 0 && min > 0) {
+		/* x{m,}: m copies, the last one looping on itself (x+), no extra copy */
+		gr_frag whole = gr_empty(n), last = {0, 0};
+		for (int i = 0; i < min && !n->err; i++)
+			whole = gr_cat(n, whole, last = emit(n, ctx));
+		gr_eps(n, last.out, last.in);
+		return whole;
+	}
 	gr_frag whole = gr_empty(n);
 	for (int i = 0; i < min && !n->err; i++)
 		whole = gr_cat(n, whole, emit(n, ctx));
@@ -211,9 +219,18 @@ gr_frag gr_repeat_sep(gr_nfa *n, gr_emit_fn emit, void *ctx, gr_frag (*sep)(gr_n
 	sep_ctx s = {emit, ctx, sep};
 	if (max == 0)
 		return gr_empty(n);
-	gr_frag first = emit(n, ctx);
-	gr_frag rest = gr_repeat(n, sep_then_item, &s, min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
-	gr_frag some = gr_cat(n, first, rest);
+	gr_frag first = emit(n, ctx), some;
+	if (max < 0 && min <= 1) {
+		/* x (sep x)*: one copy of x, its end leading back through sep to its
+		 * start (each nesting level would otherwise double the automaton) */
+		gr_frag back = sep(n, ctx);
+		gr_eps(n, first.out, back.in);
+		gr_eps(n, back.out, first.in);
+		some = first;
+	} else {
+		some = gr_cat(n, first, gr_repeat(n, sep_then_item, &s, min > 0 ? min - 1 : 0,
+						  max < 0 ? -1 : max - 1));
+	}
 	return min > 0 ? some : gr_opt(n, some);
 }
 

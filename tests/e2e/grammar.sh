@@ -158,11 +158,11 @@ if SMOL:
     chat = ("<|im_start|>system\nYou answer in JSON.<|im_end|>\n<|im_start|>user\n"
             "Describe a person: name, age and email.<|im_end|>\n<|im_start|>assistant\n")
     person = SCHEMAS["nested objects, required and optional"]
-    info = check("SmolLM2: nested objects", SMOL, ["--schema", json.dumps(person)], 5,
+    info = check("SmolLM2: nested objects", SMOL, ["--schema", json.dumps(person)], 4,
                  schema_valid(person), prompt=chat, threads="2")
     if info:
         print("# SmolLM2 grammar cost: %s" % json.dumps(info))
-    check("SmolLM2: json_object", SMOL, ["--json-object", "--max-string", "64"], 3,
+    check("SmolLM2: json_object", SMOL, ["--json-object", "--max-string", "64"], 2,
           schema_valid({"type": "object"}), prompt=chat, threads="2")
 else:
     n += 1

@@ -240,6 +240,10 @@ static void objects(void)
 	accepts(g, "minItems and maxItems", (const char *[]){"[true]", "[true, false,true]", "[ true ]", NULL},
 		(const char *[]){"[]", "[true,true,true,true]", "[true,]", NULL});
 	nf_grammar_free(g);
+	g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2}", NULL);
+	accepts(g, "minItems without maxItems", (const char *[]){"[1,2]", "[1, 2, 3, -4]", NULL},
+		(const char *[]){"[1]", "[]", "[1,2,]", NULL});
+	nf_grammar_free(g);
 	g = schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", NULL);
 	accepts(g, "additionalProperties as a schema", (const char *[]){"{}", "{\"x\":1,\"y\":-2}", NULL},
 		(const char *[]){"{\"x\":true}", NULL});
@@ -260,7 +264,14 @@ static void recursion(void)
 	ok(nf_grammar_from_json_object(&g, &o) == 0, "json_object compiles");
 	accepts(g, "json_object nests to max_depth",
 		(const char *[]){"{}", "{\"a\":[1,\"x\"]}", "{\"a\":{}}", "{\"a\":\"x\", \"b\":null}", "{\"\":-1.5e3}", NULL},
-		(const char *[]){"[]", "{\"a\":}", "{\"a\":[1,{}]}", "{\"a\":[[1]]}", "{\"a\":{\"b\":{}}}", "\"x\"", NULL});
+		(const char *[]){"[]", "{\"a\":}", "{\"a\":[1,{}]}", "{\"a\":01}", "{\"a\":[[1]]}", "{\"a\":{\"b\":{}}}", "\"x\"", NULL});
+	nf_grammar_free(g);
+	/* one copy of each nested value per level, not two: depth 8 stays small */
+	nf_grammar_opts deep = {.max_depth = 8, .max_nfa_states = 200000};
+	g = NULL;
+	ok(nf_grammar_from_json_object(&g, &deep) == 0, "json_object at depth 8 fits 200000 NFA states");
+	accepts(g, "json_object at depth 8", (const char *[]){"{\"a\":[[[[[[[1]]]]]]]}", NULL},
+		(const char *[]){"{\"a\":[[[[[[[[1]]]]]]]]}", NULL});
 	nf_grammar_free(g);
 }
 
