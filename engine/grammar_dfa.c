@@ -146,7 +146,7 @@ static int32_t intern(nf_grammar *g, size_t m, int *err)
 	for (size_t c = 0; c < nc; c++)
 		g->trans[(size_t)id * nc + c] = GR_UNKNOWN;
 	memcpy(g->set_pool + g->set_used, g->buf, m * sizeof *g->buf);
-	bool acc = g->buf[m - 1] == g->nfa.accept || bsearch(&g->nfa.accept, g->buf, m, sizeof *g->buf, cmp_i32);
+	bool acc = bsearch(&g->nfa.accept, g->buf, m, sizeof *g->buf, cmp_i32) != NULL;
 	g->ds[id] = (gr_dstate){(uint32_t)g->set_used, (uint32_t)m, h, -1, acc};
 	g->set_used += m;
 	g->table[slot] = id;

@@ -435,6 +435,36 @@ static void masks(void)
 	nf_grammar_vocab_free(v);
 }
 
+/* Random patterns over regex syntax: each compiles or is refused with
+ * NF_EINPUT (never another code, never a crash under the sanitizers). */
+static void regex_noise(void)
+{
+	static const char alphabet[] = "ab()[]{}|*+?.\\^$-,0123d:";
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int bad = 0, compiled = 0;
+	for (int i = 0; i < 3000; i++) {
+		char re[16];
+		size_t len = 1 + i % 14;
+		for (size_t k = 0; k < len; k++) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			re[k] = alphabet[rng % (sizeof alphabet - 1)];
+		}
+		nf_grammar *g = NULL;
+		int err = nf_grammar_from_regex(&g, re, len, NULL);
+		bool m;
+		if (err && err != NF_EINPUT && bad++ < 3)
+			printf("#   %.*s: %s\n", (int)len, re, nf_error_last());
+		if (!err) {
+			compiled++;
+			bad += nf_grammar_match(g, "ab", 2, &m) != 0;
+		}
+		nf_grammar_free(g);
+	}
+	ok(bad == 0 && compiled > 100, "3000 random patterns: compiled (%d) or refused with NF_EINPUT", compiled);
+}
+
 static void logit_mask(void)
 {
 	float logits[70];
@@ -461,6 +491,7 @@ int main(void)
 	objects();
 	recursion();
 	masks();
+	regex_noise();
 	logit_mask();
 	return done_testing();
 }
