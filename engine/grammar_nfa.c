@@ -288,7 +288,8 @@ int gr_nfa_finish(gr_nfa *n, gr_frag whole, const char *what)
 		return nf_error_wrap(n->err, "%s", what);
 	n->start = whole.in;
 	n->accept = whole.out;
-	qsort(n->edges, n->n_edges, sizeof *n->edges, cmp_edge);
+	if (n->n_edges) /* a grammar of "" alone has none, and no array */
+		qsort(n->edges, n->n_edges, sizeof *n->edges, cmp_edge);
 	n->first = calloc(n->n_states + 1, sizeof *n->first);
 	n->live = calloc(n->n_states, sizeof *n->live);
 	if (!n->first || !n->live)

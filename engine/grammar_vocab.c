@@ -190,7 +190,8 @@ int nf_grammar_vocab_from_bytes(nf_grammar_vocab **out, const nf_tok_str *tokens
 	if ((err = alloc_vocab(&v, n, total)))
 		goto done;
 	for (int i = 0; i < n; i++) {
-		memcpy(v->bytes + v->off[i], tokens[i].p, tokens[i].len);
+		if (tokens[i].len)
+			memcpy(v->bytes + v->off[i], tokens[i].p, tokens[i].len);
 		v->off[i + 1] = v->off[i] + tokens[i].len;
 	}
 	for (size_t k = 0; k < n_eog; k++) {
