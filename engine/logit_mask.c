@@ -17,6 +17,12 @@ void nf_logit_mask_apply(float *logits, size_t n, const uint32_t *allowed)
 		size_t base = w * 32, end = n - base < 32 ? n - base : 32;
 		if (bits == 0xffffffffu)
 			continue;
+		if (bits == 0) {
+			/* no bit to look at: a plain store the compiler vectorizes */
+			for (size_t k = 0; k < end; k++)
+				logits[base + k] = -INFINITY;
+			continue;
+		}
 		for (size_t k = 0; k < end; k++)
 			if (!(bits >> k & 1u))
 				logits[base + k] = -INFINITY;
