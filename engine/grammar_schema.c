@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +33,15 @@ typedef struct sc {
 
 static gr_frag compile(sc *c, const json_t *s);
 
-static gr_frag fail(sc *c, const char *fmt, const char *arg)
+static gr_frag fail(sc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static gr_frag fail(sc *c, const char *fmt, ...)
 {
 	if (!c->err) {
 		char what[256];
-		snprintf(what, sizeof what, fmt, arg ? arg : "");
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(what, sizeof what, fmt, ap);
+		va_end(ap);
 		c->err = nf_error_set(NF_EINPUT, "schema: %s: %s", c->path_len ? c->path : "/", what);
 	}
 	return gr_never(c->j->nfa);
@@ -132,7 +137,7 @@ static gr_frag compile_enum(sc *c, const json_t *e)
 	size_t old = push(c, "enum");
 	gr_frag f = gr_never(c->j->nfa);
 	if (!json_is_array(e) || json_array_size(e) == 0)
-		fail(c, "enum must be a non-empty array%s", NULL);
+		fail(c, "enum must be a non-empty array");
 	for (size_t i = 0; i < json_array_size(e); i++)
 		f = gr_alt(c->j->nfa, f, literal_of(c, json_array_get(e, i)));
 	pop(c, old);
@@ -167,7 +172,7 @@ static bool int_bounds(sc *c, const json_t *s, int64_t *lo, int64_t *hi)
 	l = fmax(l, -(double)GR_INT_LIMIT);
 	h = fmin(h, (double)GR_INT_LIMIT);
 	if (l > h) {
-		fail(c, "the bounds hold no integer%s (number bounds are rounded inward to integers)", NULL);
+		fail(c, "the bounds hold no integer (number bounds are rounded inward to integers)");
 		return false;
 	}
 	*lo = (int64_t)l;
@@ -206,9 +211,9 @@ static gr_frag compile_string(sc *c, const json_t *s)
 	int min = count_of(c, s, "minLength", 0);
 	int max = count_of(c, s, "maxLength", -1);
 	if (max >= 0 && max < min)
-		return fail(c, "maxLength is below minLength%s", NULL);
+		return fail(c, "maxLength is below minLength");
 	if (max > 4096 || min > 4096)
-		return fail(c, "string lengths above 4096 are not supported%s", NULL);
+		return fail(c, "string lengths above 4096 are not supported");
 	return gr_json_string(c->j, min, max);
 }
 
@@ -243,15 +248,15 @@ static gr_frag compile_array(sc *c, const json_t *s)
 	const json_t *items = json_object_get(s, "items");
 	if (items && !json_is_object(items) && !json_is_boolean(items)) {
 		size_t old = push(c, "items");
-		fail(c, "items must be a schema (tuple forms are not supported)%s", NULL);
+		fail(c, "items must be a schema (tuple forms are not supported)");
 		pop(c, old);
 	}
 	int min = count_of(c, s, "minItems", 0);
 	int max = count_of(c, s, "maxItems", -1);
 	if (max >= 0 && max < min)
-		return fail(c, "maxItems is below minItems%s", NULL);
+		return fail(c, "maxItems is below minItems");
 	if (max > 256 || min > 256)
-		return fail(c, "array lengths above 256 are not supported%s", NULL);
+		return fail(c, "array lengths above 256 are not supported");
 	if (c->err)
 		return gr_never(n);
 	item_ctx x = {c, items};
@@ -295,7 +300,7 @@ static bool check_required(sc *c, const json_t *props, const json_t *required)
 		return true;
 	size_t old = push(c, "required");
 	if (!json_is_array(required))
-		fail(c, "required must be an array%s", NULL);
+		fail(c, "required must be an array");
 	json_array_foreach(required, i, v) {
 		if (!json_is_string(v) || !json_object_get(props, json_string_value(v))) {
 			size_t o2 = push_index(c, i);
@@ -368,7 +373,7 @@ static gr_frag compile_object(sc *c, const json_t *s)
 	const json_t *extra = json_object_get(s, "additionalProperties");
 	if (props && !json_is_object(props)) {
 		size_t old = push(c, "properties");
-		fail(c, "properties must be an object%s", NULL);
+		fail(c, "properties must be an object");
 		pop(c, old);
 		return gr_never(n);
 	}
@@ -511,14 +516,14 @@ static gr_frag compile_types(sc *c, const json_t *s)
 	gr_frag f = gr_never(c->j->nfa);
 	if (!json_is_array(type) || json_array_size(type) == 0) {
 		size_t old = push(c, "type");
-		fail(c, "type must be a string or a non-empty array%s", NULL);
+		fail(c, "type must be a string or a non-empty array");
 		pop(c, old);
 	}
 	for (size_t i = 0; i < json_array_size(type) && !c->err; i++) {
 		const json_t *t = json_array_get(type, i);
 		if (!json_is_string(t)) {
 			size_t old = push(c, "type");
-			fail(c, "type must name types as strings%s", NULL);
+			fail(c, "type must name types as strings");
 			pop(c, old);
 			break;
 		}
@@ -536,7 +541,7 @@ static gr_frag compile(sc *c, const json_t *s)
 	if (json_is_false(s))
 		return gr_never(c->j->nfa);
 	if (!json_is_object(s))
-		return fail(c, "a schema must be an object or a boolean%s", NULL);
+		return fail(c, "a schema must be an object or a boolean");
 	if (!check_keywords(c, s))
 		return gr_never(c->j->nfa);
 	const json_t *v;
@@ -545,7 +550,7 @@ static gr_frag compile(sc *c, const json_t *s)
 	if ((v = json_object_get(s, "allOf"))) {
 		if (!json_is_array(v) || json_array_size(v) != 1) {
 			size_t old = push(c, "allOf");
-			fail(c, "allOf is supported with one schema only%s", NULL);
+			fail(c, "allOf is supported with one schema only");
 			pop(c, old);
 			return gr_never(c->j->nfa);
 		}
