@@ -132,14 +132,54 @@ static gr_frag literal_of(sc *c, const json_t *v)
 	return f;
 }
 
-static gr_frag compile_enum(sc *c, const json_t *e)
+static bool is_type(const json_t *v, const char *t)
 {
-	size_t old = push(c, "enum");
+	if (!strcmp(t, "integer"))
+		return json_is_integer(v) || (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v));
+	return (!strcmp(t, "number") && json_is_number(v)) || (!strcmp(t, "string") && json_is_string(v)) ||
+	       (!strcmp(t, "boolean") && json_is_boolean(v)) || (!strcmp(t, "null") && json_is_null(v)) ||
+	       (!strcmp(t, "object") && json_is_object(v)) || (!strcmp(t, "array") && json_is_array(v));
+}
+
+/* Whether an enum or const value also satisfies the schema's "type" (both
+ * keywords apply; a value of another type would not validate). */
+static bool of_type(const json_t *v, const json_t *type)
+{
+	size_t i;
+	const json_t *t;
+	if (!type)
+		return true;
+	if (json_is_string(type))
+		return is_type(v, json_string_value(type));
+	json_array_foreach(type, i, t)
+		if (json_is_string(t) && is_type(v, json_string_value(t)))
+			return true;
+	return false;
+}
+
+static gr_frag compile_enum(sc *c, const json_t *e, const json_t *type)
+{
+	size_t old = push(c, "enum"), kept = 0;
 	gr_frag f = gr_never(c->j->nfa);
 	if (!json_is_array(e) || json_array_size(e) == 0)
 		fail(c, "enum must be a non-empty array");
-	for (size_t i = 0; i < json_array_size(e); i++)
-		f = gr_alt(c->j->nfa, f, literal_of(c, json_array_get(e, i)));
+	for (size_t i = 0; i < json_array_size(e); i++) {
+		const json_t *v = json_array_get(e, i);
+		if (!of_type(v, type))
+			continue;
+		f = gr_alt(c->j->nfa, f, literal_of(c, v));
+		kept++;
+	}
+	if (json_is_array(e) && kept == 0)
+		fail(c, "no value is of the schema's type");
+	pop(c, old);
+	return f;
+}
+
+static gr_frag compile_const(sc *c, const json_t *v, const json_t *type)
+{
+	size_t old = push(c, "const");
+	gr_frag f = of_type(v, type) ? literal_of(c, v) : fail(c, "the value is not of the schema's type");
 	pop(c, old);
 	return f;
 }
@@ -556,14 +596,10 @@ static gr_frag compile(sc *c, const json_t *s)
 		}
 		return compile_alternatives(c, v, "allOf");
 	}
-	if ((v = json_object_get(s, "const"))) {
-		size_t old = push(c, "const");
-		gr_frag f = literal_of(c, v);
-		pop(c, old);
-		return f;
-	}
+	if ((v = json_object_get(s, "const")))
+		return compile_const(c, v, json_object_get(s, "type"));
 	if ((v = json_object_get(s, "enum")))
-		return compile_enum(c, v);
+		return compile_enum(c, v, json_object_get(s, "type"));
 	if ((v = json_object_get(s, "anyOf")))
 		return compile_alternatives(c, v, "anyOf");
 	if ((v = json_object_get(s, "oneOf")))

@@ -106,6 +106,8 @@ static void schema_errors(void)
 		 "\"required\":[\"n\"]}},\"$ref\":\"#/$defs/n\"}",
 		 "no string satisfies it"},
 		{"{\"allOf\":[{\"type\":\"null\"},{\"type\":\"null\"}]}", "/allOf: allOf is supported with one"},
+		{"{\"type\":\"string\",\"enum\":[1,2]}", "/enum: no value is of the schema's type"},
+		{"{\"type\":\"string\",\"const\":true}", "/const: the value is not of the schema's type"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		nf_grammar *g = NULL;
@@ -206,6 +208,10 @@ static void strings(void)
 	g = schema("{\"enum\":[\"red\",1,null,{\"x\":[1,2]}]}", NULL);
 	accepts(g, "enum", (const char *[]){"\"red\"", "1", "null", "{\"x\":[1,2]}", NULL},
 		(const char *[]){"\"blue\"", "2", "\"null\"", NULL});
+	nf_grammar_free(g);
+	g = schema("{\"type\":[\"string\",\"integer\"],\"enum\":[\"a\",1,2.0,2.5,null]}", NULL);
+	accepts(g, "enum values of the schema's type only", (const char *[]){"\"a\"", "1", "2.0", NULL},
+		(const char *[]){"2.5", "null", NULL});
 	nf_grammar_free(g);
 	g = schema("{\"const\":\"a\\\"b\"}", NULL);
 	accepts(g, "const is written as JSON", (const char *[]){"\"a\\\"b\"", NULL}, (const char *[]){"\"ab\"", NULL});
