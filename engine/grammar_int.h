@@ -86,6 +86,8 @@ gr_frag gr_json_ws(gr_json *j);
 /* A JSON string of min..max characters (max < 0: unbounded, then the
  * default cap applies). */
 gr_frag gr_json_string(gr_json *j, int min, int max);
+/* One character of a string's content (gr_emit_fn; ctx unused). */
+gr_frag gr_json_string_char(gr_nfa *n, void *ctx);
 /* Integers in [lo, hi] in canonical form (no leading zeros, no "-0"). */
 gr_frag gr_json_int_range(gr_json *j, int64_t lo, int64_t hi);
 /* Numbers in [lo, hi] (integer bounds), with an optional fraction. */
@@ -105,6 +107,9 @@ gr_frag gr_uint_range(gr_nfa *n, uint64_t a, uint64_t b);
 /* ------------------------------------------------ front ends */
 
 int gr_regex_build(gr_nfa *n, const char *re, size_t len, gr_frag *out);
+/* The same as the content of a JSON string: the regex matches the decoded
+ * characters, so '"', '\\' and control characters are emitted escaped. */
+int gr_regex_build_json(gr_nfa *n, const char *re, size_t len, gr_frag *out);
 int gr_schema_build(gr_json *j, const void *schema /* json_t */, gr_frag *out);
 
 /* ------------------------------------------------ the grammar */

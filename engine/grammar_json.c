@@ -68,8 +68,7 @@ static gr_frag unicode_escape(gr_nfa *n, int32_t in, int32_t out)
 	return (gr_frag){in, out};
 }
 
-/* One character of a string's content. */
-static gr_frag string_char(gr_nfa *n, void *ctx)
+gr_frag gr_json_string_char(gr_nfa *n, void *ctx)
 {
 	(void)ctx;
 	gr_frag u = gr_utf8_char(n, false);
@@ -91,7 +90,7 @@ gr_frag gr_json_string(gr_json *j, int min, int max)
 	gr_nfa *n = j->nfa;
 	if (max < 0 && j->max_string > 0)
 		max = j->max_string > min ? j->max_string : min;
-	gr_frag body = gr_repeat(n, string_char, NULL, min, max);
+	gr_frag body = gr_repeat(n, gr_json_string_char, NULL, min, max);
 	return gr_cat(n, gr_cat(n, gr_lit(n, "\"", 1), body), gr_lit(n, "\"", 1));
 }
 

@@ -12,6 +12,7 @@
  */
 #include "engine/grammar_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,20 +367,80 @@ static int parse_alt(rx_parser *p)
 
 /* ------------------------------------------------ emit */
 
+/* The tree, and whether it is written as the content of a JSON string
+ * (JSON Schema's pattern: the regex matches the decoded characters, so '"',
+ * '\' and control characters are emitted as their escapes). */
 typedef struct rx_emit {
 	const rx_node *nodes;
-	int id;
+	bool json;
+	int id; /* the subtree a repetition copies */
 } rx_emit;
 
-static gr_frag emit(gr_nfa *n, const rx_node *nodes, int id);
+static gr_frag emit(gr_nfa *n, const rx_emit *e, int id);
 
 static gr_frag emit_cb(gr_nfa *n, void *ctx)
 {
 	rx_emit *e = ctx;
-	return emit(n, e->nodes, e->id);
+	return emit(n, e, e->id);
 }
 
-static gr_frag emit_class(gr_nfa *n, const rx_node *x)
+/* The escape JSON writes for byte c inside a string. */
+static size_t json_escape(char *out, uint8_t c)
+{
+	static const char short_form[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
+					  ['\t'] = 't', ['"'] = '"', ['\\'] = '\\'};
+	if (c < sizeof short_form && short_form[c]) {
+		out[0] = '\\';
+		out[1] = short_form[c];
+		return 2;
+	}
+	return (size_t)snprintf(out, 7, "\\u%04x", c);
+}
+
+static bool json_special(int c)
+{
+	return c < 0x20 || c == '"' || c == '\\';
+}
+
+/* Bytes [lo, hi] from a to b, the JSON-special ones as their escapes. */
+static void json_range(gr_nfa *n, int32_t a, int32_t b, int lo, int hi)
+{
+	for (int c = lo; c <= hi; c++) {
+		if (json_special(c)) {
+			char esc[8];
+			gr_frag f = gr_lit(n, esc, json_escape(esc, (uint8_t)c));
+			gr_eps(n, a, f.in);
+			gr_eps(n, f.out, b);
+			continue;
+		}
+		int end = c;
+		while (end + 1 <= hi && !json_special(end + 1))
+			end++;
+		gr_range(n, a, b, (uint8_t)c, (uint8_t)end);
+		c = end;
+	}
+}
+
+static void edge(gr_nfa *n, const rx_emit *e, int32_t a, int32_t b, int lo, int hi)
+{
+	if (e->json)
+		json_range(n, a, b, lo, hi);
+	else
+		gr_range(n, a, b, (uint8_t)lo, (uint8_t)hi);
+}
+
+static gr_frag emit_lit(gr_nfa *n, const rx_emit *e, const rx_node *x)
+{
+	int32_t in = gr_state(n), cur = in;
+	for (int i = 0; i < x->lit_len; i++) {
+		int32_t next = gr_state(n);
+		edge(n, e, cur, next, x->lit[i], x->lit[i]);
+		cur = next;
+	}
+	return (gr_frag){in, cur};
+}
+
+static gr_frag emit_class(gr_nfa *n, const rx_emit *e, const rx_node *x)
 {
 	int32_t in = gr_state(n), out = gr_state(n);
 	for (int c = 0; c < 128; c++) {
@@ -388,7 +449,7 @@ static gr_frag emit_class(gr_nfa *n, const rx_node *x)
 		int hi = c;
 		while (hi + 1 < 128 && (x->set[(hi + 1) >> 3] & (1u << ((hi + 1) & 7))))
 			hi++;
-		gr_range(n, in, out, (uint8_t)c, (uint8_t)hi);
+		edge(n, e, in, out, c, hi);
 		c = hi;
 	}
 	if (x->non_ascii) {
@@ -399,23 +460,23 @@ static gr_frag emit_class(gr_nfa *n, const rx_node *x)
 	return (gr_frag){in, out};
 }
 
-static gr_frag emit(gr_nfa *n, const rx_node *nodes, int id)
+static gr_frag emit(gr_nfa *n, const rx_emit *e, int id)
 {
-	const rx_node *x = &nodes[id];
+	const rx_node *x = &e->nodes[id];
 	switch (x->kind) {
-	case RX_LIT: return gr_lit(n, (const char *)x->lit, x->lit_len);
-	case RX_CLASS: return emit_class(n, x);
-	case RX_CAT: return gr_cat(n, emit(n, nodes, x->a), emit(n, nodes, x->b));
-	case RX_ALT: return gr_alt(n, emit(n, nodes, x->a), emit(n, nodes, x->b));
+	case RX_LIT: return emit_lit(n, e, x);
+	case RX_CLASS: return emit_class(n, e, x);
+	case RX_CAT: return gr_cat(n, emit(n, e, x->a), emit(n, e, x->b));
+	case RX_ALT: return gr_alt(n, emit(n, e, x->a), emit(n, e, x->b));
 	case RX_REPEAT: {
-		rx_emit e = {nodes, x->a};
-		return gr_repeat(n, emit_cb, &e, x->min, x->max);
+		rx_emit sub = {e->nodes, e->json, x->a};
+		return gr_repeat(n, emit_cb, &sub, x->min, x->max);
 	}
 	default: return gr_empty(n);
 	}
 }
 
-int gr_regex_build(gr_nfa *n, const char *re, size_t len, gr_frag *out)
+static int build(gr_nfa *n, const char *re, size_t len, bool json, gr_frag *out)
 {
 	/* every node but the empty ones consumes a byte, and so does every
 	 * '|' or group that could hold an empty one */
@@ -426,8 +487,20 @@ int gr_regex_build(gr_nfa *n, const char *re, size_t len, gr_frag *out)
 	int root = parse_alt(&p);
 	if (!p.err && p.pos < p.len)
 		fail(&p, p.pos, "an unmatched ')'");
-	if (!p.err)
-		*out = emit(n, p.nodes, root);
+	if (!p.err) {
+		rx_emit e = {p.nodes, json, root};
+		*out = emit(n, &e, root);
+	}
 	free(p.nodes);
 	return p.err ? p.err : n->err;
+}
+
+int gr_regex_build(gr_nfa *n, const char *re, size_t len, gr_frag *out)
+{
+	return build(n, re, len, false, out);
+}
+
+int gr_regex_build_json(gr_nfa *n, const char *re, size_t len, gr_frag *out)
+{
+	return build(n, re, len, true, out);
 }

@@ -83,7 +83,7 @@ static void pop(sc *c, size_t old)
 /* Validation keywords this compiler does not implement: a schema using one
  * is refused rather than answered with text that might not validate. */
 static const char *const unsupported[] = {
-	"pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties",
+	"patternProperties", "propertyNames", "minProperties", "maxProperties",
 	"multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
 	"additionalItems", "unevaluatedProperties", "unevaluatedItems", "not", "if", "then",
 	"else", "dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
@@ -246,8 +246,38 @@ static gr_frag compile_number(sc *c, const json_t *s)
 
 /* ------------------------------------------------ strings */
 
+/* A string matching `pattern` (a search, as JSON Schema has it: the sides
+ * without ^ or $ take any characters, max_string of them when set). */
+static gr_frag compile_pattern(sc *c, const json_t *s, const json_t *pat)
+{
+	gr_nfa *n = c->j->nfa;
+	size_t old = push(c, "pattern");
+	gr_frag body = gr_never(n);
+	if (!json_is_string(pat)) {
+		fail(c, "pattern must be a string");
+	} else if (json_object_get(s, "minLength") || json_object_get(s, "maxLength")) {
+		fail(c, "pattern with minLength or maxLength is not supported");
+	} else {
+		const char *re = json_string_value(pat);
+		size_t len = json_string_length(pat);
+		int free_chars = c->j->max_string > 0 ? c->j->max_string : -1;
+		int err = gr_regex_build_json(n, re, len, &body);
+		if (err)
+			c->err = nf_error_wrap(err, "schema: %s", c->path);
+		if (!(len && re[0] == '^'))
+			body = gr_cat(n, gr_repeat(n, gr_json_string_char, NULL, 0, free_chars), body);
+		if (!(len && re[len - 1] == '$' && !(len >= 2 && re[len - 2] == '\\')))
+			body = gr_cat(n, body, gr_repeat(n, gr_json_string_char, NULL, 0, free_chars));
+	}
+	pop(c, old);
+	return gr_cat(n, gr_cat(n, gr_lit(n, "\"", 1), body), gr_lit(n, "\"", 1));
+}
+
 static gr_frag compile_string(sc *c, const json_t *s)
 {
+	const json_t *pat = json_object_get(s, "pattern");
+	if (pat)
+		return compile_pattern(c, s, pat);
 	int min = count_of(c, s, "minLength", 0);
 	int max = count_of(c, s, "maxLength", -1);
 	if (max >= 0 && max < min)
@@ -537,7 +567,7 @@ static const char *implied_type(const json_t *s)
 		return "object";
 	if (json_object_get(s, "items") || json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
 		return "array";
-	if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+	if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") || json_object_get(s, "pattern"))
 		return "string";
 	if (has_bounds(s))
 		return "number";

@@ -4,7 +4,7 @@
 # a model that knows nothing of JSON, all complete and all valid: 100 per
 # JSON Schema (nested objects, arrays, enums and const, bounded integers and
 # numbers, required and optional fields, anyOf with $ref, a recursive $ref,
-# json_object), each validated by Python's jsonschema; 100 per regex,
+# json_object, string patterns), each validated by Python's jsonschema; 100 per regex,
 # checked by re.fullmatch; 100 choices, each one of the list.  A schema or
 # regex that cannot compile exits 2 naming the part.  With SmolLM2 present
 # (and not under the sanitizers), a few answers of a real instruction model
@@ -121,6 +121,12 @@ SCHEMAS = {
             {"type": "array", "items": {"$ref": "#/$defs/pt"}, "maxItems": 3},
             {"type": "null"}, {"type": "string", "maxLength": 8}]}},
         "required": ["shape"]},
+    "patterns (anchored, escaped characters, a search)": {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+                       "tag": {"type": "string", "pattern": "^[a-z\"\\\\ ]{1,8}$"},
+                       "note": {"type": "string", "pattern": "ok"}},
+        "required": ["code", "tag", "note"]},
     "recursive $ref": {
         "$defs": {"node": {"type": "object", "properties": {
             "v": {"type": "integer", "minimum": 0, "maximum": 99},
@@ -149,8 +155,8 @@ check("choices", TINY, args, N, lambda t: t in CHOICES)
 
 # what cannot compile says where
 p = subprocess.run([TOOL, TINY, "--schema", json.dumps({"type": "object", "properties": {
-    "x": {"type": "string", "pattern": "^a"}}})], capture_output=True, text=True)
-ok(p.returncode == 2 and "/properties/x/pattern" in p.stderr, "an unsupported schema keyword: exit 2 naming it", p.stderr)
+    "x": {"type": "array", "uniqueItems": True}}})], capture_output=True, text=True)
+ok(p.returncode == 2 and "/properties/x/uniqueItems" in p.stderr, "an unsupported schema keyword: exit 2 naming it", p.stderr)
 p = subprocess.run([TOOL, TINY, "--regex", "ab(c"], capture_output=True, text=True)
 ok(p.returncode == 2 and "regex: at 2" in p.stderr, "a regex that cannot compile: exit 2 with its offset", p.stderr)
 

@@ -94,8 +94,11 @@ static void schema_errors(void)
 	static const struct {
 		const char *schema, *want;
 	} cases[] = {
-		{"{\"type\":\"object\",\"properties\":{\"a/b\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
-		 "/properties/a~1b/pattern: the keyword pattern is not supported"},
+		{"{\"type\":\"object\",\"properties\":{\"a/b\":{\"type\":\"string\",\"uniqueItems\":true}}}",
+		 "/properties/a~1b/uniqueItems: the keyword uniqueItems is not supported"},
+		{"{\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x(y\"}}}",
+		 "schema: /properties/a/pattern: regex: at 1: the group is not closed"},
+		{"{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":3}", "/pattern: pattern with minLength"},
 		{"{\"$ref\":\"#/$defs/missing\"}", "/$ref: cannot resolve #/$defs/missing"},
 		{"{\"type\":\"integer\",\"minimum\":5,\"maximum\":3}", "/: the bounds hold no integer"},
 		{"{\"properties\":{\"a\":{}},\"required\":[\"a\",\"b\"]}", "/required/1: b is not one"},
@@ -212,6 +215,17 @@ static void strings(void)
 	g = schema("{\"type\":[\"string\",\"integer\"],\"enum\":[\"a\",1,2.0,2.5,null]}", NULL);
 	accepts(g, "enum values of the schema's type only", (const char *[]){"\"a\"", "1", "2.0", NULL},
 		(const char *[]){"2.5", "null", NULL});
+	nf_grammar_free(g);
+	g = schema("{\"type\":\"string\",\"pattern\":\"^[a-z\\\"\\\\\\\\]{1,3}\\\\n$\"}", NULL);
+	accepts(g, "an anchored pattern, written with JSON's escapes",
+		(const char *[]){"\"ab\\n\"", "\"\\\"\\\\\\n\"", NULL},
+		(const char *[]){"\"ab\n\"", "\"a\"b\\n\"", "\"abcd\\n\"", "\"AB\\n\"", NULL});
+	nf_grammar_free(g);
+	nf_grammar_opts capped = {.max_string = 2};
+	g = schema("{\"pattern\":\"\\\\d-\\\\d\"}", &capped);
+	accepts(g, "a pattern is a search: up to max_string characters either side",
+		(const char *[]){"\"1-2\"", "\"ab1-2\"", "\"1-2\\\"x\"", NULL},
+		(const char *[]){"\"abc1-2\"", "\"1-\"", "3", NULL});
 	nf_grammar_free(g);
 	g = schema("{\"const\":\"a\\\"b\"}", NULL);
 	accepts(g, "const is written as JSON", (const char *[]){"\"a\\\"b\"", NULL}, (const char *[]){"\"ab\"", NULL});
