@@ -74,7 +74,7 @@ E2E_TESTS := $(sort $(wildcard tests/e2e/*.sh))
 
 BINS := $(BUILD)/bin/nimfactory $(if $(NIMSERVE_OBJS),$(BUILD)/bin/nimserve)
 
-.PHONY: all check test-bins demo fuzz bench clean deps cuda
+.PHONY: all check test-bins demo fuzz bench clean deps cuda FORCE
 all: $(BINS) $(TOOL_BINS)
 
 $(BUILD)/obj/engine/cpu/%.o: CFLAGS_ALL += $(KERNEL_CFLAGS)
@@ -131,9 +131,13 @@ cuda:
 	@echo "nvcc not found: building the CPU tools alone (no CUDA kernels)"
 endif
 
-$(CUDA_UNIT): $(CUDA_SRCS) Makefile
+# Rewritten only when the list of .cu files changes (a file added or gone).
+$(CUDA_UNIT): $(CUDA_SRCS) FORCE
 	@mkdir -p $(@D)
-	printf '#include "%s"\n' $(CUDA_SRCS) > $@
+	@printf '#include "%s"\n' $(CUDA_SRCS) > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+
+FORCE:
 
 $(CUDA_DIR)/sm_%/nf_kernels.cubin: $(CUDA_UNIT) $(CUDA_HDRS)
 	@mkdir -p $(@D)
