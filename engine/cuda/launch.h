@@ -147,6 +147,15 @@ static inline nf_cu_launch nf_cu_launch_kv_append(int n, int n_kv_heads)
 	return nf_cu_launch_of((unsigned)n_kv_heads, (unsigned)n, 1, NF_CU_HEAD_MAX);
 }
 
+/* Whether the attention and KV-cache kernels take heads of head_size
+ * elements: even (RoPE pairs) and at most NF_CU_HEAD_MAX (a warp holds a
+ * head in NF_CU_HEAD_MAX / 32 registers a lane; a block has a thread per
+ * element).  A model with larger heads runs on the CPU profile. */
+static inline int nf_cu_head_size_ok(int head_size)
+{
+	return head_size > 0 && head_size <= NF_CU_HEAD_MAX && head_size % 2 == 0;
+}
+
 /* Decode attention, flash-decoding: nf_cu_attn_decode_<kind>(float *part_o,
  * float *part_ml, const float *q, const char *kc, const char *vc, int pos,
  * int n_heads, int n_kv_heads, int head_size, size_t head_stride) writes, per

@@ -435,6 +435,9 @@ static void test_sampling(void)
 
 static void test_launch(void)
 {
+	ok(nf_cu_head_size_ok(8) && nf_cu_head_size_ok(64) && nf_cu_head_size_ok(128) &&
+	   !nf_cu_head_size_ok(256) && !nf_cu_head_size_ok(7) && !nf_cu_head_size_ok(0),
+	   "attention takes even heads up to 128 (stories260K's 8, SmolLM2's 64, Llama's 128)");
 	is_int(nf_cu_decode_splits(255), 1, "decode: 256 positions are one split");
 	is_int(nf_cu_decode_splits(256), 2, "decode: 257 positions are two");
 	nf_cu_launch l = nf_cu_launch_gemv(4097, 3);
