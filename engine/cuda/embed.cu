@@ -30,6 +30,6 @@ EMBED_KERNEL(f16)
 EMBED_KERNEL(bf16)
 EMBED_KERNEL(q8)
 EMBED_KERNEL(q4)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 /* fp8: sm_89 and newer (gemv.cu) */
+#if NF_CU_HAS_FP8 /* sm_89 and newer (launch.h) */
 EMBED_KERNEL(f8)
 #endif

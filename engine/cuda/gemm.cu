@@ -72,6 +72,6 @@ GEMM_KERNEL(f16)
 GEMM_KERNEL(bf16)
 GEMM_KERNEL(q8)
 GEMM_KERNEL(q4)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 /* fp8: sm_89 and newer (gemv.cu) */
+#if NF_CU_HAS_FP8 /* sm_89 and newer (launch.h) */
 GEMM_KERNEL(f8)
 #endif

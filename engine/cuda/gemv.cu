@@ -64,8 +64,6 @@ GEMV_KERNEL(f16)
 GEMV_KERNEL(bf16)
 GEMV_KERNEL(q8)
 GEMV_KERNEL(q4)
-/* fp8 is a precision of sm_89 and newer only (engine/sku.c): the other
- * architectures' cubins have no fp8 kernels, and asking for one fails there. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if NF_CU_HAS_FP8 /* sm_89 and newer (launch.h) */
 GEMV_KERNEL(f8)
 #endif

@@ -29,6 +29,16 @@
 #define NF_CU_DECODE_SPLIT 256   /* decode attention: cache positions a split */
 #define NF_CU_TOPK_MAX 64        /* sampling: at most 64 candidates */
 
+/* fp8 is a precision of sm_89 and newer only (engine/sku.c): the device
+ * code of older architectures has no fp8 kernels, so asking a cubin of
+ * theirs for one fails by name.  nvcc's host pass (a runtime-API build)
+ * still declares them, for its launch stubs. */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+#define NF_CU_HAS_FP8 1
+#else
+#define NF_CU_HAS_FP8 0
+#endif
+
 /* A weight matrix as the GEMV/GEMM kernels take it (by value), for every
  * format of engine/wformat.h, packed as docs/quantization.md says:
  *   f32, f16, bf16: data (rows, cols) elements

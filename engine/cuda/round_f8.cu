@@ -6,7 +6,7 @@
 #include "engine/cuda/launch.h"
 #include "engine/kmath/dequant.h"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 /* fp8: sm_89 and newer (gemv.cu) */
+#if NF_CU_HAS_FP8 /* sm_89 and newer (launch.h) */
 extern "C" __global__ void __launch_bounds__(NF_CU_BLOCK)
 nf_cu_round_f8(float *out, const float *x, float inv_scale, size_t n)
 {
