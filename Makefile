@@ -123,9 +123,13 @@ CUDA_HDRS := $(wildcard engine/cuda/*.cuh engine/cuda/*.h engine/kmath/*.h)
 CUDA_UNIT := $(CUDA_DIR)/nf_kernels.cu
 CUDA_CUBINS := $(foreach a,$(CUDA_ARCHS),$(CUDA_DIR)/$(a)/nf_kernels.cubin)
 CUDA_PTX := $(CUDA_DIR)/$(CUDA_PTX_ARCH)/nf_kernels.ptx
+# Every cubin and the PTX in one fat binary (cuModuleLoadData picks the
+# device's own; `cuobjdump --list-elf` lists them).
+CUDA_FATBIN := $(CUDA_DIR)/nf_kernels.fatbin
+FATBINARY = $(dir $(HAVE_NVCC))fatbinary
 
 ifneq ($(HAVE_NVCC),)
-cuda: $(CUDA_CUBINS) $(CUDA_PTX)
+cuda: $(CUDA_CUBINS) $(CUDA_PTX) $(CUDA_FATBIN)
 else
 cuda:
 	@echo "nvcc not found: building the CPU tools alone (no CUDA kernels)"
@@ -147,6 +151,11 @@ $(CUDA_DIR)/sm_%/nf_kernels.cubin: $(CUDA_UNIT) $(CUDA_HDRS)
 $(CUDA_PTX): $(CUDA_UNIT) $(CUDA_HDRS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -arch=$(CUDA_PTX_ARCH) -ptx $< -o $@
+
+$(CUDA_FATBIN): $(CUDA_CUBINS) $(CUDA_PTX)
+	$(FATBINARY) -64 --create=$@ \
+		$(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a:sm_%=%),file=$(CUDA_DIR)/$(a)/nf_kernels.cubin) \
+		--image3=kind=ptx,sm=$(CUDA_PTX_ARCH:compute_%=%),file=$(CUDA_PTX)
 
 # Tests find the binaries, the shared models and the repository through these.
 TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN) \

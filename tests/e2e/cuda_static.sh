@@ -1,8 +1,8 @@
 #!/bin/bash
 # cuda_static.sh - the static checks of the CUDA kernels, which need nvcc
 # but no GPU: every architecture of the Makefile's CUDA_ARCHS has its cubin
-# (an ELF for that very architecture) and every SKU of engine/sku.c one it
-# runs; the PTX of the lowest architecture holds every kernel; ptxas's
+# (an ELF for that very architecture, and in the fat binary) and every SKU
+# of engine/sku.c one it runs; the PTX of the lowest architecture holds every kernel; ptxas's
 # report of every kernel on every architecture has no spill and no stack
 # frame, fits the architecture's shared memory and registers, and holds
 # every kernel that belongs there (nf_cuda_occupancy); and the table of
@@ -28,15 +28,11 @@ W=$(mktemp -d /tmp/nf-e2e-cuda-XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
 . "$NF_SRC/tests/tap.sh"
 
-# The architecture number an ELF cubin was built for: cuobjdump's word when
-# there is one, else the ELF header's e_flags, whose second byte it is.
+# The architecture number an ELF cubin was built for: the second byte of
+# its ELF header's e_flags.
 cubin_sm() {
-	if command -v cuobjdump >/dev/null 2>&1; then
-		cuobjdump --list-elf "$1" | sed -n 's/.*\.sm_\([0-9]*\)a\{0,1\}\.cubin.*/\1/p' | head -1
-	else
-		flags=$(readelf -h "$1" | awk '/Flags:/ { print $2 }')
-		[ -n "$flags" ] && echo $(((flags >> 8) & 255))
-	fi
+	flags=$(readelf -h "$1" | awk '/Flags:/ { print $2 }')
+	[ -n "$flags" ] && echo $(((flags >> 8) & 255))
 }
 
 logs=
@@ -46,6 +42,17 @@ for a in $ARCHS; do
 	is "$a: the cubin is an ELF for sm_$want" "$( [ -f "$cubin" ] && cubin_sm "$cubin")" "$want"
 	logs="$logs $CUDA/$a/ptxas.log"
 done
+
+# The fat binary holds them all ("ELF file 1: nf_kernels.1.sm_75.cubin").
+fatbin="$CUDA/nf_kernels.fatbin"
+t "the fat binary is built" test -s "$fatbin"
+if command -v cuobjdump >/dev/null 2>&1; then
+	is "cuobjdump --list-elf lists a cubin per architecture in the fat binary" \
+		"$(cuobjdump --list-elf "$fatbin" 2>&1 | sed -n 's/.*\.\(sm_[0-9a-z]*\)\.cubin.*/\1/p' | sort | tr '\n' ' ')" \
+		"$(printf '%s\n' $ARCHS | sort | tr '\n' ' ')"
+else
+	skip "no cuobjdump here to list the fat binary's cubins"
+fi
 
 # Every SKU's architecture is built (sm_90 runs sm_90a's cubin).
 missing=
