@@ -74,7 +74,7 @@ E2E_TESTS := $(sort $(wildcard tests/e2e/*.sh))
 
 BINS := $(BUILD)/bin/nimfactory $(if $(NIMSERVE_OBJS),$(BUILD)/bin/nimserve)
 
-.PHONY: all check test-bins demo fuzz bench clean deps cuda FORCE
+.PHONY: all check test-bins demo fuzz bench clean deps cuda cuda-emu FORCE
 all: $(BINS) $(TOOL_BINS)
 
 $(BUILD)/obj/engine/cpu/%.o: CFLAGS_ALL += $(KERNEL_CFLAGS)
@@ -151,6 +151,21 @@ $(CUDA_DIR)/sm_%/nf_kernels.cubin: $(CUDA_UNIT) $(CUDA_HDRS)
 $(CUDA_PTX): $(CUDA_UNIT) $(CUDA_HDRS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -arch=$(CUDA_PTX_ARCH) -ptx $< -o $@
+
+# The kernels run on the CPU through a model of CUDA's blocks and warps
+# (tests/cuda_emu/emu.h), against the CPU engine: their thread decomposition
+# checked where no GPU is (no nvcc needed).  Opt-in, not in `check`: it
+# starts a thread per CUDA thread (seconds).
+CXX ?= g++
+CUDA_EMU := $(BUILD)/tests/cuda_emu/test_cuda_emu
+$(CUDA_EMU): tests/cuda_emu/test_cuda_emu.cpp tests/cuda_emu/emu.h $(CUDA_UNIT) $(CUDA_HDRS) \
+		$(call libs_for,engine)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++20 -O1 -g -pthread -I. -Wall -Wextra -Werror -Wno-unused-parameter \
+		$(SANFLAGS) -include tests/cuda_emu/emu.h $< -o $@ $(call libs_for,engine) $(LIBS)
+
+cuda-emu: $(CUDA_EMU)
+	$(CUDA_EMU)
 
 $(CUDA_FATBIN): $(CUDA_CUBINS) $(CUDA_PTX)
 	$(FATBINARY) -64 --create=$@ \
