@@ -31,11 +31,20 @@ static uint64_t rng = 14;
 struct emu_matrix {
 	nf_cu_wmat w;
 	std::vector<float> deq;
+	std::vector<unsigned char> data, aux; /* what w points into (16-byte aligned by new) */
+	std::vector<float> scale;
 };
+
+/* n elements of T in buf, for w's pointers. */
+template <class T> static T *emu_alloc(std::vector<unsigned char> *buf, size_t n)
+{
+	buf->assign(n * sizeof(T), 0);
+	return (T *)buf->data();
+}
 
 static void make_half(emu_matrix *m, const std::vector<float> &f, bool bf16)
 {
-	uint16_t *d = new uint16_t[f.size()];
+	uint16_t *d = emu_alloc<uint16_t>(&m->data, f.size());
 	for (size_t i = 0; i < f.size(); i++) {
 		d[i] = bf16 ? nf_f32_to_bf16(f[i]) : nf_f32_to_f16(f[i]);
 		m->deq[i] = bf16 ? nf_bf16_to_f32(d[i]) : nf_f16_to_f32(d[i]);
@@ -45,8 +54,9 @@ static void make_half(emu_matrix *m, const std::vector<float> &f, bool bf16)
 
 static void make_q8(emu_matrix *m, const std::vector<float> &f, int rows, int cols)
 {
-	int8_t *d = new int8_t[f.size()];
-	float *s = new float[rows];
+	int8_t *d = emu_alloc<int8_t>(&m->data, f.size());
+	m->scale.resize(rows);
+	float *s = m->scale.data();
 	nf_quant_int8_rows(d, s, f.data(), rows, cols);
 	for (size_t i = 0; i < f.size(); i++)
 		m->deq[i] = s[i / cols] * d[i];
@@ -56,8 +66,9 @@ static void make_q8(emu_matrix *m, const std::vector<float> &f, int rows, int co
 
 static void make_f8(emu_matrix *m, const std::vector<float> &f, int rows, int cols)
 {
-	uint8_t *d = new uint8_t[f.size()];
-	float *s = new float[rows];
+	uint8_t *d = emu_alloc<uint8_t>(&m->data, f.size());
+	m->scale.resize(rows);
+	float *s = m->scale.data();
 	nf_quant_fp8_rows(d, s, f.data(), rows, cols);
 	m->w.act_scale = 0.5f;
 	for (size_t i = 0; i < f.size(); i++)
@@ -69,8 +80,8 @@ static void make_f8(emu_matrix *m, const std::vector<float> &f, int rows, int co
 static void make_q4(emu_matrix *m, const std::vector<float> &f, int rows, int cols, int group)
 {
 	size_t rb = nf_quant_int4_row_bytes(cols), groups = nf_quant_int4_groups(cols, group);
-	uint8_t *d = new uint8_t[rows * rb];
-	uint16_t *sm = new uint16_t[rows * groups * 2];
+	uint8_t *d = emu_alloc<uint8_t>(&m->data, rows * rb);
+	uint16_t *sm = emu_alloc<uint16_t>(&m->aux, rows * groups * 2);
 	nf_quant_int4_rows(d, sm, f.data(), rows, cols, group);
 	for (int r = 0; r < rows; r++)
 		nf_quant_int4_dequant_row(&m->deq[(size_t)r * cols], d, sm, r, cols, group);
@@ -78,7 +89,7 @@ static void make_q4(emu_matrix *m, const std::vector<float> &f, int rows, int co
 	m->w.aux = sm;
 }
 
-/* A random (rows, cols) matrix in fmt (never freed: the test is short). */
+/* A random (rows, cols) matrix in fmt. */
 static emu_matrix make_matrix(const char *fmt, int rows, int cols, int group)
 {
 	emu_matrix m{};
@@ -88,7 +99,7 @@ static emu_matrix make_matrix(const char *fmt, int rows, int cols, int group)
 		x = nf_test_unif(&rng, 1.0);
 	m.deq = f;
 	if (!strcmp(fmt, "f32"))
-		m.w.data = memcpy(new float[f.size()], f.data(), f.size() * sizeof(float));
+		m.w.data = memcpy(emu_alloc<float>(&m.data, f.size()), f.data(), f.size() * sizeof(float));
 	else if (!strcmp(fmt, "f16") || !strcmp(fmt, "bf16"))
 		make_half(&m, f, fmt[0] == 'b');
 	else if (!strcmp(fmt, "q8"))
