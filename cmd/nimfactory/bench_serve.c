@@ -216,7 +216,7 @@ static int run_point(nf_lg_point *p, nf_lg_run_opts o, const bench_args *a, cons
 	else if (p->f.failed)
 		fprintf(stderr, "nimfactory bench-serve: %s: %zu of %zu requests failed; first: %s\n",
 			what, p->f.failed, p->f.requests, p->f.first_error);
-	if (!a->quiet)
+	if (!a->quiet && p->f.completed)
 		fprintf(stderr, "nimfactory bench-serve: %s: %zu requests in %.2f s\n", what,
 			p->f.requests, p->f.duration_s);
 done:
