@@ -44,35 +44,33 @@ typedef struct worker {
 	char *buf;             /* RECV_BUF bytes */
 } worker;
 
-/* The request body of one turn: item's prompt or messages, or history. */
+/* The messages of a chat turn: the conversation so far, the item's own, or
+ * its prompt as the one user message.  A new reference. */
+static json_t *chat_messages(const nf_lg_item *it, json_t *history)
+{
+	if (history || it->messages)
+		return json_incref(history ? history : it->messages);
+	return json_pack("[{s:s, s:s}]", "role", "user", "content", it->prompt ? it->prompt : "");
+}
+
+/* The request body of one turn (a new string), NULL when out of memory. */
 static char *request_body(const nf_lg_run_opts *o, const nf_lg_item *it, json_t *history)
 {
-	json_t *b = json_object(), *so = json_object(), *msgs = NULL;
-	char *text = NULL;
 	long mt = it->max_tokens > 0 ? it->max_tokens : o->max_tokens;
-	if (!b || !so)
-		goto done;
-	json_object_set_new(b, "model", json_string(o->model));
-	if (!o->chat) {
-		json_object_set_new(b, "prompt", json_string(it->prompt ? it->prompt : ""));
-	} else if (history || it->messages) {
-		json_object_set(b, "messages", history ? history : it->messages);
-	} else {
-		msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", it->prompt ? it->prompt : "");
-		json_object_set(b, "messages", msgs);
-	}
-	json_object_set_new(b, "max_tokens", json_integer(mt));
-	json_object_set_new(b, "temperature", json_integer(0));
-	json_object_set_new(b, "stream", json_true());
-	json_object_set_new(so, "include_usage", json_true());
-	json_object_set(b, "stream_options", so);
-	if (o->ignore_eos)
-		json_object_set_new(b, "ignore_eos", json_true());
-	text = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER);
-done:
+	json_t *b = json_pack("{s:s, s:I, s:i, s:b, s:{s:b}}", "model", o->model, "max_tokens",
+			      (json_int_t)mt, "temperature", 0, "stream", 1, "stream_options",
+			      "include_usage", 1);
+	char *text = NULL;
+	int bad = !b;
+	if (!bad && o->chat)
+		bad = json_object_set_new(b, "messages", chat_messages(it, history)) < 0;
+	else if (!bad)
+		bad = json_object_set_new(b, "prompt", json_string(it->prompt ? it->prompt : "")) < 0;
+	if (!bad && o->ignore_eos)
+		bad = json_object_set_new(b, "ignore_eos", json_true()) < 0;
+	if (!bad)
+		text = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(b);
-	json_decref(so);
-	json_decref(msgs);
 	return text;
 }
 

@@ -302,39 +302,49 @@ static int body(nf_lg_stream *s, const char *data, size_t n, double t)
 	return 0;
 }
 
+/* Where the header block ends in pending, looking from `from`: *end at the
+ * first line end of the blank line, *skip the bytes of that blank line; 0 when
+ * it has not arrived yet. */
+static size_t header_end(const nf_lg_stream *s, size_t from, size_t *skip)
+{
+	const char *p = s->pending;
+	for (size_t i = from; i < s->pending_n; i++) {
+		if (p[i] != '\n')
+			continue;
+		if (i + 1 < s->pending_n && p[i + 1] == '\n') {
+			*skip = 2;
+			return i;
+		}
+		if (i + 2 < s->pending_n && p[i + 1] == '\r' && p[i + 2] == '\n') {
+			*skip = 3;
+			return i;
+		}
+	}
+	return 0;
+}
+
 /* Header bytes: collect to the blank line, then hand the rest to body(). */
 static int head(nf_lg_stream *s, const char *data, size_t n, double t)
 {
-	size_t old = s->pending_n, from = old > 3 ? old - 3 : 0, end = 0, skip = 0;
+	size_t from = s->pending_n > 3 ? s->pending_n - 3 : 0, skip = 0, end, rest_n;
+	char *rest;
 	int err = buf_put(&s->pending, &s->pending_n, &s->pending_cap, data, n, NF_LG_HEADER_MAX,
 			  "the response header");
-	if (err < 0)
+	if (err < 0 || !(end = header_end(s, from, &skip)))
 		return err;
-	for (size_t i = from; i < s->pending_n && !end; i++) {
-		if (s->pending[i] != '\n')
-			continue;
-		if (i + 1 < s->pending_n && s->pending[i + 1] == '\n')
-			end = i, skip = 2;
-		else if (i + 2 < s->pending_n && s->pending[i + 1] == '\r' && s->pending[i + 2] == '\n')
-			end = i, skip = 3;
-	}
-	if (!end)
-		return 0;
+	/* the body bytes that came with the header, copied: pending is reused by chunking */
+	rest_n = s->pending_n - (end + skip);
+	if (!(rest = malloc(rest_n + 1)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	memcpy(rest, s->pending + end + skip, rest_n);
 	s->pending[end] = '\0';
 	for (char *c = s->pending; (c = strchr(c, '\r'));)
 		*c = ' '; /* CRLF headers read as LF ones */
-	if ((err = parse_headers(s, s->pending)) < 0)
-		return err;
-	{
-		size_t rest_at = end + skip, rest_n = s->pending_n - rest_at;
-		char *rest = malloc(rest_n + 1);
-		if (!rest)
-			return nf_error_set(NF_ENOMEM, "out of memory");
-		memcpy(rest, s->pending + rest_at, rest_n);
-		s->pending_n = 0;
+	err = parse_headers(s, s->pending);
+	s->pending_n = 0;
+	if (!err)
 		err = body(s, rest, rest_n, t);
-		free(rest);
-	}
+	free(rest);
 	return err;
 }
 

@@ -51,6 +51,7 @@ typedef struct args {
 	const char *host, *port, *url, *path, *prompt, *prompts_file, *gaps_file;
 	long clients, requests;
 	bool json, escapes;
+	char url_path[sizeof(((nf_lg_server *)0)->path)]; /* --url's path, the request path */
 } args;
 
 /* Decode \n, \t and \\ in place (--escapes); another backslash stays. */
@@ -126,8 +127,10 @@ static int target(args *a)
 	if (a->url) {
 		if (nf_lg_server_parse(s, a->url) < 0)
 			return -1;
-		if (s->path[0] && !a->path)
-			a->path = strdup(s->path); /* lives to exit */
+		if (s->path[0] && !a->path) {
+			memcpy(a->url_path, s->path, sizeof a->url_path);
+			a->path = a->url_path;
+		}
 		s->path[0] = '\0';
 	} else {
 		if (!a->port || strlen(a->host) >= sizeof s->host)
