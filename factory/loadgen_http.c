@@ -185,6 +185,9 @@ int nf_lg_http_send(int fd, const char *data, size_t len, double deadline)
 int nf_lg_http_recv(int fd, char *buf, size_t cap, size_t *got, double deadline)
 {
 	*got = 0;
+	/* checked before reading too: a server that always has bytes ready must not outlast it */
+	if (nf_lg_now() >= deadline)
+		return nf_error_set(NF_ENET, "timed out waiting for the answer");
 	for (;;) {
 		ssize_t r = recv(fd, buf, cap, 0);
 		int err;

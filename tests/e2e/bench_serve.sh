@@ -7,7 +7,8 @@
 # open loop of chat conversations (multiturn, Poisson arrivals); nf_loadgen
 # on the same client prints what tests/bench/bench_serve.sh reads; then
 # hostile servers (one that never answers, one that trickles keep-alives
-# forever, one that sends a 2 MiB line, one that is not HTTP) and a closed
+# forever, one that streams tokens without end, one that sends a 2 MiB line,
+# one that is not HTTP) and a closed
 # port each fail within seconds with one clear line and exit 4.
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
@@ -101,7 +102,7 @@ stop_server "$PID"
 # 4. hostile servers: each fails with one line, within --timeout, exit 4
 python3 - "$W/hostile.port" >"$W/hostile.log" 2>&1 <<'PY' &
 import socket, sys, threading, time
-modes = ["silent", "trickle", "hugeline", "nothttp"]
+modes = ["silent", "trickle", "flood", "hugeline", "nothttp"]
 socks = []
 for m in modes:
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -118,6 +119,12 @@ def serve(mode, c):
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
             for _ in range(300):
                 c.sendall(b": keep-alive\n\n"); time.sleep(0.1)
+        elif mode == "flood":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+            ev = b'data: {"choices":[{"text":"x"}]}\n\n' * 2000
+            end = time.time() + 4
+            while time.time() < end:
+                c.sendall(ev)
         elif mode == "hugeline":
             c.sendall(b"HTTP/1.1 200 OK\r\n\r\ndata: " + b"x" * (2 << 20))
             time.sleep(5)
@@ -137,7 +144,7 @@ PY
 HPID=$!
 PIDS="$PIDS $HPID"
 for _ in $(seq 1 50); do [ -s "$W/hostile.port" ] && break; sleep 0.1; done
-read -r P_SILENT P_TRICKLE P_HUGE P_NOTHTTP <"$W/hostile.port"
+read -r P_SILENT P_TRICKLE P_FLOOD P_HUGE P_NOTHTTP <"$W/hostile.port"
 hostile() { # NAME PORT EXPECTED-TEXT
 	t0=$(date +%s.%N)
 	timeout 30 "$NF" bench-serve "http://127.0.0.1:$2" --model m --requests 2 --warmup 0 \
@@ -149,6 +156,7 @@ hostile() { # NAME PORT EXPECTED-TEXT
 }
 hostile "a server that never answers" "$P_SILENT" "no complete answer within 1 s"
 hostile "a server that trickles keep-alives" "$P_TRICKLE" "no complete answer within 1 s"
+hostile "a server that streams tokens without end" "$P_FLOOD" "no complete answer within 1 s"
 hostile "a 2 MiB line" "$P_HUGE" "a line of the event stream is over 1048576 bytes"
 hostile "not HTTP" "$P_NOTHTTP" "the answer is not HTTP/1.x"
 kill "$HPID" 2>/dev/null
