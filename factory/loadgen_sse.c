@@ -303,34 +303,34 @@ static int body(nf_lg_stream *s, const char *data, size_t n, double t)
 }
 
 /* Where the header block ends in pending, looking from `from`: *end at the
- * first line end of the blank line, *skip the bytes of that blank line; 0 when
- * it has not arrived yet. */
-static size_t header_end(const nf_lg_stream *s, size_t from, size_t *skip)
+ * first line end of the blank line, *skip the bytes of that blank line;
+ * false when it has not arrived yet. */
+static bool header_end(const nf_lg_stream *s, size_t from, size_t *end, size_t *skip)
 {
 	const char *p = s->pending;
 	for (size_t i = from; i < s->pending_n; i++) {
 		if (p[i] != '\n')
 			continue;
 		if (i + 1 < s->pending_n && p[i + 1] == '\n') {
-			*skip = 2;
-			return i;
+			*end = i, *skip = 2;
+			return true;
 		}
 		if (i + 2 < s->pending_n && p[i + 1] == '\r' && p[i + 2] == '\n') {
-			*skip = 3;
-			return i;
+			*end = i, *skip = 3;
+			return true;
 		}
 	}
-	return 0;
+	return false;
 }
 
 /* Header bytes: collect to the blank line, then hand the rest to body(). */
 static int head(nf_lg_stream *s, const char *data, size_t n, double t)
 {
-	size_t from = s->pending_n > 3 ? s->pending_n - 3 : 0, skip = 0, end, rest_n;
+	size_t from = s->pending_n > 3 ? s->pending_n - 3 : 0, skip = 0, end = 0, rest_n;
 	char *rest;
 	int err = buf_put(&s->pending, &s->pending_n, &s->pending_cap, data, n, NF_LG_HEADER_MAX,
 			  "the response header");
-	if (err < 0 || !(end = header_end(s, from, &skip)))
+	if (err < 0 || !header_end(s, from, &end, &skip))
 		return err;
 	/* the body bytes that came with the header, copied: pending is reused by chunking */
 	rest_n = s->pending_n - (end + skip);

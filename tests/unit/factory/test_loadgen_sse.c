@@ -164,6 +164,7 @@ static void test_hostile(void)
 	expect_fail(longchunk, strlen(longchunk), "longer than its size", "a chunk longer than its size");
 	expect_fail(nothttp, strlen(nothttp), "not HTTP/1.x", "an answer that is not HTTP");
 	expect_fail("", 0, "without an answer", "a connection closed at once");
+	expect_fail("\n\ndata: [DONE]\n\n", 16, "not HTTP/1.x", "an answer that begins with a blank line");
 	memcpy(huge, HEAD_PLAIN "data: ", strlen(HEAD_PLAIN) + 6);
 	memset(huge + strlen(HEAD_PLAIN) + 6, 'x', big);
 	expect_fail(huge, strlen(HEAD_PLAIN) + 6 + big, "line of the event stream is over", "a 2 MiB line");
