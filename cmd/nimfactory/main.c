@@ -36,7 +36,7 @@ static void usage(FILE *to)
 {
 	fprintf(to, "usage: nimfactory <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(to, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(to, "\nRun 'nimfactory <command> --help' for a command's options.\n");
 }
 
