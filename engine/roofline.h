@@ -82,14 +82,17 @@ const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch);
  * under 1%: "0.11%") */
 void nf_roofline_summary(char *buf, size_t len, const nf_roofline *r);
 
-/* The static occupancy of the GEMV kernel for weight format `format`
- * ("int8", "f16", ...) on `arch` ("sm_90"), read from the markdown table of
- * docs/cuda-kernels.md at `path`: the lowest occupancy among the rows whose
- * kernel column names "gemv" and the format and whose arch column is arch
- * (or arch with a suffix: "sm_90a").  A cell "62.5%" or "0.625".  *out = 1
- * (full) when the file is missing or no row matches; NF_EINPUT for a file
- * whose matching row has no number.  Returns 1 when found, 0 when not. */
-int nf_roofline_occupancy(double *out, const char *path, const char *format, const char *arch);
+/* The static occupancy of `kernel` ("nf_cu_gemv_q8") on `arch` ("sm_90"),
+ * read from docs/cuda-kernels.md's tables at `path`: the lowest among the
+ * rows naming that kernel under a heading (or in an arch column) naming
+ * arch or arch with a suffix ("sm_90a").  A cell "62.5%" or "0.625".
+ * *out = 1 (full) when the file is missing or no row matches; NF_EINPUT for
+ * a matching row without a number.  Returns 1 when found, 0 when not. */
+int nf_roofline_occupancy(double *out, const char *path, const char *kernel, const char *arch);
+
+/* The name of the CUDA GEMV kernel of precision p's weight format
+ * ("nf_cu_gemv_q8" for int8-wo; engine/cuda/gemv.cu), "" for none. */
+const char *nf_roofline_gemv_kernel(nf_precision p);
 
 /* r as JSON: sku, precision, context, occupancy, "method": "modelled", the
  * summary, the buckets ("decode") and the tactics.  Caller frees *out. */

@@ -12,7 +12,6 @@
 #include "engine/cuda/driver.h"
 #include "engine/roofline.h"
 #include "engine/sku.h"
-#include "engine/wformat.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -24,11 +23,10 @@
 static int occupancy_of(double *occ, const nf_sku *sku, nf_precision p)
 {
 	const char *table = getenv("NF_CUDA_KERNELS_TABLE");
-	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p)->weights);
 	*occ = 1;
-	if (!table || !*table || !f)
+	if (!table || !*table)
 		return 0;
-	int found = nf_roofline_occupancy(occ, table, f->name, sku->cuda_arch);
+	int found = nf_roofline_occupancy(occ, table, nf_roofline_gemv_kernel(p), sku->cuda_arch);
 	return found < 0 ? found : 0;
 }
 
@@ -51,8 +49,22 @@ int nf_gpu_profile_model(const char *dir, const nf_model_config *cfg, const nf_p
 
 #define KERNELS_MAX_BYTES (256u << 20)
 
-/* The cubin of NF_CUDA_KERNELS_DIR for p's arch (NULL, 0 when the variable
- * is unset) and the PTX beside it (NULL when none): new paths. */
+/* The lowest architecture's PTX of the kernels folder (the Makefile's
+ * compute_NN/nf_kernels.ptx), a new path, or NULL. */
+static char *lowest_ptx(const char *kdir)
+{
+	for (int cc = 50; cc <= 130; cc++) {
+		char *path = nf_strdup_printf("%s/compute_%d/nf_kernels.ptx", kdir, cc);
+		if (!path || nf_fs_exists(path))
+			return path;
+		free(path);
+	}
+	return NULL;
+}
+
+/* The cubin of NF_CUDA_KERNELS_DIR for p's arch (NULL when the variable is
+ * unset) and the PTX beside it (NULL when none): new paths.  The folder is
+ * the Makefile's build/cuda: <arch>/nf_kernels.cubin, sm_90a's for sm_90. */
 static int kernel_files(char **cubin, char **ptx, const nf_profile *p)
 {
 	const char *kdir = getenv("NF_CUDA_KERNELS_DIR");
@@ -60,7 +72,8 @@ static int kernel_files(char **cubin, char **ptx, const nf_profile *p)
 	if (!kdir || !*kdir)
 		return 0;
 	for (int suffixed = 0; suffixed < 2 && !*cubin; suffixed++) {
-		char *path = nf_strdup_printf("%s/%s%s.cubin", kdir, p->arch, suffixed ? "a" : "");
+		char *path = nf_strdup_printf("%s/%s%s/nf_kernels.cubin", kdir, p->arch,
+					      suffixed ? "a" : "");
 		if (!path)
 			return nf_error_set(NF_ENOMEM, "out of memory");
 		if (nf_fs_exists(path))
@@ -69,13 +82,9 @@ static int kernel_files(char **cubin, char **ptx, const nf_profile *p)
 			free(path);
 	}
 	if (!*cubin)
-		return nf_error_set(NF_EENV, "NF_CUDA_KERNELS_DIR %s has no %s.cubin (nor %sa.cubin) for %s",
-				    kdir, p->arch, p->arch, p->name);
-	*ptx = nf_path_join(kdir, "kernels.ptx");
-	if (*ptx && !nf_fs_exists(*ptx)) {
-		free(*ptx);
-		*ptx = NULL;
-	}
+		return nf_error_set(NF_EENV, "NF_CUDA_KERNELS_DIR %s has no %s (nor %sa) cubin for %s: "
+				    "make cuda builds them", kdir, p->arch, p->arch, p->name);
+	*ptx = lowest_ptx(kdir);
 	return 0;
 }
 

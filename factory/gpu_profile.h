@@ -25,10 +25,11 @@
 int nf_gpu_profile_model(const char *dir, const nf_model_config *cfg, const nf_profile *p);
 
 /* The kernels a GPU profile's engine carries: the folder NF_CUDA_KERNELS_DIR
- * names holds `<arch>.cubin` (or `<arch>a.cubin`: sm_90a for sm_90) and
- * optionally `kernels.ptx`, as the Makefile's nvcc rules write them.
- * Without the variable an engine has no cuda/ part; with it, a profile
- * whose arch has no cubin there is NF_EENV. */
+ * names is the Makefile's build/cuda (`make cuda`), holding
+ * <arch>/nf_kernels.cubin (sm_90a's for an sm_90 SKU) and
+ * compute_NN/nf_kernels.ptx; the cubin of p's arch and the lowest PTX go
+ * into the engine's cuda/ part.  Without the variable an engine has no
+ * cuda/ part; with it, a profile whose arch has no cubin there is NF_EENV. */
 int nf_gpu_profile_kernels(const char *dir, const nf_profile *p);
 
 /* Into prov (the engine's provenance, the compile stage's key): the sha256

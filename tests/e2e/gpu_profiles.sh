@@ -6,8 +6,10 @@
 # gates are skipped with the model's figures as the reason and never passed;
 # without --allow-skipped-gates the build stops before packaging (exit 3),
 # with it the image holds the profile and gates.json records the choice and
-# says "skipped"; a tensor-parallel point is dropped with its reason; with
-# the fake CUDA driver as the H100 the reason says the GPU is here.
+# says "skipped"; a tensor-parallel point is dropped with its reason; the
+# model is derated by docs/cuda-kernels.md's occupancy and the engine carries
+# the cubin `make cuda` built (when it did); with the fake CUDA driver as the
+# H100 the reason says the GPU is here.
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
 MODELS="${NF_SHARED:?}/models/stories260K"
@@ -84,27 +86,23 @@ is "run of the h100-sxm profile without a driver: exit 0" "$?" 0
 t "run says in one line why it runs on the CPU" grep -q "^run: h100-sxm engine on the CPU: no NVIDIA driver: " "$W/run.err"
 t "and generates the text" grep -q "there was" "$W/run.out"
 
-# The kernels' occupancy table derates the model; a cubin from nvcc (when it
-# is installed) goes into the engine's cuda/ part.
-printf '| kernel | arch | occupancy |\n|---|---|---|\n| gemv_int8 | sm_90a | 50%% |\n' >"$W/kernels.md"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-mkdir -p "$W/kernels"
-if [ -x "$NVCC" ]; then
-	echo 'extern "C" __global__ void nf_inc(float *x) { x[threadIdx.x] += 1; }' >"$W/k.cu"
-	"$NVCC" -cubin -arch=sm_90a -o "$W/kernels/sm_90a.cubin" "$W/k.cu" &&
-		"$NVCC" -ptx -arch=compute_90 -o "$W/kernels/kernels.ptx" "$W/k.cu"
-	export NF_CUDA_KERNELS_DIR="$W/kernels"
+# docs/cuda-kernels.md's occupancy derates the model; the kernels `make cuda`
+# built (NF_CUDA, the Makefile's build/cuda) go into the engine's cuda/ part.
+if [ -n "${NF_CUDA:-}" ] && [ -e "$NF_CUDA/sm_90a/nf_kernels.cubin" ]; then
+	export NF_CUDA_KERNELS_DIR="$NF_CUDA"
 fi
-NF_CUDA_KERNELS_TABLE="$W/kernels.md" "$NF" build "$W/r.yaml" --out "$W/kernels-out" --allow-skipped-gates >"$W/k.log" 2>&1
+NF_CUDA_KERNELS_TABLE="$SRC/docs/cuda-kernels.md" "$NF" build "$W/r.yaml" --out "$W/kernels-out" --allow-skipped-gates >"$W/k.log" 2>&1
 is "a build with the kernels' table: exit 0" "$?" 0
 E=$(json_get "$W/kernels-out/plan.json" "[p['id'] for p in j['profiles'] if p['device'] == 'h100-sxm'][0]")
-is "the model takes the int8 GEMV's occupancy on sm_90a, 50%" 	"$(json_get "$W/kernels-out/engines/$E/roofline.json" "j['occupancy']")" 0.5
+is "the model takes nf_cu_gemv_q8's occupancy on sm_90a from docs/cuda-kernels.md" \
+	"$(json_get "$W/kernels-out/engines/$E/roofline.json" "j['occupancy']")" \
+	"$(awk '/^### /{a=$2} a=="sm_90a" && /^\| nf_cu_gemv_q8 /{gsub(/[ %]/,"",$(NF-1)); print $(NF-1)/100}' "$SRC/docs/cuda-kernels.md")"
 if [ -n "${NF_CUDA_KERNELS_DIR:-}" ]; then
 	C="$W/kernels-out/engines/$E"
-	is "the engine holds nvcc's cubin as cuda/sm_90.cubin" "$(json_get "$C/config.json" "j['cuda']")" \
+	is "the engine holds make cuda's sm_90a cubin as cuda/sm_90.cubin, and the PTX" "$(json_get "$C/config.json" "j['cuda']")" \
 		"{'arch': 'sm_90', 'cubin': 'cuda/sm_90.cubin', 'ptx': 'cuda/kernels.ptx'}"
 	is "listed with its sha256" "$(json_get "$C/config.json" "j['files']['cuda/sm_90.cubin']['sha256']")" \
-		"$(sha256sum "$W/kernels/sm_90a.cubin" | cut -d' ' -f1)"
+		"$(sha256sum "$NF_CUDA/sm_90a/nf_kernels.cubin" | cut -d' ' -f1)"
 	t "and the image's engine layer carries it" python3 -c '
 import glob, sys, tarfile
 for blob in glob.glob(sys.argv[1] + "/blobs/sha256/*"):
@@ -117,9 +115,9 @@ for blob in glob.glob(sys.argv[1] + "/blobs/sha256/*"):
 sys.exit(1)' "$W/kernels-out/oci" "$E"
 	unset NF_CUDA_KERNELS_DIR
 else
-	skip "nvcc is not installed: no cubin to package"
-	skip "nvcc is not installed: no cubin to package"
-	skip "nvcc is not installed: no cubin to package"
+	skip "no cubins from make cuda (NF_CUDA): nothing to package"
+	skip "no cubins from make cuda (NF_CUDA): nothing to package"
+	skip "no cubins from make cuda (NF_CUDA): nothing to package"
 fi
 
 if [ "${NF_SAN:-}" = 1 ]; then

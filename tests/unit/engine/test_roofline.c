@@ -183,33 +183,53 @@ static void test_occupancy(void)
 {
 	char path[] = "/tmp/nf_occXXXXXX";
 	int fd = mkstemp(path);
+	/* docs/cuda-kernels.md's layout: a table per architecture under its heading */
 	const char *doc =
-		"# CUDA kernels\n\nSome text | with a bar.\n\n"
-		"| kernel | arch | registers | spill bytes | occupancy |\n"
-		"|---|---|---|---|---|\n"
-		"| `gemv_int8` | sm_90a | 40 | 0 | 75% |\n"
-		"| `gemv_int8_splitk` | sm_90a | 64 | 0 | 50% |\n"
-		"| `gemv_int8` | sm_80 | 32 | 0 | 0.875 |\n"
-		"| `gemv_f16` | sm_90a | 32 | 0 | 100% |\n"
-		"| `rmsnorm` | sm_90a | 16 | 0 | 25% |\n"
-		"\n| other | table |\n|---|---|\n| gemv_int8 sm_90 | 10% |\n";
+		"# CUDA kernels\n\nSome text | with a bar.\n\n### sm_80\n\n"
+		"| kernel | block | registers | spill (st/ld) | shared | blocks/SM | occupancy |\n"
+		"| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+		"| nf_cu_gemv_q8 | 128 | 35 | 0/0 | 0 | 12 | 75% |\n"
+		"| nf_cu_gemv_f16 | 128 | 28 | 0/0 | 0 | 16 | 100% |\n"
+		"| nf_cu_gemv_bf16 | 128 | 58 | 0/0 | 0 | 8 | 50% |\n"
+		"\n### sm_90a\n\n"
+		"| kernel | block | registers | spill (st/ld) | shared | blocks/SM | occupancy |\n"
+		"| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+		"| `nf_cu_gemv_q8` | 128 | 38 | 0/0 | 0 | 12 | 62.5% |\n"
+		"\n| kernel | arch | occupancy |\n|---|---|---|\n| nf_cu_gemv_q4 | sm_89 | 0.875 |\n";
 	double occ = 0;
 
 	ok(fd >= 0 && write(fd, doc, strlen(doc)) == (ssize_t)strlen(doc), "write a kernels table");
 	close(fd);
-	ok(nf_roofline_occupancy(&occ, path, "int8", "sm_90") == 1 && occ == 0.5,
-	   "int8 GEMV on sm_90: the lowest of its rows (sm_90a), 50%%");
-	ok(nf_roofline_occupancy(&occ, path, "int8", "sm_80") == 1 && occ == 0.875, "a fraction: 0.875");
-	ok(nf_roofline_occupancy(&occ, path, "int8", "sm_8") == 0 && occ == 1, "sm_8 is not sm_80");
-	ok(nf_roofline_occupancy(&occ, path, "int4", "sm_90") == 0 && occ == 1, "no row: full occupancy");
-	ok(nf_roofline_occupancy(&occ, "/nonexistent/cuda-kernels.md", "int8", "sm_90") == 0 && occ == 1,
+	is_str(nf_roofline_gemv_kernel(NF_PREC_INT8_WO), "nf_cu_gemv_q8", "int8-wo's GEMV kernel");
+	is_str(nf_roofline_gemv_kernel(NF_PREC_INT4_AWQ), "nf_cu_gemv_q4", "int4-awq's");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_q8", "sm_90") == 1 && occ == 0.625,
+	   "q8 GEMV on sm_90: the sm_90a table's 62.5%%");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_q8", "sm_80") == 1 && occ == 0.75,
+	   "on sm_80: its own table's 75%%");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_f16", "sm_80") == 1 && occ == 1,
+	   "f16 is not bf16's row (100%%, not 50%%)");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_q4", "sm_89") == 1 && occ == 0.875,
+	   "a table with an arch column, a fraction: 0.875");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_q8", "sm_8") == 0 && occ == 1, "sm_8 is not sm_80");
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_f8", "sm_90") == 0 && occ == 1,
+	   "no row: full occupancy");
+	ok(nf_roofline_occupancy(&occ, "/nonexistent/cuda-kernels.md", "nf_cu_gemv_q8", "sm_90") == 0 &&
+		   occ == 1,
 	   "no table: full occupancy");
 	FILE *f = fopen(path, "w");
-	fputs("| kernel | arch | occupancy |\n|--|--|--|\n| gemv_int8 | sm_90 | lots |\n", f);
+	fputs("### sm_90\n| kernel | occupancy |\n|--|--|\n| nf_cu_gemv_q8 | lots |\n", f);
 	fclose(f);
-	ok(nf_roofline_occupancy(&occ, path, "int8", "sm_90") == NF_EINPUT && occ == 1,
+	ok(nf_roofline_occupancy(&occ, path, "nf_cu_gemv_q8", "sm_90") == NF_EINPUT && occ == 1,
 	   "a cell that is no number: %s", nf_error_last());
 	unlink(path);
+	const char *src = getenv("NF_SRC");
+	char doc_path[1024];
+	snprintf(doc_path, sizeof doc_path, "%s/docs/cuda-kernels.md", src ? src : ".");
+	if (nf_fs_exists(doc_path))
+		ok(nf_roofline_occupancy(&occ, doc_path, "nf_cu_gemv_f16", "sm_90") == 1 && occ > 0 && occ <= 1,
+		   "docs/cuda-kernels.md has the f16 GEMV's occupancy on sm_90a (%g)", occ);
+	else
+		skip("no docs/cuda-kernels.md at %s", doc_path);
 }
 
 static void test_write(void)
