@@ -161,6 +161,31 @@ int nf_cuda_device_count(int *count, const nf_cuda_driver *d)
 	return 0;
 }
 
+int nf_cuda_context_retain(nf_cu_context *out, const nf_cuda_driver *d, int ordinal)
+{
+	nf_cu_device dev = 0;
+	nf_cu_result rc;
+
+	*out = NULL;
+	if ((rc = d->api.cuDeviceGet(&dev, ordinal)) != 0)
+		return driver_call_failed(d, "cuDeviceGet", rc);
+	if ((rc = d->api.cuDevicePrimaryCtxRetain(out, dev)) != 0)
+		return driver_call_failed(d, "cuDevicePrimaryCtxRetain", rc);
+	if ((rc = d->api.cuCtxSetCurrent(*out)) != 0) {
+		d->api.cuDevicePrimaryCtxRelease(dev);
+		*out = NULL;
+		return driver_call_failed(d, "cuCtxSetCurrent", rc);
+	}
+	return 0;
+}
+
+void nf_cuda_context_release(const nf_cuda_driver *d, int ordinal)
+{
+	nf_cu_device dev = 0;
+	if (d && d->api.cuDeviceGet(&dev, ordinal) == 0)
+		d->api.cuDevicePrimaryCtxRelease(dev);
+}
+
 static int read_attribute(int *value, const nf_cuda_driver *d, nf_cu_device dev, int attr)
 {
 	nf_cu_result rc = d->api.cuDeviceGetAttribute(value, attr, dev);

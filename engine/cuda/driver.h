@@ -108,6 +108,12 @@ int nf_cuda_driver_version(const nf_cuda_driver *d);
  * device)" into buf; the driver's text when it has one. */
 const char *nf_cuda_error_text(char *buf, size_t len, const nf_cuda_driver *d, nf_cu_result rc);
 
+/* Make device `ordinal`'s primary context current on this thread (retained:
+ * release it with nf_cuda_context_release), so that modules, memory and
+ * streams can be made.  NF_EENV with one line when the driver refuses. */
+int nf_cuda_context_retain(nf_cu_context *out, const nf_cuda_driver *d, int ordinal);
+void nf_cuda_context_release(const nf_cuda_driver *d, int ordinal);
+
 /* What a device is, read from the driver. */
 typedef struct nf_cuda_device {
 	int ordinal;

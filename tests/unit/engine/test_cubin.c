@@ -119,6 +119,11 @@ static void test_load(const char *dir, const char *fake)
 		ok(0, "open the fake driver: %s", nf_error_last());
 		return;
 	}
+	nf_cu_context ctx = NULL;
+	ok(nf_cuda_context_retain(&ctx, d, 0) == 0 && ctx, "device 0's primary context is current");
+	ok(nf_cuda_context_retain(&ctx, d, 3) == NF_EENV && !ctx &&
+		   strstr(nf_error_last(), "cuDeviceGet failed"),
+	   "no device 3: %s", nf_error_last());
 	ok(nf_cubin_load(&mod, d, dir, "sm_90") == 0 && mod, "the sm_90 cubin loads on an sm_90 device");
 	if (mod)
 		nf_cuda_driver_api(d)->cuModuleUnload(mod);
@@ -127,6 +132,7 @@ static void test_load(const char *dir, const char *fake)
 		   strstr(nf_error_last(), "cubin rejected: CUDA error 209 (no kernel image is available"),
 	   "an sm_86 device rejects it in one line: %s", nf_error_last());
 	unsetenv("FAKE_CUDA_CC");
+	nf_cuda_context_release(d, 0);
 	nf_cuda_driver_free(d);
 }
 
