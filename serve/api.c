@@ -398,10 +398,11 @@ static int stream_chunk(stream *st, const char *text, size_t len, json_t *logpro
  * chunk with no choices (no other chunk carries usage). */
 static int stream_usage(stream *st)
 {
-	json_t *o = chunk_envelope(st, json_array());
-	if (o)
-		json_object_set_new(o, "usage", usage_json(&st->total));
-	return stream_event(st, o);
+	return stream_event(st, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o,s:s}", "id", st->id, "object",
+					  st->chat ? "chat.completion.chunk" : "text_completion", "created",
+					  (json_int_t)st->created, "model", st->srv->manifest->model_name,
+					  "choices", "usage", usage_json(&st->total), "system_fingerprint",
+					  st->srv->profile->id));
 }
 
 /* The logprobs of choice st->k's tokens generated since its last chunk,
