@@ -10,6 +10,9 @@
 # min_tokens, ignore_eos, stop_token_ids, multi-part content and assistant
 # content null, usage once in streams, models/{id}, /v1/version,
 # /tokenize and /detokenize, ignored fields accepted and unknown ones refused.
+# Then chat on SmolLM2-135M-Instruct (int8-wo, its own ChatML template and
+# byte-level vocabulary): n, logprobs whose bytes spell the answer, streams
+# (skipped in the sanitizer pass: building the engine there takes minutes).
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
 serve_setup clients
@@ -183,6 +186,55 @@ try:
     t(False, "an unknown field: 400")
 except openai.BadRequestError as e:
     t(e.param == "bogus", "an unknown field: 400 naming it", e)
+if n != 36:
+    print(f"not ok {n + 1} - the SmolLM2 part numbers its tests from 37, yet {n} ran here")
+    fails += 1
+sys.exit(1 if fails else 0)
+PY
+st=$?
+stop_server "$PID"
+rc=$?
+if [ "$rc" != 0 ]; then echo "# nimserve exited $rc"; exit 1; fi
+[ "$st" = 0 ] || exit "$st"
+
+GGUF="$NF_SHARED/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ "${NF_SAN:-}" = 1 ] || [ ! -f "$GGUF" ]; then
+	echo "ok 37 - SmolLM2 chat # skip sanitizer pass or no $GGUF"
+	echo "1..37"
+	exit 0
+fi
+"$FIX" build "$W/smol" int8-wo model "$GGUF" smollm2 >/dev/null 2>"$W/smol.err" ||
+	{ echo "not ok 37 - SmolLM2 fixture: $(cat "$W/smol.err")"; echo "1..37"; exit 1; }
+rm -rf "$W/fx"
+mv "$W/smol" "$W/fx" # start_server serves $W/fx
+start_server smol || { echo "not ok 37 - SmolLM2 server did not start"; echo "1..37"; exit 1; }
+"$PY" - "$PORT" <<'PY'
+import sys, openai
+c = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="none", timeout=60, max_retries=0)
+M = "smollm2"
+n, fails = 36, 0
+def t(cond, name, extra=""):
+    global n, fails
+    n += 1
+    print(("ok" if cond else "not ok") + f" {n} - {name}")
+    if not cond:
+        fails += 1
+        print("# " + str(extra)[:600].replace("\n", "\n# "))
+q = [{"role": "user", "content": [{"type": "text", "text": "What is the capital"}, {"type": "text", "text": "of France?"}]}]
+r = c.chat.completions.create(model=M, messages=q, max_tokens=16, temperature=0, n=2, logprobs=True, top_logprobs=2)
+a = r.choices[0].message.content
+t("Paris" in a and r.choices[1].message.content == a and [x.index for x in r.choices] == [0, 1],
+  "SmolLM2: text parts, greedy n=2 answers Paris twice", r.choices)
+t(all(x.finish_reason == "stop" for x in r.choices), "SmolLM2: ends at <|im_end|>", r.choices)
+content = r.choices[0].logprobs.content
+t(bytes(b for e in content for b in e.bytes).decode() == a and "".join(e.token for e in content) == a,
+  "SmolLM2 logprobs: tokens and bytes spell the answer, no end token", content)
+t(all(e.token == e.top_logprobs[0].token for e in content), "SmolLM2, temperature 0: the chosen token is the top-1", content)
+s = list(c.chat.completions.create(model=M, messages=[{"role": "user", "content": "What is the capital of Italy?"}],
+                                   max_tokens=16, temperature=0, stream=True, stream_options={"include_usage": True}))
+text = "".join(x.delta.content or "" for ch in s for x in ch.choices)
+t("Rome" in text and [ch.usage is not None for ch in s].count(True) == 1 and s[-1].usage.completion_tokens > 0,
+  "SmolLM2 stream: Rome, usage once", text)
 print(f"1..{n}")
 sys.exit(1 if fails else 0)
 PY
