@@ -96,6 +96,7 @@ static const struct ignored_field {
 	{"user", JSON_STRING},          {"store", JSON_TRUE},           {"metadata", JSON_OBJECT},
 	{"service_tier", JSON_STRING},  {"parallel_tool_calls", JSON_TRUE},
 	{"prompt_cache_key", JSON_STRING}, {"safety_identifier", JSON_STRING},
+	{"prompt_cache_retention", JSON_STRING},
 };
 
 static const struct ignored_field *ignored_field(const char *k)
@@ -117,12 +118,15 @@ static int check_ignored(nf_api_error *err, const char *k, json_t *v)
 	if (!type_ok)
 		return fail(err, 400, NULL, k, "'%s' must be a %s", k,
 			    f->type == JSON_TRUE ? "boolean" : f->type == JSON_OBJECT ? "object" : "string");
-	if (f->type == JSON_OBJECT) {
+	if (f->type == JSON_OBJECT) { /* metadata: as OpenAI bounds it */
 		const char *mk;
 		json_t *mv;
+		if (json_object_size(v) > 16)
+			return fail(err, 400, NULL, k, "'%s' may hold at most 16 pairs", k);
 		json_object_foreach(v, mk, mv)
-			if (!json_is_string(mv))
-				return fail(err, 400, NULL, k, "'%s' values must be strings", k);
+			if (!json_is_string(mv) || strlen(mk) > 64 || json_string_length(mv) > 512)
+				return fail(err, 400, NULL, k, "'%s' maps keys of at most 64 characters to "
+					    "strings of at most 512", k);
 	}
 	return 0;
 }
@@ -670,11 +674,13 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 	}
 	v = json_object_get(root, "stream_options");
 	if (v && !json_is_null(v)) {
-		json_t *iu = json_object_get(v, "include_usage");
-		if (!json_is_object(v) || json_object_size(v) > (iu ? 1u : 0u) ||
-		    (iu && !json_is_boolean(iu))) {
-			rc = fail(err, 400, NULL, "stream_options",
-				  "'stream_options' must be an object with only a boolean include_usage");
+		/* include_obfuscation (pads chunks against length side channels) is
+		 * accepted and ignored: the chunks here are not padded */
+		json_t *iu = json_object_get(v, "include_usage"), *io = json_object_get(v, "include_obfuscation");
+		if (!json_is_object(v) || json_object_size(v) > (iu ? 1u : 0u) + (io ? 1u : 0u) ||
+		    (iu && !json_is_boolean(iu)) || (io && !json_is_boolean(io))) {
+			rc = fail(err, 400, NULL, "stream_options", "'stream_options' must be an object with only "
+				  "the booleans include_usage and include_obfuscation");
 			goto done;
 		}
 		if (!r->stream) {

@@ -108,6 +108,12 @@ int main(void)
 	       "an ignored field is still type-checked");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"metadata\":{\"a\":1}}", 0, "metadata"), 400,
 	       "metadata values must be strings");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"metadata\":{\"a\":\"b\",\"c\":\"d\",\"e\":\"f\",\"g\":\"h\","
+			 "\"i\":\"j\",\"k\":\"l\",\"m\":\"n\",\"o\":\"p\",\"q\":\"r\",\"s\":\"t\",\"u\":\"v\",\"w\":\"x\","
+			 "\"y\":\"z\",\"1\":\"2\",\"3\":\"4\",\"5\":\"6\",\"7\":\"8\"}}", 0, "metadata"), 400,
+	       "metadata: at most 16 pairs");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+			 "\"include_obfuscation\":false}}", 0, NULL), 200, "stream_options.include_obfuscation accepted");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"store\":true,\"metadata\":{\"a\":\"b\"},"
 			 "\"service_tier\":\"auto\",\"user\":\"u\",\"prompt_cache_key\":\"k\",\"safety_identifier\":\"s\"}",
 			 0, NULL), 200, "store, metadata, service_tier, user, prompt_cache_key, safety_identifier ignored");
