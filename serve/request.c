@@ -542,37 +542,114 @@ static int parse_choices(nf_serve_req *r, nf_api_error *err, json_t *root)
 	return 0;
 }
 
+/* The body as a JSON object whose every key this endpoint knows. */
+static int load_body(json_t **root, nf_api_error *err, const char *body, size_t len, int chat)
+{
+	json_error_t jerr;
+	const char *k;
+	json_t *v;
+	*root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!*root)
+		return fail(err, 400, "invalid_json", NULL, "invalid JSON body at line %d column %d: %s",
+			    jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(*root))
+		return fail(err, 400, "invalid_json", NULL, "the request body must be a JSON object");
+	json_object_foreach(*root, k, v)
+		if (!known(chat ? chat_keys : completion_keys, k) && !ignored_field(k))
+			return fail(err, 400, NULL, k, "Unrecognized request argument supplied: %.64s", k);
+	return 0;
+}
+
+/* model, and the prompt: completions' as given, chat's messages rendered. */
+static int parse_input(nf_serve_req *r, nf_sbuf *prompt, nf_api_error *err, json_t *root,
+		       const nf_chat_format *fmt)
+{
+	json_t *v = json_object_get(root, "model");
+	const char *input = r->chat ? "messages" : "prompt";
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256)
+		return fail(err, 400, NULL, "model", "'model' must be a non-empty string");
+	if (!(r->model = strdup(json_string_value(v))))
+		return fail(err, 500, NULL, NULL, "out of memory");
+	if (!(v = json_object_get(root, input)))
+		return fail(err, 400, NULL, input, "'%s' is required", input);
+	return r->chat ? parse_messages(prompt, err, v, fmt) : parse_prompt(prompt, err, v);
+}
+
+/* max_tokens (or chat's max_completion_tokens), temperature, top_p, seed. */
+static int parse_limits(nf_serve_req *r, nf_api_error *err, json_t *root)
+{
+	long long iv = 0;
+	double d = 0;
+	json_t *v;
+	int rc;
+	for (int pass = 0; pass < 2; pass++) {
+		if ((rc = opt_integer(err, root, pass ? "max_completion_tokens" : "max_tokens", 1, 1000000, &iv)) < 0)
+			return rc;
+		if (rc)
+			r->max_tokens = (int)iv;
+	}
+	if ((rc = opt_number(err, root, "temperature", 0, 2, &d)) < 0)
+		return rc;
+	if (rc)
+		r->temperature = (float)d;
+	if ((rc = opt_number(err, root, "top_p", 0, 1, &d)) < 0 || (rc && d == 0))
+		return fail(err, 400, NULL, "top_p", "'top_p' must be greater than 0 and at most 1");
+	if (rc)
+		r->top_p = (float)d;
+	v = json_object_get(root, "seed");
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v))
+			return fail(err, 400, NULL, "seed", "'seed' must be an integer");
+		r->seed = (uint64_t)json_integer_value(v);
+		r->has_seed = 1;
+	}
+	return 0;
+}
+
+/* stop, stream and stream_options; a chat template's own stop string. */
+static int parse_output(nf_serve_req *r, nf_api_error *err, json_t *root, const nf_chat_format *fmt)
+{
+	json_t *v = json_object_get(root, "stop");
+	int rc;
+	if (v && !json_is_null(v) && (rc = parse_stop(r, err, v)) < 0)
+		return rc;
+	if ((rc = opt_boolean(err, root, "stream", &r->stream)) < 0)
+		return rc;
+	v = json_object_get(root, "stream_options");
+	if (v && !json_is_null(v)) {
+		/* include_obfuscation (pads chunks against length side channels) is
+		 * accepted and ignored: the chunks here are not padded */
+		json_t *iu = json_object_get(v, "include_usage"), *io = json_object_get(v, "include_obfuscation");
+		if (!json_is_object(v) || json_object_size(v) > (iu ? 1u : 0u) + (io ? 1u : 0u) ||
+		    (iu && !json_is_boolean(iu)) || (io && !json_is_boolean(io)))
+			return fail(err, 400, NULL, "stream_options", "'stream_options' must be an object with "
+				    "only the booleans include_usage and include_obfuscation");
+		if (!r->stream)
+			return fail(err, 400, NULL, "stream_options",
+				    "'stream_options' is only allowed when 'stream' is true");
+		r->include_usage = iu && json_is_true(iu);
+	}
+	if (r->chat && nf_template_stop(fmt->kind)) {
+		if (!(r->stop[r->n_stop] = strdup(nf_template_stop(fmt->kind))))
+			return fail(err, 500, NULL, NULL, "out of memory");
+		r->n_stop++;
+	}
+	return 0;
+}
+
 int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, size_t len,
 		       int chat, const nf_chat_format *fmt)
 {
-	json_t *root = NULL, *v;
-	json_error_t jerr;
+	json_t *root = NULL;
 	nf_serve_req *r = NULL;
 	nf_sbuf prompt;
-	const char *k;
-	long long iv;
 	int rc;
 
 	*out = NULL;
 	nf_sbuf_init(&prompt, NF_REQ_MAX_PROMPT);
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		rc = fail(err, 400, "invalid_json", NULL, "invalid JSON body at line %d column %d: %s",
-			  jerr.line, jerr.column, jerr.text);
+	if ((rc = load_body(&root, err, body, len, chat)) < 0)
 		goto done;
-	}
-	if (!json_is_object(root)) {
-		rc = fail(err, 400, "invalid_json", NULL, "the request body must be a JSON object");
-		goto done;
-	}
-	json_object_foreach(root, k, v) {
-		if (!known(chat ? chat_keys : completion_keys, k) && !ignored_field(k)) {
-			rc = fail(err, 400, NULL, k, "Unrecognized request argument supplied: %.64s", k);
-			goto done;
-		}
-	}
-	r = calloc(1, sizeof *r);
-	if (!r) {
+	if (!(r = calloc(1, sizeof *r))) {
 		rc = fail(err, 500, NULL, NULL, "out of memory");
 		goto done;
 	}
@@ -581,125 +658,10 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 	r->temperature = 1.0f;
 	r->top_p = 1.0f;
 	if ((rc = parse_choices(r, err, root)) < 0 || (rc = check_neutral(err, root, r->n)) < 0 ||
-	    (rc = parse_sampling(r, err, root)) < 0)
+	    (rc = parse_sampling(r, err, root)) < 0 || (rc = parse_input(r, &prompt, err, root, fmt)) < 0 ||
+	    (rc = parse_limits(r, err, root)) < 0 || (rc = parse_output(r, err, root, fmt)) < 0)
 		goto done;
-
-	v = json_object_get(root, "model");
-	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256) {
-		rc = fail(err, 400, NULL, "model", "'model' must be a non-empty string");
-		goto done;
-	}
-	r->model = strdup(json_string_value(v));
-	if (!r->model) {
-		rc = fail(err, 500, NULL, NULL, "out of memory");
-		goto done;
-	}
-	if (chat) {
-		if (!(v = json_object_get(root, "messages"))) {
-			rc = fail(err, 400, NULL, "messages", "'messages' is required");
-			goto done;
-		}
-		if ((rc = parse_messages(&prompt, err, v, fmt)) < 0)
-			goto done;
-	} else {
-		if (!(v = json_object_get(root, "prompt"))) {
-			rc = fail(err, 400, NULL, "prompt", "'prompt' is required");
-			goto done;
-		}
-		if ((rc = parse_prompt(&prompt, err, v)) < 0)
-			goto done;
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		const char *name = pass ? "max_completion_tokens" : "max_tokens";
-		v = json_object_get(root, name);
-		if (!v || json_is_null(v))
-			continue;
-		if (!get_integer(v, &iv)) {
-			rc = fail(err, 400, NULL, name, "'%s' must be an integer", name);
-			goto done;
-		}
-		if (iv < 1 || iv > 1000000) {
-			rc = fail(err, 400, NULL, name, "'%s' must be between 1 and 1000000", name);
-			goto done;
-		}
-		r->max_tokens = (int)iv;
-	}
-	v = json_object_get(root, "temperature");
-	if (v && !json_is_null(v)) {
-		double d;
-		if (!json_is_number(v)) {
-			rc = fail(err, 400, NULL, "temperature", "'temperature' must be a number");
-			goto done;
-		}
-		d = json_number_value(v);
-		if (!(d >= 0 && d <= 2)) {
-			rc = fail(err, 400, NULL, "temperature", "'temperature' must be between 0 and 2");
-			goto done;
-		}
-		r->temperature = (float)d;
-	}
-	v = json_object_get(root, "top_p");
-	if (v && !json_is_null(v)) {
-		double d;
-		if (!json_is_number(v)) {
-			rc = fail(err, 400, NULL, "top_p", "'top_p' must be a number");
-			goto done;
-		}
-		d = json_number_value(v);
-		if (!(d > 0 && d <= 1)) {
-			rc = fail(err, 400, NULL, "top_p", "'top_p' must be greater than 0 and at most 1");
-			goto done;
-		}
-		r->top_p = (float)d;
-	}
-	v = json_object_get(root, "seed");
-	if (v && !json_is_null(v)) {
-		if (!json_is_integer(v)) {
-			rc = fail(err, 400, NULL, "seed", "'seed' must be an integer");
-			goto done;
-		}
-		r->seed = (uint64_t)json_integer_value(v);
-		r->has_seed = 1;
-	}
-	v = json_object_get(root, "stop");
-	if (v && !json_is_null(v) && (rc = parse_stop(r, err, v)) < 0)
-		goto done;
-	v = json_object_get(root, "stream");
-	if (v && !json_is_null(v)) {
-		if (!json_is_boolean(v)) {
-			rc = fail(err, 400, NULL, "stream", "'stream' must be a boolean");
-			goto done;
-		}
-		r->stream = json_is_true(v);
-	}
-	v = json_object_get(root, "stream_options");
-	if (v && !json_is_null(v)) {
-		/* include_obfuscation (pads chunks against length side channels) is
-		 * accepted and ignored: the chunks here are not padded */
-		json_t *iu = json_object_get(v, "include_usage"), *io = json_object_get(v, "include_obfuscation");
-		if (!json_is_object(v) || json_object_size(v) > (iu ? 1u : 0u) + (io ? 1u : 0u) ||
-		    (iu && !json_is_boolean(iu)) || (io && !json_is_boolean(io))) {
-			rc = fail(err, 400, NULL, "stream_options", "'stream_options' must be an object with only "
-				  "the booleans include_usage and include_obfuscation");
-			goto done;
-		}
-		if (!r->stream) {
-			rc = fail(err, 400, NULL, "stream_options",
-				  "'stream_options' is only allowed when 'stream' is true");
-			goto done;
-		}
-		r->include_usage = iu && json_is_true(iu);
-	}
-	if (chat && nf_template_stop(fmt->kind)) {
-		r->stop[r->n_stop] = strdup(nf_template_stop(fmt->kind));
-		if (!r->stop[r->n_stop]) {
-			rc = fail(err, 500, NULL, NULL, "out of memory");
-			goto done;
-		}
-		r->n_stop++;
-	}
-	r->prompt = nf_sbuf_detach(&prompt, &r->prompt_len);
-	if (!r->prompt) {
+	if (!(r->prompt = nf_sbuf_detach(&prompt, &r->prompt_len))) {
 		rc = fail(err, 500, NULL, NULL, "out of memory");
 		goto done;
 	}
