@@ -70,6 +70,15 @@ t(sorted(ch.index for ch in r.choices) == [0, 1, 2], "n=3: three choices, indice
 t(r.usage.prompt_tokens == 3 and r.usage.completion_tokens == sum(len(ch.logprobs.tokens) for ch in r.choices)
   and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens,
   "n=3: usage counts the prompt once and every choice's tokens", r.usage)
+def cached_total():
+    with urllib.request.urlopen(base + "/v1/metrics", timeout=30) as r:
+        line = [l for l in r.read().decode().splitlines() if l.startswith("nimserve_prompt_tokens_cached_total ")]
+    return int(float(line[0].split()[1]))
+before = cached_total()
+r = c.completions.create(model=M, prompt="Tom and his big red ball went to the park one sunny day", max_tokens=4, n=3)
+delta = cached_total() - before # the first choice may reuse a kept BOS row too
+t(2 * (r.usage.prompt_tokens - 1) <= delta <= 2 * (r.usage.prompt_tokens - 1) + 1,
+  "n=3 on a new prompt: the second and third choices reuse the first one's prompt rows", (delta, r.usage))
 g = c.completions.create(model=M, prompt="Lily went", max_tokens=16, temperature=0, n=2)
 t(len(g.choices) == 2 and g.choices[0].text == g.choices[1].text and g.choices[0].text, "greedy n=2: equal texts", g)
 greedy = g.choices[0].text
