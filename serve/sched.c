@@ -133,9 +133,20 @@ static void job_signal(nf_job *j, int text_only)
 	}
 }
 
-/* Scheduler side: the job is over. */
+/* Scheduler side: the job is over.  The metrics first, so that a client
+ * reading them after its answer finds its request counted. */
 static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 {
+	int first = 0;
+	pthread_mutex_lock(&j->mu);
+	first = !j->finished;
+	pthread_mutex_unlock(&j->mu);
+	if (s->metrics && first) {
+		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
+				  (size_t)j->cached, (size_t)j->generated);
+		if (!strcmp(reason, "cancelled"))
+			nf_metrics_cancelled(s->metrics);
+	}
 	pthread_mutex_lock(&j->mu);
 	if (!j->finished) {
 		j->finished = 1;
@@ -146,12 +157,6 @@ static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 	}
 	job_signal(j, 0);
 	pthread_mutex_unlock(&j->mu);
-	if (s->metrics) {
-		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
-				  (size_t)j->cached, (size_t)j->generated);
-		if (!strcmp(reason, "cancelled"))
-			nf_metrics_cancelled(s->metrics);
-	}
 	nf_seq_free(j->seq);
 	j->seq = NULL;
 }
