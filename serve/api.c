@@ -866,7 +866,7 @@ static void prep_run(void *arg, int cancelled)
 	else if (cn->kind == WORK_TOKENIZE)
 		nf_serve_tokenize(&cn->reply, &cn->err, nf_engine_tokenizer(cn->srv->engine),
 				  cn->srv->manifest->model_name, nf_engine_config(cn->srv->engine)->max_seq_len,
-				  cn->body.data ? cn->body.data : "", cn->body.len);
+				  &cn->srv->chat, cn->body.data ? cn->body.data : "", cn->body.len);
 	else if (cn->kind == WORK_DETOKENIZE)
 		nf_serve_detokenize(&cn->reply, &cn->err, nf_engine_tokenizer(cn->srv->engine),
 				    cn->srv->manifest->model_name, cn->body.data ? cn->body.data : "", cn->body.len);

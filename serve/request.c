@@ -700,3 +700,9 @@ int nf_serve_req_check_vocab(const nf_serve_req *r, nf_api_error *err, int vocab
 				    "below the vocabulary size %d", r->stop_token_ids[i], vocab_size);
 	return 0;
 }
+
+int nf_serve_render_messages(nf_sbuf *out, nf_api_error *err, json_t *messages,
+			     const nf_chat_format *fmt)
+{
+	return parse_messages(out, err, messages, fmt);
+}

@@ -13,11 +13,13 @@
 #ifndef NF_SERVE_REQUEST_H
 #define NF_SERVE_REQUEST_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engine/sampling.h"
 #include "serve/manifest.h"
+#include "serve/sbuf.h"
 #include "serve/template.h"
 
 #define NF_REQ_MAX_STOP 4
@@ -73,6 +75,10 @@ typedef struct nf_serve_req {
 int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, size_t len,
 		       int chat, const nf_chat_format *fmt);
 void nf_serve_req_free(nf_serve_req *r); /* NULL is fine */
+/* Render a JSON messages array (the chat endpoint's "messages") through
+ * fmt into out, as a chat request's prompt; negative with err filled. */
+int nf_serve_render_messages(nf_sbuf *out, nf_api_error *err, json_t *messages,
+			     const nf_chat_format *fmt);
 /* 0, or a negative code with err filled (400, param logit_bias or
  * stop_token_ids) when a token id is not below vocab_size. */
 int nf_serve_req_check_vocab(const nf_serve_req *r, nf_api_error *err, int vocab_size);

@@ -64,27 +64,48 @@ static int opt_bool(json_t *root, const char *k, int dflt, int *out)
 	return 0;
 }
 
-int nf_serve_tokenize(char **reply, nf_api_error *err, const nf_tokenizer *t, const char *model,
-		      int max_model_len, const char *body, size_t len)
+/* The text to tokenize: "prompt", or "messages" rendered as a chat request's. */
+static int tokenize_input(nf_sbuf *text, nf_api_error *err, json_t *root, const nf_chat_format *chat)
 {
-	static const char *const keys[] = {"model", "prompt", "add_special_tokens", "return_token_strs", NULL};
-	json_t *root = NULL, *ids = NULL, *strs = NULL, *prompt;
+	json_t *prompt = json_object_get(root, "prompt"), *messages = json_object_get(root, "messages");
+	json_t *agp = json_object_get(root, "add_generation_prompt");
+	if (!prompt == !messages)
+		return refuse(err, 400, NULL, "prompt", "give either 'prompt' or 'messages'%s", "");
+	if (messages) {
+		if (agp && !json_is_null(agp) && !json_is_true(agp))
+			return refuse(err, 422, "unsupported_parameter", "add_generation_prompt",
+				      "chat prompts always end in the generation prompt here%s", "");
+		return nf_serve_render_messages(text, err, messages, chat);
+	}
+	if (agp)
+		return refuse(err, 400, NULL, "add_generation_prompt", "'add_generation_prompt' goes with 'messages'%s", "");
+	if (!json_is_string(prompt) || memchr(json_string_value(prompt), 0, json_string_length(prompt)))
+		return refuse(err, 400, NULL, "prompt", "'prompt' must be a string without NUL%s", "");
+	if (nf_sbuf_add(text, json_string_value(prompt), json_string_length(prompt)) < 0)
+		return refuse(err, 400, NULL, "prompt", "'prompt' exceeds %s", "the body limit");
+	return 0;
+}
+
+int nf_serve_tokenize(char **reply, nf_api_error *err, const nf_tokenizer *t, const char *model,
+		      int max_model_len, const nf_chat_format *chat, const char *body, size_t len)
+{
+	static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
+					   "add_generation_prompt", "return_token_strs", NULL};
+	json_t *root = NULL, *ids = NULL, *strs = NULL;
 	int *tokens = NULL, special, want_strs, rc;
 	size_t n = 0;
+	nf_sbuf text;
 	*reply = NULL;
-	if ((rc = load_body(&root, err, body, len, model, keys)) < 0)
-		return rc;
-	prompt = json_object_get(root, "prompt");
-	if (!json_is_string(prompt) || memchr(json_string_value(prompt), 0, json_string_length(prompt))) {
-		rc = refuse(err, 400, NULL, "prompt", "'prompt' must be a string without NUL%s", "");
+	nf_sbuf_init(&text, NF_REQ_MAX_PROMPT);
+	if ((rc = load_body(&root, err, body, len, model, keys)) < 0 ||
+	    (rc = tokenize_input(&text, err, root, chat)) < 0)
 		goto done;
-	}
 	if (opt_bool(root, "add_special_tokens", 1, &special) < 0 ||
 	    opt_bool(root, "return_token_strs", 0, &want_strs) < 0) {
 		rc = refuse(err, 400, NULL, NULL, "add_special_tokens and return_token_strs are booleans%s", "");
 		goto done;
 	}
-	if ((rc = nf_tokenizer_encode(t, json_string_value(prompt), json_string_length(prompt),
+	if ((rc = nf_tokenizer_encode(t, text.data ? text.data : "", text.len,
 				      special ? NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL : 0, &tokens, &n)) < 0) {
 		refuse(err, 400, NULL, "prompt", "cannot tokenize the prompt: %s", nf_error_last());
 		goto done;
@@ -105,6 +126,7 @@ int nf_serve_tokenize(char **reply, nf_api_error *err, const nf_tokenizer *t, co
 	*reply = root ? json_dumps(root, JSON_COMPACT) : NULL;
 	rc = *reply ? 0 : refuse(err, 500, NULL, NULL, "out of memory%s", "");
 done:
+	nf_sbuf_release(&text);
 	free(tokens);
 	json_decref(ids);
 	json_decref(strs);

@@ -131,6 +131,11 @@ t(st == 200 and tok["count"] == len(tok["tokens"]) == len(tok["token_strs"]) >= 
   "/tokenize", tok)
 st, de = post("/detokenize", {"model": M, "tokens": tok["tokens"]})
 t(st == 200 and de["prompt"] == "Lily saw a dog", "/detokenize inverts /tokenize", de)
+chat = c.chat.completions.create(model=M, messages=[{"role": "user", "content": "Lily went"}], max_tokens=1)
+st, tm = post("/tokenize", {"messages": [{"role": "user", "content": "Lily went"}]})
+t(st == 200 and tm["count"] == chat.usage.prompt_tokens, "/tokenize messages: the chat prompt's tokens", (tm, chat.usage))
+st, e = post("/tokenize", {"prompt": "x", "messages": []})
+t(st == 400 and e["error"]["param"] == "prompt", "/tokenize: prompt or messages, not both", e)
 dog = tok["tokens"][-1]
 r = c.completions.create(model=M, prompt="Once upon", max_tokens=6, temperature=1.0, seed=3,
                          logit_bias={str(dog): 100}, logprobs=0)
