@@ -296,7 +296,9 @@ static int job_start(nf_sched *s, nf_job *j)
 
 /* Sample job j's next token from its row of logits: the sampler's
  * transforms, the end tokens masked while under min_tokens, the logprobs
- * read (into rec) before temperature, then the draw. */
+ * read (into rec) before temperature, then the draw.  A constrained job
+ * (a grammar's token mask) sets it with nf_sampler_set_mask(&j->sampler,
+ * ...) before this call, and advances its state with the returned token. */
 static int job_sample(nf_sched *s, nf_job *j, float *lg, nf_token_logprob *rec)
 {
 	int vocab = nf_engine_config(s->engine)->vocab_size, tok;
