@@ -755,6 +755,34 @@ static int tokenize_prompt(const nf_server *srv, const nf_serve_req *req, int **
 				   NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, tokens, n_tokens);
 }
 
+/* A prompt given as token ids is used as given (ids checked against the
+ * vocabulary already); its text, for echo, is what they decode to. */
+static int prompt_from_ids(const nf_server *srv, nf_serve_req *req, int **tokens, size_t *n_tokens)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(srv->engine);
+	nf_sbuf raw, text;
+	int rc = 0;
+	if (!(*tokens = malloc(req->n_prompt_ids * sizeof **tokens)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	memcpy(*tokens, req->prompt_ids, req->n_prompt_ids * sizeof **tokens);
+	*n_tokens = req->n_prompt_ids;
+	nf_sbuf_init(&raw, MAX_RESPONSE_TEXT);
+	nf_sbuf_init(&text, 4 * MAX_RESPONSE_TEXT);
+	for (size_t i = 0; i < req->n_prompt_ids && rc == 0; i++) {
+		size_t len = 0;
+		const char *piece = nf_tokenizer_decode(tok, i ? req->prompt_ids[i - 1] : -1, req->prompt_ids[i], &len);
+		rc = nf_sbuf_add(&raw, piece, len);
+	}
+	if (rc == 0 && (rc = nf_sbuf_add_utf8(&text, raw.data ? raw.data : "", raw.len)) == 0 &&
+	    (rc = nf_sbuf_add(&text, "", 0)) == 0) {
+		free(req->prompt);
+		req->prompt = nf_sbuf_detach(&text, &req->prompt_len);
+	}
+	nf_sbuf_release(&raw);
+	nf_sbuf_release(&text);
+	return rc < 0 ? nf_error_set(NF_EINPUT, "the prompt's text exceeds %u bytes", MAX_RESPONSE_TEXT) : 0;
+}
+
 /* The scheduler's parameters of choice k of the request. */
 static void job_params(nf_job_params *jp, const nf_server *srv, const conn *cn, int k)
 {
@@ -835,7 +863,8 @@ static void prep_completion(nf_server *srv, conn *cn)
 	}
 	if (nf_serve_req_check_vocab(cn->req, &cn->err, cfg->vocab_size) < 0)
 		goto done;
-	if (tokenize_prompt(srv, cn->req, &tokens, &n_tokens) < 0) {
+	if ((cn->req->n_prompt_ids ? prompt_from_ids(srv, cn->req, &tokens, &n_tokens)
+				   : tokenize_prompt(srv, cn->req, &tokens, &n_tokens)) < 0) {
 		nf_api_error_set(&cn->err, 400, "invalid_request_error", NULL, "", "cannot tokenize the prompt: %s",
 				 nf_error_last());
 		goto done;

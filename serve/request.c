@@ -324,20 +324,41 @@ done:
 	return rc;
 }
 
-static int parse_prompt(nf_sbuf *out, nf_api_error *err, json_t *v)
+/* A prompt of token ids: a non-empty list of integers. */
+static int parse_prompt_ids(nf_serve_req *r, nf_api_error *err, json_t *v)
 {
+	size_t i;
+	json_t *x;
+	if (json_array_size(v) == 0 || json_array_size(v) > NF_REQ_MAX_PROMPT / 2)
+		return fail(err, 400, NULL, "prompt", "a prompt of token ids holds 1 to %u of them",
+			    NF_REQ_MAX_PROMPT / 2);
+	if (!(r->prompt_ids = calloc(json_array_size(v), sizeof *r->prompt_ids)))
+		return fail(err, 500, NULL, NULL, "out of memory");
+	json_array_foreach(v, i, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+			return fail(err, 400, NULL, "prompt", "a prompt of token ids holds non-negative integers");
+		r->prompt_ids[r->n_prompt_ids++] = (int)json_integer_value(x);
+	}
+	return 0;
+}
+
+/* A completion's prompt: a string, a list of token ids, or a list of one
+ * of either (a batch of several is not served). */
+static int parse_prompt(nf_serve_req *r, nf_sbuf *out, nf_api_error *err, json_t *v)
+{
+	if (json_is_array(v) && json_array_size(v) && json_is_integer(json_array_get(v, 0)))
+		return parse_prompt_ids(r, err, v);
 	if (json_is_array(v)) {
-		if (json_array_size(v) != 1 || !json_is_string(json_array_get(v, 0))) {
-			if (json_array_size(v) > 1)
-				return fail(err, 422, "unsupported_parameter", "prompt",
-					    "one prompt per request is supported");
-			return fail(err, json_array_size(v) && json_is_integer(json_array_get(v, 0)) ? 422 : 400,
-				    NULL, "prompt", "'prompt' must be a string");
-		}
+		if (json_array_size(v) > 1)
+			return fail(err, 422, "unsupported_parameter", "prompt", "one prompt per request is supported");
+		if (json_array_size(v) != 1 || !(json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0))))
+			return fail(err, 400, NULL, "prompt", "'prompt' must be a string or a list of token ids");
 		v = json_array_get(v, 0);
+		if (json_is_array(v))
+			return parse_prompt_ids(r, err, v);
 	}
 	if (!json_is_string(v))
-		return fail(err, 400, NULL, "prompt", "'prompt' must be a string");
+		return fail(err, 400, NULL, "prompt", "'prompt' must be a string or a list of token ids");
 	if (memchr(json_string_value(v), 0, json_string_length(v)))
 		return fail(err, 400, NULL, "prompt", "'prompt' contains a NUL character");
 	if (nf_sbuf_add(out, json_string_value(v), json_string_length(v)) < 0)
@@ -572,7 +593,7 @@ static int parse_input(nf_serve_req *r, nf_sbuf *prompt, nf_api_error *err, json
 		return fail(err, 500, NULL, NULL, "out of memory");
 	if (!(v = json_object_get(root, input)))
 		return fail(err, 400, NULL, input, "'%s' is required", input);
-	return r->chat ? parse_messages(prompt, err, v, fmt) : parse_prompt(prompt, err, v);
+	return r->chat ? parse_messages(prompt, err, v, fmt) : parse_prompt(r, prompt, err, v);
 }
 
 /* max_tokens (or chat's max_completion_tokens), temperature, top_p, seed. */
@@ -683,6 +704,7 @@ void nf_serve_req_free(nf_serve_req *r)
 	free(r->prompt);
 	free(r->bias);
 	free(r->stop_token_ids);
+	free(r->prompt_ids);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r);
@@ -694,6 +716,10 @@ int nf_serve_req_check_vocab(const nf_serve_req *r, nf_api_error *err, int vocab
 		if (r->bias[i].token >= vocab_size)
 			return fail(err, 400, NULL, "logit_bias", "'logit_bias': token %d is not below the "
 				    "vocabulary size %d", r->bias[i].token, vocab_size);
+	for (size_t i = 0; i < r->n_prompt_ids; i++)
+		if (r->prompt_ids[i] >= vocab_size)
+			return fail(err, 400, NULL, "prompt", "'prompt': token %d is not below the "
+				    "vocabulary size %d", r->prompt_ids[i], vocab_size);
 	for (size_t i = 0; i < r->n_stop_token_ids; i++)
 		if (r->stop_token_ids[i] >= vocab_size)
 			return fail(err, 400, NULL, "stop_token_ids", "'stop_token_ids': token %d is not "

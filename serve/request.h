@@ -67,6 +67,10 @@ typedef struct nf_serve_req {
 	int ignore_eos;       /* 1: the end-of-generation tokens do not stop */
 	int *stop_token_ids;  /* owned; not yet checked against the vocabulary */
 	size_t n_stop_token_ids;
+	int *prompt_ids;      /* owned: a completion prompt given as token ids (used as
+				 given, no BOS added; prompt then ""); not yet checked
+				 against the vocabulary */
+	size_t n_prompt_ids;
 } nf_serve_req;
 
 /* Parse body; on failure returns a negative code and fills err (status 400/422).

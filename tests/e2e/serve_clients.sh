@@ -131,6 +131,10 @@ t(st == 200 and tok["count"] == len(tok["tokens"]) == len(tok["token_strs"]) >= 
   "/tokenize", tok)
 st, de = post("/detokenize", {"model": M, "tokens": tok["tokens"]})
 t(st == 200 and de["prompt"] == "Lily saw a dog", "/detokenize inverts /tokenize", de)
+st, lw = post("/tokenize", {"prompt": "Lily went"})
+r = c.completions.create(model=M, prompt=lw["tokens"], max_tokens=16, temperature=0, echo=True)
+t(r.choices[0].text == "Lily went" + greedy and r.usage.prompt_tokens == lw["count"],
+  "a prompt of token ids: the text prompt's completion, echo decodes it", (r.choices[0].text, greedy))
 chat = c.chat.completions.create(model=M, messages=[{"role": "user", "content": "Lily went"}], max_tokens=1)
 st, tm = post("/tokenize", {"messages": [{"role": "user", "content": "Lily went"}]})
 t(st == 200 and tm["count"] == chat.usage.prompt_tokens, "/tokenize messages: the chat prompt's tokens", (tm, chat.usage))

@@ -154,6 +154,21 @@ int main(void)
 		ok(0, "defaults");
 	}
 	is_int(status_of("{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 0, "prompt"), 422, "two prompts: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[[1],[2]]}", 0, "prompt"), 422, "two prompts of ids: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[]}", 0, "prompt"), 400, "an empty prompt list: 400");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[1,\"a\"]}", 0, "prompt"), 400, "ids mixed with text: 400");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[1,-2]}", 0, "prompt"), 400, "a negative token id: 400");
+	body = "{\"model\":\"m\",\"prompt\":[[1,403,407]]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "a prompt of token ids (in a one-prompt list) parses");
+	if (r) {
+		ok(r->n_prompt_ids == 3 && r->prompt_ids[0] == 1 && r->prompt_ids[2] == 407 && r->prompt_len == 0,
+		   "its ids, and no text");
+		ok(nf_serve_req_check_vocab(r, &e, 408) == 0 && nf_serve_req_check_vocab(r, &e, 407) < 0 &&
+		   !strcmp(e.param, "prompt"), "prompt ids checked against the vocabulary");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", 0, NULL), 400, "NUL in prompt");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"\xff\"}", 0, NULL), 400, "invalid UTF-8 body");
 
