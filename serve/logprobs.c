@@ -76,11 +76,18 @@ int nf_logprobs_chat_add(json_t *content, const nf_tokenizer *t, nf_logprob_curs
 		json_t *e = chat_token(t, at->prev, lp[i].token, lp[i].logprob), *top = json_array();
 		for (int k = 0; e && top && k < lp[i].n_top; k++)
 			json_array_append_new(top, chat_token(t, at->prev, lp[i].top_token[k], lp[i].top_logprob[k]));
-		if (!e || !top || json_object_set_new(e, "top_logprobs", top) < 0 ||
-		    json_array_append_new(content, e) < 0) {
+		/* the *_new calls take their value's reference even when they fail */
+		if (!e || !top) {
+			json_decref(e);
+			json_decref(top);
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		}
+		if (json_object_set_new(e, "top_logprobs", top) < 0) {
 			json_decref(e);
 			return nf_error_set(NF_ENOMEM, "out of memory");
 		}
+		if (json_array_append_new(content, e) < 0)
+			return nf_error_set(NF_ENOMEM, "out of memory");
 		at->prev = lp[i].token;
 	}
 	return 0;
