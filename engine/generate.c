@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/logit_mask.h"
 #include "util/error.h"
 #include "util/banned.h"
 
@@ -121,7 +122,8 @@ void nf_sampler_set_mask(nf_sampler *s, const uint32_t *allowed)
 
 void nf_sampler_process(nf_sampler *s, float *logits)
 {
-	nf_sampling_apply_mask(logits, s->vocab_size, s->allowed);
+	if (s->allowed)
+		nf_logit_mask_apply(logits, (size_t)s->vocab_size, s->allowed);
 	nf_sampling_apply_penalties(logits, s->vocab_size, s->counts, s->seen, &s->params);
 	nf_sampling_apply_bias(logits, s->vocab_size, s->params.bias, s->params.n_bias);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/gguf.h"
+#include "engine/kmath/dequant.h"
 #include "engine/safetensors.h" /* nf_f16_to_f32, nf_f32_to_f16 */
 #include "util/checked.h"
 #include "util/error.h"
@@ -37,9 +38,6 @@ size_t nf_quant_int4_groups(size_t cols, int group)
 	return group > 0 ? (cols + (size_t)group - 1) / (size_t)group : 0;
 }
 
-/* Byte of a row holding column c, and the shift of its nibble. */
-static inline size_t nibble_byte(size_t c) { return c / Q4_BLOCK * Q4_BLOCK_BYTES + c % 16; }
-static inline unsigned nibble_shift(size_t c) { return c % Q4_BLOCK >= 16 ? 4 : 0; }
 
 static int check_shape(size_t cols, int group)
 {
@@ -154,7 +152,7 @@ static void pack_group(uint8_t *row, size_t c0, const float *x, size_t n, q4_fit
 	for (size_t i = 0; i < n; i++) {
 		size_t c = c0 + i;
 		uint8_t q = (uint8_t)level(x[i], m, inv);
-		row[nibble_byte(c)] |= (uint8_t)(q << nibble_shift(c));
+		row[nf_km_q4_byte(c)] |= (uint8_t)(q << nf_km_q4_shift(c));
 	}
 }
 
@@ -206,8 +204,7 @@ void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gs
 	for (size_t c = 0; c < cols; c++) {
 		size_t g = c / (size_t)group;
 		float s = nf_f16_to_f32(sm[2 * g]), m = nf_f16_to_f32(sm[2 * g + 1]);
-		float sq = s * (float)((row[nibble_byte(c)] >> nibble_shift(c)) & 0x0f);
-		out[c] = sq + m;
+		out[c] = nf_km_q4_dequant(nf_km_q4_level(row, c), s, m);
 	}
 }
 

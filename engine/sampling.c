@@ -9,15 +9,6 @@
 
 #include "util/banned.h"
 
-void nf_sampling_apply_mask(float *logits, int n, const uint32_t *allowed)
-{
-	if (!allowed)
-		return;
-	for (int i = 0; i < n; i++)
-		if (!nf_mask_has(allowed, i))
-			logits[i] = -INFINITY;
-}
-
 void nf_sampling_apply_penalties(float *logits, int n, const int *counts, const uint32_t *seen,
 				 const nf_sampling_params *p)
 {

@@ -35,15 +35,15 @@ typedef struct nf_sampling_params {
 	size_t n_bias;
 } nf_sampling_params;
 
-/* 1 when bit `token` of a vocabulary bitmask is set. */
+/* 1 when bit `token` of a vocabulary bitmask (32 tokens per word, as
+ * engine/logit_mask.h's) is set. */
 static inline int nf_mask_has(const uint32_t *mask, int token)
 {
 	return (int)((mask[(unsigned)token >> 5] >> ((unsigned)token & 31)) & 1u);
 }
 
-/* A token constraint (grammar, tools): tokens whose bit is clear in allowed
- * (vocab bits, 32 per word) become -inf.  allowed NULL: nothing removed. */
-void nf_sampling_apply_mask(float *logits, int n, const uint32_t *allowed);
+/* (A token constraint, grammar or tools, is engine/logit_mask.h's
+ * nf_logit_mask_apply: nf_sampler applies it first.) */
 /* Presence and frequency penalties from counts[t] (times t was generated),
  * then the repetition penalty on tokens generated or set in `seen` (the
  * prompt's bitmask, may be NULL). */

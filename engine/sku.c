@@ -118,3 +118,24 @@ const nf_sku *nf_sku_suggest(const char *name)
 	}
 	return best;
 }
+
+/* CUDA C++ Programming Guide, "Compute Capabilities", the table of technical
+ * specifications per compute capability. */
+static const nf_sku_arch arch_table[] = {
+	/* sm, regs, threads, blocks, smem/SM, smem/block, reserved */
+	{75, 65536, 1024, 16, 64 * 1024, 64 * 1024, 0},
+	{80, 65536, 2048, 32, 164 * 1024, 163 * 1024, 1024},
+	{86, 65536, 1536, 16, 100 * 1024, 99 * 1024, 1024},
+	{89, 65536, 1536, 24, 100 * 1024, 99 * 1024, 1024},
+	{90, 65536, 2048, 32, 228 * 1024, 227 * 1024, 1024},
+	{100, 65536, 2048, 32, 228 * 1024, 227 * 1024, 1024},
+	{120, 65536, 1536, 32, 100 * 1024, 99 * 1024, 1024},
+};
+
+const nf_sku_arch *nf_sku_arch_of(int sm)
+{
+	for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]); i++)
+		if (arch_table[i].sm == sm)
+			return &arch_table[i];
+	return NULL;
+}

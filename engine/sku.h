@@ -33,6 +33,24 @@ typedef struct nf_sku {
 	const char *description;/* human name, e.g. "NVIDIA H100 SXM5 80GB" */
 } nf_sku;
 
+/* The per-SM limits of a CUDA architecture, from which a kernel's
+ * occupancy follows (its registers, shared memory and block size; the
+ * static checks of tests/e2e/cuda_static.sh).  One entry per architecture
+ * the kernels are built for, beside the device table: the SKUs' `sm` finds
+ * theirs. */
+typedef struct nf_sku_arch {
+	int sm;                 /* compute capability * 10 */
+	int regs_per_sm;        /* 32-bit registers */
+	int max_threads_per_sm;
+	int max_blocks_per_sm;
+	int smem_per_sm;        /* bytes of shared memory the SM's blocks share */
+	int smem_per_block;     /* bytes one block may have (the opt-in maximum) */
+	int smem_reserved;      /* bytes the system keeps per block */
+} nf_sku_arch;
+
+/* The limits of architecture sm (80 for sm_80), or NULL. */
+const nf_sku_arch *nf_sku_arch_of(int sm);
+
 /* The entry named `name` (exact, case-sensitive), or NULL. */
 const nf_sku *nf_sku_find(const char *name);
 

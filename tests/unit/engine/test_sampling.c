@@ -34,11 +34,6 @@ static int row_is(const float *got, const float *want, int n, const char *name)
 static void transforms(void)
 {
 	float l[5];
-	uint32_t allowed = 0x5; /* tokens 0 and 2 */
-	memcpy(l, (float[]){1, 2, 3, 4}, 4 * sizeof *l);
-	nf_sampling_apply_mask(l, 4, &allowed);
-	row_is(l, (float[]){1, -INFINITY, 3, -INFINITY}, 4, "mask: clear bits become -inf");
-
 	nf_sampling_params p = {.presence_penalty = 0.5f, .frequency_penalty = 0.25f};
 	memcpy(l, (float[]){2, -2, 1, 0.5f}, 4 * sizeof *l);
 	nf_sampling_apply_penalties(l, 4, (int[]){2, 1, 0, 0}, NULL, &p);
