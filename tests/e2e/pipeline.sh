@@ -66,11 +66,23 @@ for name in sorted(jobs):
 	is "gitlab: the recipe path with a space reaches the shell as one word" \
 		"$("$PY" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["package stories-b"]["script"][0])' "$W/child.yml")" \
 		"nimfactory build 'recipes/stories b.yaml' --out out/stories-b/image --cache-from \"\$NIMFACTORY_REMOTE_CACHE\""
+	# ci/.gitlab-ci.yml, the parent a team adopts: valid, and its plan job's commands work
+	t "ci/.gitlab-ci.yml validates against GitLab's CI schema" \
+		"$SRC/build/venv/bin/check-jsonschema" --builtin-schema vendor.gitlab-ci "$SRC/ci/.gitlab-ci.yml"
+	"$PY" -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print("\n".join(d["plan"]["script"]))' \
+		"$SRC/ci/.gitlab-ci.yml" >"$W/plan-job.sh"
+	PATH="$NF_BUILD/bin:$PATH" NIMFACTORY_RECIPES="recipes/*.yaml" sh -e "$W/plan-job.sh" >"$W/plan-job.log" 2>&1
+	is "ci/.gitlab-ci.yml's plan job runs" "$?" 0
+	"$NF" plan recipes/*.yaml --emit gitlab >"$W/child-glob.yml"
+	t "and its child pipeline is the one plan --emit gitlab writes" cmp nimfactory-pipeline.yml "$W/child-glob.yml"
 else
 	skip "check-jsonschema or PyYAML is not in build/venv"
 	skip "(gitlab schema)"
 	skip "(gitlab jobs)"
 	skip "(gitlab quoting)"
+	skip "(ci/.gitlab-ci.yml)"
+	skip "(ci/.gitlab-ci.yml plan job)"
+	skip "(ci/.gitlab-ci.yml child pipeline)"
 fi
 
 # --- Jenkins
