@@ -678,6 +678,12 @@ static int open_remote_caches(build_ctx *b)
 		err = nf_remote_cache_open(&b->remote_from, o->cache_from, o->cache_insecure, b->log);
 	if (!err && o->cache_to)
 		err = nf_remote_cache_open(&b->remote_to, o->cache_to, o->cache_insecure, b->log);
+	/* Before any stage: a cache we cannot pull from only costs time, one we
+	 * were asked to push to and cannot is an error now, not after a compile. */
+	if (!err && b->remote_from && nf_remote_cache_ping(b->remote_from))
+		nf_log_warn(b->log, "cache", "%s; nothing will be pulled", nf_error_last());
+	if (!err && b->remote_to)
+		err = nf_remote_cache_ping(b->remote_to);
 	return err;
 }
 

@@ -25,6 +25,10 @@ struct nf_remote_cache {
 	char *ref_text; /* "HOST/NAME" */
 	nf_log *log;
 	nf_remote_cache_stats st;
+	/* The registry did not answer (after the client's retries) or refused our
+	 * credentials: every later pull is a miss without asking, so that a
+	 * registry that is down costs one stage's retries, not every stage's. */
+	bool unreachable;
 };
 
 int nf_remote_cache_open(nf_remote_cache **out, const char *ref, bool insecure, nf_log *log)
@@ -66,6 +70,13 @@ void nf_remote_cache_free(nf_remote_cache *rc)
 	nf_reg_client_free(rc->client);
 	free(rc->ref_text);
 	free(rc);
+}
+
+int nf_remote_cache_ping(nf_remote_cache *rc)
+{
+	int err = nf_reg_ping(rc->client);
+	rc->unreachable = err != 0;
+	return err ? nf_error_wrap(err, "remote cache %s", rc->ref_text) : 0;
 }
 
 const char *nf_remote_cache_ref(const nf_remote_cache *rc)
@@ -210,12 +221,17 @@ int nf_remote_cache_pull(char **out, nf_remote_cache *rc, nf_cache *c, const cha
 	*out = NULL;
 	if ((err = nf_remote_cache_tag(tag, kind, key)))
 		return err;
+	if (rc->unreachable) {
+		rc->st.misses++;
+		return NF_ENOTFOUND;
+	}
 	err = nf_reg_manifest_get(&body, &len, &mdesc, rc->client, rc->ref.name, tag);
 	if (err == NF_ENOTFOUND) {
 		rc->st.misses++;
 		nf_error_clear();
 		goto done;
 	}
+	rc->unreachable = err == NF_ENET || err == NF_EENV;
 	if (!err)
 		err = check_manifest(&layer, body, len, kind, key);
 	if (!err)

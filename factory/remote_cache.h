@@ -18,7 +18,8 @@
  * layer media type, the layer's size and sha256 (nf_reg_blob_get), and the
  * archive's entries (factory/fetch.h's secure extraction).  Anything that
  * fails a check is a miss with a warning, never used: the build then does the
- * work itself.  A registry that cannot be reached on pull is a miss too.
+ * work itself.  A registry that cannot be reached on pull is a miss too,
+ * and so is every later pull of the same nf_remote_cache, without asking.
  * Pushing is the caller's explicit wish (--cache-to), so a failed push is an
  * error.
  */
@@ -61,6 +62,13 @@ typedef struct nf_remote_cache_stats {
  */
 int nf_remote_cache_open(nf_remote_cache **out, const char *ref, bool insecure, nf_log *log);
 void nf_remote_cache_free(nf_remote_cache *rc); /* NULL is fine */
+
+/*
+ * Ask the registry whether it speaks the distribution API and takes our
+ * credentials (GET /v2/), so that a build learns it before its first stage.
+ * On failure every later pull is a miss without asking.
+ */
+int nf_remote_cache_ping(nf_remote_cache *rc);
 
 /* "HOST[:PORT]/NAME"; owned by rc. */
 const char *nf_remote_cache_ref(const nf_remote_cache *rc);

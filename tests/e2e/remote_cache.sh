@@ -45,9 +45,11 @@ stage_tags() {
 }
 
 # --- A builds and pushes
-build A --cache-to "$REF"
+build A --cache-to "$REF" --cache-from "$REF"
 is "build A with --cache-to exits 0" "$?" 0
 is "build A compiled both profiles" "$(compiled A)" 2
+t "build A found nothing in the empty registry, without a warning" \
+	sh -c "grep -q 'from $REF: 0 pulled, 2 missing, 0 refused' '$W/A.log' && ! grep -q warning '$W/A.log'"
 t "build A says it pushed 2 stages" grep -q "to $REF: 2 pushed, 0 already there" "$W/A.log"
 KEYS=$(ls "$W/cache-A/stages" | sort | tr '\n' ' ' | sed 's/ $//')
 is "the registry holds one tag per compile stage, named by its key" "$(stage_tags)" \
