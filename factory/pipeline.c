@@ -139,12 +139,18 @@ static json_t *job_new(const char *name, const char *kind, const nf_recipe *r, c
 			 "junit", out, "/reports/junit.xml");
 }
 
+/* A compile job's name, as the job and its package job's needs say it. */
+static char *compile_name(const nf_recipe *r, const nf_profile *p)
+{
+	return nf_strdup_printf("compile %s %s", r->model.name, p->name);
+}
+
 /* compile MODEL PROFILE: build --profile, sharing the engine through the cache. */
 static int compile_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recipe *pr,
 		       const char *recipe_word, const nf_profile *p)
 {
 	char *out = job_out(g, pr->recipe, p), *out_word = out ? nf_pipeline_shell_quote(out) : NULL;
-	char *name = nf_strdup_printf("compile %s %s", pr->recipe->model.name, p->name);
+	char *name = compile_name(pr->recipe, p);
 	json_t *job = out_word && name ? job_new(name, "compile", pr->recipe, runner_of(p), out) : NULL;
 	int err = 0;
 
@@ -165,7 +171,7 @@ static int compile_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recip
 
 /* package MODEL: after its compile jobs, build from the cache, then push. */
 static int package_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recipe *pr,
-		       const char *recipe_word, const json_t *needs)
+		       const char *recipe_word, json_t *needs)
 {
 	const nf_recipe *r = pr->recipe;
 	char *out = job_out(g, r, NULL), *out_word = out ? nf_pipeline_shell_quote(out) : NULL;
@@ -175,7 +181,7 @@ static int package_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recip
 	json_t *script = job ? json_object_get(job, "script") : NULL;
 	int err = 0;
 
-	if (!job || json_object_set(job, "needs", (json_t *)needs) ||
+	if (!job || json_object_set(job, "needs", needs) ||
 	    json_object_set_new(job, "image", json_string(image)) ||
 	    append_line(script, "%s build %s --out %s --cache-from %s%s", g->tool, recipe_word,
 			out_word, g->cache, g->insecure) ||
@@ -225,9 +231,11 @@ static int add_recipe(json_t *recipes, json_t *jobs, const graph_ctx *g,
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; !err && i < pr->plan->n_profiles; i++) {
 		const nf_profile *p = &pr->plan->profiles[i];
+		char *name = compile_name(pr->recipe, p);
 		if (!(err = compile_job(jobs, g, pr, recipe_word, p)) &&
-		    append_line(needs, "compile %s %s", pr->recipe->model.name, p->name))
+		    (!name || json_array_append_new(needs, json_string(name))))
 			err = nf_error_set(NF_ENOMEM, "out of memory");
+		free(name);
 	}
 	if (!err)
 		err = package_job(jobs, g, pr, recipe_word, needs);
