@@ -104,7 +104,7 @@ test-bins: all $(TEST_BINS)
 TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN)
 
 check: test-bins
-	$(TEST_ENV) prove -j2 --exec '' $(TEST_BINS) $(E2E_TESTS)
+	$(TEST_ENV) prove -j2 --timer --exec '' $(TEST_BINS) $(E2E_TESTS)
 
 demo:
 	sh ci/install-deps.sh

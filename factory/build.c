@@ -13,6 +13,7 @@
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
 #include "factory/cache.h"
+#include "factory/deploy.h"
 #include "factory/digest.h"
 #include "factory/fetch.h"
 #include "factory/gates.h"
@@ -618,6 +619,15 @@ static int stage_package(build_ctx *b)
 	return err;
 }
 
+/* After packaging: the chart's values and the plain manifests for the image
+ * just made (OUT/helm, OUT/k8s), by its digest. */
+static int stage_deploy(build_ctx *b, const char **note)
+{
+	char digest[sizeof("sha256:") + NF_SHA256_HEX_LEN];
+	snprintf(digest, sizeof(digest), "sha256:%s", nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1)->key);
+	return nf_deploy_write_build(b->out_tmp, b->recipe, b->plan, digest, note);
+}
+
 /* Put the assembled output in place of OUT, keeping the old one until then. */
 static int swap_output(build_ctx *b)
 {
@@ -707,6 +717,7 @@ int nf_build_run(const nf_build_opts *o)
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
 	char *cache_root = NULL;
 	double t0 = now_seconds();
+	const char *deploy_note = NULL;
 	int err, gate_failed = 0;
 
 	nf_gate_results_init(&b.results);
@@ -764,6 +775,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = write_outputs(&b);
 	if (!err && !gate_failed && !o->profile)
 		err = stage_package(&b);
+	if (!err && !gate_failed && !o->profile)
+		err = stage_deploy(&b, &deploy_note);
 	if (!err) {
 		/* Last, so it holds every stage's key and time, package included. */
 		json_t *plan = NULL;
@@ -787,9 +800,10 @@ done:
 		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
 			    "image for one profile", o->profile, now_seconds() - t0, b.out_final);
 	else if (!err)
-		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)",
+		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
 			    b.recipe->model.name, now_seconds() - t0, b.out_final,
-			    b.recipe->image.repository, b.recipe->image.tag);
+			    b.recipe->image.repository, b.recipe->image.tag,
+			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
 	nf_gate_results_release(&b.results);
 	nf_gate_ref_free(b.ref);
 	nf_gate_result_free(b.perf_fp32);
