@@ -8,7 +8,7 @@ VENV=build/venv
 mkdir -p build
 exec 9>build/venv.lock
 flock 9
-if "$VENV/bin/python" -c 'import tokenizers, jinja2, gguf, numpy, jsonschema, xmlschema, openai, ml_dtypes, kubernetes_validate, helm_sdkpy' 2>/dev/null; then
+if "$VENV/bin/python" -c 'import tokenizers, jinja2, gguf, numpy, jsonschema, xmlschema, openai, ml_dtypes, kubernetes_validate, helm_sdkpy, check_jsonschema, yaml' 2>/dev/null; then
 	exit 0
 fi
 rm -rf "$VENV"

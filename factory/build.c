@@ -19,6 +19,7 @@
 #include "factory/gates.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
+#include "factory/remote_cache.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
 #include "factory/package.h"
@@ -54,6 +55,8 @@ typedef struct build_ctx {
 	nf_gate_ref *ref;         /* the float32 reference, once per build */
 	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
 	nf_gate_results results;
+	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
+	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
 } build_ctx;
 
 static double now_seconds(void)
@@ -267,24 +270,32 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 	return err;
 }
 
-static int stage_compile(build_ctx *b, size_t i)
+/* The compile stage's folder from the local cache, else pulled from the
+ * remote one; *stage_dir NULL when neither has it (or --rebuild). */
+static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
+	*stage_dir = NULL;
+	if (b->opts->rebuild)
+		return;
+	if (nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0) {
+		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
+		return;
+	}
+	nf_error_clear();
+	if (b->remote_from &&
+	    nf_remote_cache_pull(stage_dir, b->remote_from, b->cache, "compile", st->key) == 0)
+		nf_log_stage_cached(b->log, "compile", "%s (pulled from %s, stage %.12s)", p->name,
+				    nf_remote_cache_ref(b->remote_from), st->key);
+}
+
+/* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
+static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
+			  const char *provenance, char **stage_dir)
+{
 	nf_cache_stage *cs = NULL;
-	char *provenance = NULL, *cached = NULL, *engine_dir = NULL, *report = NULL;
-	double t0 = now_seconds();
+	char *engine_dir = NULL, *report = NULL;
 	int err;
 
-	if ((err = compile_key(b, p, st->key, &provenance)))
-		goto done;
-	if (!b->opts->rebuild && nf_cache_stage_lookup(&cached, b->cache, st->key) == 0 && cached) {
-		p->engine_dir = cached;
-		cached = NULL;
-		st->cached = 1;
-		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
-		goto done;
-	}
 	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
 	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
 		goto done;
@@ -313,31 +324,46 @@ static int stage_compile(build_ctx *b, size_t i)
 	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
 			  (err = nf_gpu_profile_kernels(engine_dir, p))))
 		goto done;
-	if ((err = nf_cache_stage_commit(&cached, cs)))
-		goto done;
+	err = nf_cache_stage_commit(stage_dir, cs);
 	cs = NULL;
-	p->engine_dir = nf_path_join(cached, "engine");
-	if (!p->engine_dir)
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	st->seconds = now_seconds() - t0;
-	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
 done:
-	if (cs)
-		nf_cache_stage_abort(cs);
-	if (st->cached && p->engine_dir) {
-		/* The stage folder holds the engine one level down. */
-		char *dir = nf_path_join(p->engine_dir, "engine");
-		free(p->engine_dir);
-		p->engine_dir = dir;
-		if (!dir)
-			err = nf_error_set(NF_ENOMEM, "out of memory");
+	nf_cache_stage_abort(cs);
+	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
+	free(engine_dir);
+	free(report);
+	return err;
+}
+
+static int stage_compile(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
+	char *provenance = NULL, *stage_dir = NULL;
+	double t0 = now_seconds();
+	int err;
+
+	if ((err = compile_key(b, p, st->key, &provenance)))
+		goto done;
+	lookup_compiled(b, p, st, &stage_dir);
+	st->cached = stage_dir != NULL;
+	if (!stage_dir && (err = compile_engine(b, p, st, provenance, &stage_dir)))
+		goto done;
+	if (!st->cached)
+		st->seconds = now_seconds() - t0;
+	/* The stage folder holds the engine one level down. */
+	if (!(p->engine_dir = nf_path_join(stage_dir, "engine"))) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
 	}
+	if (b->remote_to &&
+	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, stage_dir)))
+		nf_log_debug(b->log, "cache", "compile %s: stage %.12s in %s", p->name, st->key,
+			     nf_remote_cache_ref(b->remote_to));
+done:
 	if (err)
 		nf_error_wrap(err, "compile %s", p->name);
 	free(provenance);
-	free(cached);
-	free(engine_dir);
-	free(report);
+	free(stage_dir);
 	return err;
 }
 
@@ -687,6 +713,39 @@ static int prepare_output(build_ctx *b)
 	return err;
 }
 
+/* --cache-from and --cache-to: one client each (they may name the same repository). */
+static int open_remote_caches(build_ctx *b)
+{
+	const nf_build_opts *o = b->opts;
+	int err = 0;
+	if (o->cache_from)
+		err = nf_remote_cache_open(&b->remote_from, o->cache_from, o->cache_insecure, b->log);
+	if (!err && o->cache_to)
+		err = nf_remote_cache_open(&b->remote_to, o->cache_to, o->cache_insecure, b->log);
+	/* Before any stage: a cache we cannot pull from only costs time, one we
+	 * were asked to push to and cannot is an error now, not after a compile. */
+	if (!err && b->remote_from && nf_remote_cache_ping(b->remote_from))
+		nf_log_warn(b->log, "cache", "%s; nothing will be pulled", nf_error_last());
+	if (!err && b->remote_to)
+		err = nf_remote_cache_ping(b->remote_to);
+	return err;
+}
+
+/* One line on what the remote caches did, for the build log (and the tests). */
+static void log_remote_caches(build_ctx *b)
+{
+	if (b->remote_from) {
+		const nf_remote_cache_stats *s = nf_remote_cache_stats_of(b->remote_from);
+		nf_log_info(b->log, "cache", "from %s: %u pulled, %u missing, %u refused",
+			    nf_remote_cache_ref(b->remote_from), s->pulled, s->misses, s->refused);
+	}
+	if (b->remote_to) {
+		const nf_remote_cache_stats *s = nf_remote_cache_stats_of(b->remote_to);
+		nf_log_info(b->log, "cache", "to %s: %u pushed, %u already there",
+			    nf_remote_cache_ref(b->remote_to), s->pushed, s->present);
+	}
+}
+
 int nf_build_run(const nf_build_opts *o)
 {
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
@@ -704,6 +763,8 @@ int nf_build_run(const nf_build_opts *o)
 	nf_log_stage_end(b.log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
 			 err ? o->recipe_path : b.recipe->model.name, b.plan ? b.plan->n_profiles : 0,
 			 b.plan ? b.plan->n_dropped : 0, b.plan ? b.plan->recipe_digest : "");
+	if (!err && o->profile)
+		err = nf_plan_select_profile(b.plan, o->profile);
 	if (err)
 		goto done;
 	for (size_t i = 0; i < b.plan->n_dropped; i++)
@@ -719,6 +780,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)
 		err = nf_cache_open(&b.cache, cache_root);
+	if (!err)
+		err = open_remote_caches(&b);
 	if (!err)
 		err = prepare_output(&b);
 	if (!err)
@@ -743,15 +806,16 @@ int nf_build_run(const nf_build_opts *o)
 	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest,
 			       .skipped_gates = skipped != NULL,
 			       .allow_skipped_gates = o->allow_skipped_gates};
-	refused = !gate_failed && skipped && !o->allow_skipped_gates;
+	/* --profile makes no image: nothing to refuse */
+	refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
 	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
 		nf_report_print_table(stderr, &b.results);
 	err = nf_report_write(b.out_tmp, &b.results, &meta);
 	if (!err)
 		err = write_outputs(&b);
-	if (!err && !gate_failed && !refused)
+	if (!err && !gate_failed && !refused && !o->profile)
 		err = stage_package(&b);
-	if (!err && !gate_failed && !refused)
+	if (!err && !gate_failed && !refused && !o->profile)
 		err = stage_deploy(&b, &deploy_note);
 	if (!err) {
 		/* Last, so it holds every stage's key and time, package included. */
@@ -777,7 +841,11 @@ int nf_build_run(const nf_build_opts *o)
 done:
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);
-	if (!err)
+	log_remote_caches(&b);
+	if (!err && o->profile)
+		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
+			    "image for one profile", o->profile, now_seconds() - t0, b.out_final);
+	else if (!err)
 		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
 			    b.recipe->model.name, now_seconds() - t0, b.out_final,
 			    b.recipe->image.repository, b.recipe->image.tag,
@@ -797,6 +865,8 @@ done:
 	free(b.out_tmp);
 	free(cache_root);
 	nf_cache_free(b.cache);
+	nf_remote_cache_free(b.remote_from);
+	nf_remote_cache_free(b.remote_to);
 	nf_plan_free(b.plan);
 	nf_recipe_free(b.recipe);
 	return err;
