@@ -61,6 +61,10 @@ typedef struct sock {
 	struct sock *prev, *next;
 } sock;
 
+/* Compiled guides kept for later requests beyond those in use: a service
+ * answers a handful of schemas again and again. */
+#define GUIDES_KEPT 16
+
 struct nf_server {
 	struct MHD_Daemon *d;
 	int port;
@@ -72,6 +76,7 @@ struct nf_server {
 	nf_metrics *metrics;
 	nf_engine *engine;   /* set once ready */
 	nf_sched *sched;
+	nf_guides *guides;   /* compiled grammars of guided requests (guide.h) */
 	char *metadata;      /* JSON, built when ready */
 	atomic_int ready;
 	atomic_int quiesced;
@@ -115,6 +120,7 @@ typedef struct conn {
 	struct MHD_Connection *mc;
 	atomic_int prep;   /* PREP_*: PREP_DONE is stored last by the worker */
 	nf_serve_req *req; /* the worker's, then read here */
+	nf_guide *guide;   /* the worker's: req's compiled guide, or NULL */
 	nf_api_error err;  /* status != 0: the answer */
 	int kind;          /* WORK_* */
 	char *reply;       /* WORK_(DE)TOKENIZE: the worker's JSON answer */
@@ -808,6 +814,22 @@ static void job_params(nf_job_params *jp, const nf_server *srv, const conn *cn, 
 	jp->top_logprobs = req->top_logprobs;
 	/* the choices share one prompt: the first computes its logprobs */
 	jp->prompt_logprobs = k == 0 && req->echo && req->logprobs && !req->chat;
+	jp->guide = cn->guide;
+}
+
+/* Worker: the request's guide compiled (or found in the cache); 400 naming
+ * the part of the schema or pattern that cannot be. */
+static int compile_guide(nf_server *srv, conn *cn)
+{
+	if (cn->req->guide.kind == NF_GUIDE_NONE)
+		return 0;
+	if (nf_guides_get(&cn->guide, srv->guides, &cn->req->guide) < 0) {
+		nf_api_error_set(&cn->err, 400, "invalid_request_error", "invalid_guide",
+				 cn->req->guide.kind == NF_GUIDE_SCHEMA ? "response_format" : "nvext",
+				 "cannot constrain the answer: %s", nf_error_last());
+		return -1;
+	}
+	return 0;
 }
 
 /* Worker: queue the tokens on the scheduler, one job per choice (cn->jobs;
@@ -861,7 +883,8 @@ static void prep_completion(nf_server *srv, conn *cn)
 				 srv->manifest->model_name);
 		goto done;
 	}
-	if (nf_serve_req_check_vocab(cn->req, &cn->err, cfg->vocab_size) < 0)
+	if (nf_serve_req_check_vocab(cn->req, &cn->err, cfg->vocab_size) < 0 ||
+	    compile_guide(srv, cn) < 0)
 		goto done;
 	if ((cn->req->n_prompt_ids ? prompt_from_ids(srv, cn->req, &tokens, &n_tokens)
 				   : tokenize_prompt(srv, cn->req, &tokens, &n_tokens)) < 0) {
@@ -1368,6 +1391,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		nf_job_release(cn->jobs[k]);
 	}
 	nf_serve_req_free(cn->req);
+	nf_guide_release(cn->guide);
 	free(cn->reply);
 	nf_sbuf_release(&cn->body);
 	free(cn);
@@ -1502,6 +1526,8 @@ int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
 	json_error_t jerr;
 	const char *cj = nf_engine_config_json(e);
 	int err = chat_format_init(s, e);
+	if (!err)
+		err = nf_guides_new(&s->guides, nf_engine_tokenizer(e), GUIDES_KEPT);
 	if (err)
 		return err;
 	s->engine = e;
@@ -1582,5 +1608,6 @@ void nf_server_free(nf_server *s)
 	free(s->metadata);
 	nf_jinja_free(s->chat_jinja);
 	free(s->reason);
+	nf_guides_free(s->guides); /* last: every job, and so every guide, is released */
 	free(s);
 }

@@ -80,12 +80,12 @@ static const char *const completion_keys[] = {
 	"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
 	"stop", "seed", "echo", "logprobs", "presence_penalty", "frequency_penalty", "best_of",
 	"logit_bias", "suffix", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos",
-	"stop_token_ids", NULL};
+	"stop_token_ids", "response_format", "nvext", NULL};
 static const char *const chat_keys[] = {
 	"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n",
 	"stream", "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty",
 	"frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "top_k",
-	"min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", NULL};
+	"min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "nvext", NULL};
 /* Fields the API defines that change nothing in what this server returns
  * (storage, billing, routing and abuse-tracking hints): checked for type,
  * then ignored (docs/serving.md lists them). */
@@ -394,13 +394,6 @@ static int check_neutral(nf_api_error *err, json_t *root, int n)
 			if (!(json_is_array(v) && json_array_size(v) == 0) &&
 			    !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
 				return fail(err, 422, "unsupported_parameter", k, "'%s' is not supported", k);
-		} else if (!strcmp(k, "response_format")) {
-			json_t *t = json_object_get(v, "type");
-			if (!json_is_object(v) || !json_is_string(t))
-				return fail(err, 400, NULL, k, "'response_format' must be an object with a type");
-			if (strcmp(json_string_value(t), "text"))
-				return fail(err, 422, "unsupported_parameter", k,
-					    "only response_format type 'text' is supported");
 		}
 	}
 	return 0;
@@ -680,7 +673,8 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 	r->top_p = 1.0f;
 	if ((rc = parse_choices(r, err, root)) < 0 || (rc = check_neutral(err, root, r->n)) < 0 ||
 	    (rc = parse_sampling(r, err, root)) < 0 || (rc = parse_input(r, &prompt, err, root, fmt)) < 0 ||
-	    (rc = parse_limits(r, err, root)) < 0 || (rc = parse_output(r, err, root, fmt)) < 0)
+	    (rc = parse_limits(r, err, root)) < 0 || (rc = parse_output(r, err, root, fmt)) < 0 ||
+	    (rc = nf_serve_req_parse_guide(&r->guide, err, root)) < 0)
 		goto done;
 	if (!(r->prompt = nf_sbuf_detach(&prompt, &r->prompt_len))) {
 		rc = fail(err, 500, NULL, NULL, "out of memory");
@@ -705,6 +699,7 @@ void nf_serve_req_free(nf_serve_req *r)
 	free(r->bias);
 	free(r->stop_token_ids);
 	free(r->prompt_ids);
+	nf_guide_spec_release(&r->guide);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r);

@@ -5,8 +5,7 @@
  *
  * Status codes: 400 malformed JSON, wrong types, out-of-range values and
  * unknown fields; 422 valid OpenAI parameters this server does not support
- * (best_of other than n, suffix, tools, response_format other than text,
- * non-text content parts).  Fields the API defines that change nothing
+ * (best_of other than n, suffix, tools, non-text content parts).  Fields the API defines that change nothing
  * here (store, metadata, service_tier, user, ...) are checked for type and
  * ignored.
  */
@@ -18,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/sampling.h"
+#include "serve/guide.h"
 #include "serve/manifest.h"
 #include "serve/sbuf.h"
 #include "serve/template.h"
@@ -71,6 +71,7 @@ typedef struct nf_serve_req {
 				 given, no BOS added; prompt then ""); not yet checked
 				 against the vocabulary */
 	size_t n_prompt_ids;
+	nf_guide_spec guide;  /* response_format or nvext.guided_*: what the answer must match */
 } nf_serve_req;
 
 /* Parse body; on failure returns a negative code and fills err (status 400/422).
@@ -79,6 +80,10 @@ typedef struct nf_serve_req {
 int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, size_t len,
 		       int chat, const nf_chat_format *fmt);
 void nf_serve_req_free(nf_serve_req *r); /* NULL is fine */
+/* The guide of root (request_guide.c): response_format or nvext's
+ * guided_json, guided_regex, guided_choice; kind NONE when neither; 400
+ * with err filled when malformed or both. */
+int nf_serve_req_parse_guide(nf_guide_spec *g, nf_api_error *err, json_t *root);
 /* Render a JSON messages array (the chat endpoint's "messages") through
  * fmt into out, as a chat request's prompt; negative with err filled. */
 int nf_serve_render_messages(nf_sbuf *out, nf_api_error *err, json_t *messages,

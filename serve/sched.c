@@ -54,6 +54,9 @@ struct nf_job {
 	size_t n_lp, cap_lp;
 	nf_token_logprob *plp; /* the prompt's: written before the first token, read after the end */
 	size_t n_plp;
+	nf_guide *guide;   /* what the answer must match, or NULL */
+	nf_grammar_state *gstate; /* where the answer is in it */
+	uint32_t *gmask;   /* the tokens it allows next */
 	nf_seq *seq;
 	double t_arrival, t_last;
 	nf_job *next;      /* queue link, under the scheduler's mu */
@@ -102,6 +105,9 @@ static void job_unref(nf_job *j)
 	if (!last)
 		return;
 	nf_seq_free(j->seq);
+	nf_grammar_state_free(j->gstate);
+	nf_guide_release(j->guide);
+	free(j->gmask);
 	if (j->have_sampler)
 		nf_sampler_release(&j->sampler);
 	nf_textstream_release(&j->text);
@@ -296,15 +302,23 @@ static int job_start(nf_sched *s, nf_job *j)
 
 /* Sample job j's next token from its row of logits: the sampler's
  * transforms, the end tokens masked while under min_tokens, the logprobs
- * read (into rec) before temperature, then the draw.  A constrained job
- * (a grammar's token mask) sets it with nf_sampler_set_mask(&j->sampler,
- * ...) before this call, and advances its state with the returned token. */
+ * read (into rec) before temperature, then the draw.  A guided job draws
+ * from the tokens its grammar allows (the mask, before everything else) and
+ * moves its grammar on by the token; -1 when the grammar fails (its
+ * automaton outgrew its bound) or allows nothing. */
 static int job_sample(nf_sched *s, nf_job *j, float *lg, nf_token_logprob *rec)
 {
 	int vocab = nf_engine_config(s->engine)->vocab_size, tok;
 	float lse = 0.0f;
+	size_t allowed = 0;
+	if (j->gstate) {
+		if (nf_grammar_state_mask(j->gstate, j->gmask, &allowed) < 0 || allowed == 0)
+			return -1;
+		nf_sampler_set_mask(&j->sampler, j->gmask);
+	}
 	nf_sampler_process(&j->sampler, lg);
-	if (j->generated < j->min_tokens) {
+	/* a grammar that only allows the end wins over min_tokens */
+	if (j->generated < j->min_tokens && !(j->gstate && nf_grammar_state_finished(j->gstate))) {
 		for (size_t i = 0; i < s->n_eog; i++)
 			lg[s->eog[i]] = -INFINITY;
 		for (size_t i = 0; i < j->n_stop_ids; i++)
@@ -318,6 +332,8 @@ static int job_sample(nf_sched *s, nf_job *j, float *lg, nf_token_logprob *rec)
 	nf_sampler_accept(&j->sampler, tok);
 	if (j->want_logprobs)
 		logprob_of_row(rec, s->lp_row, vocab, lse, tok, j->top_logprobs);
+	if (j->gstate && nf_grammar_state_advance(j->gstate, tok) < 0)
+		return -1;
 	return tok;
 }
 
@@ -680,8 +696,16 @@ static int job_sampling_init(nf_job *j, nf_sched *s, const nf_job_params *p)
 		memcpy(j->stop_ids, p->stop_ids, p->n_stop_ids * sizeof *j->stop_ids);
 		j->n_stop_ids = p->n_stop_ids;
 	}
+	if (p->guide) {
+		j->guide = nf_guide_retain(p->guide);
+		if ((rc = nf_guide_state_new(&j->gstate, j->guide)) < 0)
+			return rc;
+		if (!(j->gmask = calloc(nf_guide_mask_words(j->guide), sizeof *j->gmask)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+	}
 	j->min_tokens = p->min_tokens;
-	j->ignore_eos = p->ignore_eos;
+	/* a grammar decides where the answer ends */
+	j->ignore_eos = p->ignore_eos && !p->guide;
 	j->want_logprobs = p->logprobs;
 	j->top_logprobs = p->top_logprobs;
 	j->want_prompt_logprobs = p->prompt_logprobs;

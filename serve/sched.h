@@ -19,6 +19,7 @@
 
 #include "engine/engine.h"
 #include "engine/sampling.h"
+#include "serve/guide.h"
 #include "serve/metrics.h"
 #include "serve/sbuf.h"
 
@@ -52,6 +53,8 @@ typedef struct nf_job_params {
 	int top_logprobs;  /* and this many alternatives, 0..NF_SAMPLING_MAX_TOP */
 	int prompt_logprobs; /* 1: and the prompt's (echo); its prompt is then computed
 				whole, without the prefix cache */
+	nf_guide *guide;   /* NULL, or the grammar the answer must match (the job takes a
+			      reference): each token is drawn from those it allows */
 } nf_job_params;
 
 /* One token's log-probability: the log-softmax of the logits after the

@@ -206,6 +206,42 @@ int main(void)
 	}
 	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 1, "tools"), 422, "tools: 422");
 
+	/* guides: response_format and nvext.guided_* */
+#define CHAT_X "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+	body = CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+		      "\"schema\":{\"type\":\"object\"},\"strict\":true}}}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "response_format json_schema parses");
+	if (r) {
+		ok(r->guide.kind == NF_GUIDE_SCHEMA && json_is_object(r->guide.value), "it is a schema guide");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	body = "{\"model\":\"m\",\"prompt\":\"x\",\"nvext\":{\"guided_choice\":[\"a\",\"b\"]}}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "nvext.guided_choice on completions parses");
+	if (r) {
+		ok(r->guide.kind == NF_GUIDE_CHOICE && json_array_size(r->guide.value) == 2, "a choice guide of 2");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"text\"}}", 1, NULL), 200, "response_format text");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"xml\"}}", 1, "response_format.type"), 400,
+	       "an unknown response_format type: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}", 1,
+			 "response_format.json_schema"), 400, "json_schema without a name: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":[]}}}",
+			 1, "response_format.json_schema.schema"), 400, "a schema that is not an object: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_json\":\"{not json\"}}", 1, "nvext.guided_json"), 400,
+	       "guided_json text that is not a schema: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]}}", 1, "nvext"), 400,
+	       "two nvext guides: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_choice\":[]}}", 1, "nvext.guided_choice"), 400, "no choices: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"top_k\":3}}", 1, "nvext.top_k"), 400, "an unknown nvext field: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_object\"},\"nvext\":{\"guided_regex\":\"a\"}}", 1,
+			 "nvext"), 400, "response_format and nvext together: 400");
+#undef CHAT_X
+
 	body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"}]}";
 	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_CHATML}), 0, "chatml request");
 	if (r) {
