@@ -22,6 +22,7 @@
 #include "engine/tokenizer.h"
 #include "serve/framing.h"
 #include "serve/logprobs.h"
+#include "serve/reply_tools.h"
 #include "serve/request.h"
 #include "serve/sbuf.h"
 #include "serve/tokenize.h"
@@ -159,6 +160,9 @@ typedef struct stream {
 	int include_usage;
 	int sent_role;
 	nf_sbuf text;       /* reused: the text taken from the job at each wake */
+	int tools_on;       /* the answer is parsed for tool calls (reply_tools.h) */
+	nf_tool_stream tools; /* choice k's text on its way to content and calls */
+	size_t calls_sent;  /* of choice k */
 	char *pre, *post;   /* a content chunk is pre + JSON-escaped text + post (made once) */
 	size_t pre_len, post_len;
 	struct MHD_Connection *conn; /* the reader runs in its thread */
@@ -530,10 +534,43 @@ static int stream_text(stream *st, const char *text, size_t len)
 	return stream_content(st, text, len);
 }
 
+/* One call of choice st->k, once whole: a tool_calls delta. */
+static int stream_tool_call(void *ctx, const nf_tool_call *c, size_t index)
+{
+	stream *st = ctx;
+	char id[64];
+	nf_reply_call_id(id, sizeof id, st->id, st->k, index);
+	json_t *call = nf_reply_tool_call_json(c, id, 1, index);
+	json_t *choice = json_pack("{s:i,s:{s:[o]},s:n,s:n}", "index", st->k, "delta", "tool_calls",
+				   call, "logprobs", "finish_reason");
+	st->calls_sent++;
+	return stream_event(st, chunk_envelope(st, json_pack("[o]", choice)));
+}
+
+static int stream_tool_content(void *ctx, const char *text, size_t len)
+{
+	return stream_text(ctx, text, len);
+}
+
+/* Text of choice st->k as it comes: through the tool-call parser when the
+ * answer may hold calls. */
+static int stream_piece(stream *st, const char *text, size_t len)
+{
+	return st->tools_on ? nf_tool_stream_feed(&st->tools, text, len) : stream_text(st, text, len);
+}
+
 /* The first chunks of choice st->k: chat's role, completions' echo. */
 static int stream_choice_start(stream *st)
 {
 	st->job = st->jobs[st->k];
+	if (st->tools_on) {
+		nf_tool_parser p = nf_reply_tool_parser(st->req);
+		nf_tool_stream_release(&st->tools);
+		nf_tool_stream_init(&st->tools, &p,
+				    &(nf_tool_sink){stream_tool_content, stream_tool_call, st},
+				    MAX_RESPONSE_TEXT);
+		st->calls_sent = 0;
+	}
 	st->lp_sent = 0;
 	st->lp_at = (nf_logprob_cursor){st->last_prompt_token, 0};
 	st->sent_role = 0;
@@ -564,8 +601,15 @@ static int stream_choice_end(stream *st, const nf_sbuf *text)
 			       !strcmp(r.finish_reason, "cancelled") ? "cancelled: the server is stopping" : "failed");
 		goto end;
 	}
-	if (stream_chunk(st, text->data, text->len, stream_logprobs(st), r.finish_reason) < 0)
+	if (st->tools_on) { /* the last piece settles what the parser held */
+		if (nf_tool_stream_feed(&st->tools, text->data ? text->data : "", text->len) < 0 ||
+		    nf_tool_stream_finish(&st->tools) < 0 ||
+		    stream_chunk(st, "", 0, NULL, st->calls_sent && !strcmp(r.finish_reason, "stop")
+							      ? "tool_calls" : r.finish_reason) < 0)
+			return NF_ENOMEM;
+	} else if (stream_chunk(st, text->data, text->len, stream_logprobs(st), r.finish_reason) < 0) {
 		return NF_ENOMEM;
+	}
 	usage_add(&st->total, &r, st->k == 0);
 	if (st->k + 1 < st->n_jobs) {
 		st->k++;
@@ -614,7 +658,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (parked)
 			return 0;
-		if (text->len && !fin && stream_text(st, text->data, text->len) < 0)
+		if (text->len && !fin && stream_piece(st, text->data, text->len) < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (fin) {
 			if (stream_choice_end(st, text) < 0)
@@ -648,6 +692,7 @@ static void stream_free(void *cls)
 	nf_serve_req_free(st->req);
 	nf_sbuf_release(&st->out);
 	nf_sbuf_release(&st->text);
+	nf_tool_stream_release(&st->tools);
 	free(st->pre);
 	free(st->post);
 	free(st);
@@ -670,6 +715,10 @@ static json_t *choice_json(nf_server *srv, conn *cn, int k, const nf_job_result 
 		nf_sbuf_add_utf8(&text, req->prompt, req->prompt_len);
 	/* the job is over: all its text is ready, nothing parks */
 	nf_job_poll(cn->jobs[k], &text, &fin, &parked, waiter_park, waiter_wake, &cn->w);
+	const char *finish = res->finish_reason;
+	json_t *msg = cn->chat ? nf_reply_chat_message(req, text.data ? text.data : "", text.len,
+						       cn->id, k, &finish)
+			       : NULL;
 	t = json_stringn(text.data ? text.data : "", text.len);
 	nf_sbuf_release(&text);
 	if (req->logprobs && req->chat) {
@@ -690,9 +739,11 @@ static json_t *choice_json(nf_server *srv, conn *cn, int k, const nf_job_result 
 		if (logprobs && n)
 			nf_logprobs_completion_add(logprobs, tok, &at, lp, n);
 	}
-	if (cn->chat)
-		return json_pack("{s:i,s:{s:s,s:o*},s:o*,s:s}", "index", k, "message", "role", "assistant",
-				 "content", t, "logprobs", logprobs, "finish_reason", res->finish_reason);
+	if (cn->chat) {
+		json_decref(t);
+		return json_pack("{s:i,s:o*,s:o*,s:s}", "index", k, "message", msg, "logprobs", logprobs,
+				 "finish_reason", finish);
+	}
 	return json_pack("{s:i,s:o*,s:o*,s:s}", "index", k, "text", t, "logprobs", logprobs,
 			 "finish_reason", res->finish_reason);
 }
@@ -963,6 +1014,7 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, nf_server *srv, co
 	nf_sbuf_init(&st->text, MAX_RESPONSE_TEXT);
 	st->chat = cn->chat;
 	st->include_usage = st->req->include_usage;
+	st->tools_on = nf_reply_tools_on(st->req);
 	st->created = (long long)time(NULL);
 	st->t_start = cn->t_start;
 	memcpy(st->id, cn->id, sizeof st->id);

@@ -390,10 +390,6 @@ static int check_neutral(nf_api_error *err, json_t *root, int n)
 				return fail(err, 400, NULL, k, "'suffix' must be a string");
 			if (json_string_length(v))
 				return fail(err, 422, "unsupported_parameter", k, "'suffix' is not supported");
-		} else if (!strcmp(k, "tools") || !strcmp(k, "tool_choice")) {
-			if (!(json_is_array(v) && json_array_size(v) == 0) &&
-			    !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
-				return fail(err, 422, "unsupported_parameter", k, "'%s' is not supported", k);
 		}
 	}
 	return 0;
@@ -586,7 +582,15 @@ static int parse_input(nf_serve_req *r, nf_sbuf *prompt, nf_api_error *err, json
 		return fail(err, 500, NULL, NULL, "out of memory");
 	if (!(v = json_object_get(root, input)))
 		return fail(err, 400, NULL, input, "'%s' is required", input);
-	return r->chat ? parse_messages(prompt, err, v, fmt) : parse_prompt(r, prompt, err, v);
+	if (!r->chat)
+		return parse_prompt(r, prompt, err, v);
+	/* tool turns and the tools prompt as plain turns (request_tools.c) */
+	json_t *turns = NULL;
+	int rc = nf_serve_req_tool_turns(&turns, err, r, v);
+	if (rc == 0)
+		rc = parse_messages(prompt, err, turns ? turns : v, fmt);
+	json_decref(turns);
+	return rc;
 }
 
 /* max_tokens (or chat's max_completion_tokens), temperature, top_p, seed. */
@@ -672,9 +676,11 @@ int nf_serve_req_parse(nf_serve_req **out, nf_api_error *err, const char *body, 
 	r->temperature = 1.0f;
 	r->top_p = 1.0f;
 	if ((rc = parse_choices(r, err, root)) < 0 || (rc = check_neutral(err, root, r->n)) < 0 ||
-	    (rc = parse_sampling(r, err, root)) < 0 || (rc = parse_input(r, &prompt, err, root, fmt)) < 0 ||
-	    (rc = parse_limits(r, err, root)) < 0 || (rc = parse_output(r, err, root, fmt)) < 0 ||
-	    (rc = nf_serve_req_parse_guide(&r->guide, err, root)) < 0)
+	    (rc = parse_sampling(r, err, root)) < 0 ||
+	    (rc = nf_serve_req_parse_guide(&r->guide, err, root)) < 0 ||
+	    (chat && (rc = nf_serve_req_parse_tools(r, err, root)) < 0) ||
+	    (rc = parse_input(r, &prompt, err, root, fmt)) < 0 ||
+	    (rc = parse_limits(r, err, root)) < 0 || (rc = parse_output(r, err, root, fmt)) < 0)
 		goto done;
 	if (!(r->prompt = nf_sbuf_detach(&prompt, &r->prompt_len))) {
 		rc = fail(err, 500, NULL, NULL, "out of memory");
@@ -700,6 +706,7 @@ void nf_serve_req_free(nf_serve_req *r)
 	free(r->stop_token_ids);
 	free(r->prompt_ids);
 	nf_guide_spec_release(&r->guide);
+	json_decref(r->tools);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r);

@@ -5,7 +5,7 @@
  *
  * Status codes: 400 malformed JSON, wrong types, out-of-range values and
  * unknown fields; 422 valid OpenAI parameters this server does not support
- * (best_of other than n, suffix, tools, non-text content parts).  Fields the API defines that change nothing
+ * (best_of other than n, suffix, non-text content parts).  Fields the API defines that change nothing
  * here (store, metadata, service_tier, user, ...) are checked for type and
  * ignored.
  */
@@ -43,6 +43,16 @@ int nf_api_error_set(nf_api_error *e, int status, const char *type, const char *
 /* {"error": {"message","type","param","code"}} as a new string (free()). */
 char *nf_api_error_json(const nf_api_error *e);
 
+/* tool_choice: none (no tools offered or none to call), auto (the model
+ * decides; its answer is parsed for calls), required or a named function
+ * (the answer is one call, its arguments constrained by the parameters). */
+typedef enum nf_tool_choice {
+	NF_TOOL_CHOICE_NONE,
+	NF_TOOL_CHOICE_AUTO,
+	NF_TOOL_CHOICE_REQUIRED,
+	NF_TOOL_CHOICE_NAMED,
+} nf_tool_choice;
+
 typedef struct nf_serve_req {
 	int chat;             /* 1 for /v1/chat/completions */
 	char *model;          /* owned */
@@ -72,6 +82,9 @@ typedef struct nf_serve_req {
 				 against the vocabulary */
 	size_t n_prompt_ids;
 	nf_guide_spec guide;  /* response_format or nvext.guided_*: what the answer must match */
+	json_t *tools;        /* chat: the functions offered (a checked `tools` list), or NULL */
+	nf_tool_choice tool_choice;
+	size_t tool_named;    /* NF_TOOL_CHOICE_NAMED: its index in tools */
 } nf_serve_req;
 
 /* Parse body; on failure returns a negative code and fills err (status 400/422).
@@ -84,6 +97,13 @@ void nf_serve_req_free(nf_serve_req *r); /* NULL is fine */
  * guided_json, guided_regex, guided_choice; kind NONE when neither; 400
  * with err filled when malformed or both. */
 int nf_serve_req_parse_guide(nf_guide_spec *g, nf_api_error *err, json_t *root);
+/* A chat request's tools and tool_choice (request_tools.c), after its
+ * guide: required or a named function sets r->guide to a call's schema. */
+int nf_serve_req_parse_tools(nf_serve_req *r, nf_api_error *err, json_t *root);
+/* The messages with their tool turns (role tool, assistant tool_calls) as
+ * plain turns and the tools prompt in front when tools are offered: a new
+ * list in *out, or NULL when messages is not a list. */
+int nf_serve_req_tool_turns(json_t **out, nf_api_error *err, const nf_serve_req *r, json_t *messages);
 /* Render a JSON messages array (the chat endpoint's "messages") through
  * fmt into out, as a chat request's prompt; negative with err filled. */
 int nf_serve_render_messages(nf_sbuf *out, nf_api_error *err, json_t *messages,

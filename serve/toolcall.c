@@ -401,10 +401,7 @@ int nf_tool_prompt(nf_sbuf *out, const json_t *tools)
 {
 	size_t i;
 	json_t *t;
-	int err = nf_sbuf_adds(out,
-			       "# Tools\n\nYou may call functions to answer the user. The "
-			       "functions are described in JSON Schema inside <tools></tools>:\n"
-			       "<tools>\n");
+	int err = nf_sbuf_adds(out, "# Tools\nYou may call these functions (JSON Schema):\n<tools>\n");
 	json_array_foreach(tools, i, t) {
 		char *line = json_dumps(t, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		if (!line)
@@ -417,10 +414,7 @@ int nf_tool_prompt(nf_sbuf *out, const json_t *tools)
 	}
 	if (!err)
 		err = nf_sbuf_adds(out,
-				   "</tools>\n\nTo call a function, write one JSON object with its "
-				   "name and arguments inside <tool_call></tool_call> tags, one pair "
-				   "of tags per call:\n<tool_call>\n"
-				   "{\"name\": \"function name\", \"arguments\": {\"argument\": "
-				   "\"value\"}}\n</tool_call>");
+				   "</tools>\nTo call one, write <tool_call>{\"name\": NAME, "
+				   "\"arguments\": {...}}</tool_call>");
 	return err;
 }

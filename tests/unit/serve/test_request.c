@@ -204,7 +204,42 @@ int main(void)
 		nf_serve_req_free(r);
 		r = NULL;
 	}
-	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 1, "tools"), 422, "tools: 422");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 1, "tools"), 400,
+	       "a tool that is not a function: 400");
+
+	/* tools: the tools prompt leads, the tool turns become text */
+	body = "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+	       "\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"},"
+	       "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+	       "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}}]},"
+	       "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"R\"}]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "a conversation with a call and its result parses: %s", e.message);
+	if (r) {
+		ok(r->tool_choice == NF_TOOL_CHOICE_AUTO && r->guide.kind == NF_GUIDE_NONE, "tool_choice auto, no guide");
+		ok(!strncmp(r->prompt, "S\n\n# Tools\n", 11) && strstr(r->prompt, "{\"name\":\"f\"}"),
+		   "the tools prompt joins the system message");
+		ok(strstr(r->prompt, "\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\":1}}\n</tool_call>\n"),
+		   "the assistant's call as a tool_call block");
+		ok(strstr(r->prompt, "\n<tool_response>\nR\n</tool_response>") != NULL, "the result as a tool_response");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	body = "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+	       "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},"
+	       "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":\"required\","
+	       "\"messages\":[{\"role\":\"user\",\"content\":\"U\"}]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "tool_choice required parses");
+	if (r) {
+		json_t *any = json_object_get(r->guide.value, "anyOf");
+		ok(r->guide.kind == NF_GUIDE_SCHEMA && json_array_size(any) == 2, "its guide: either call's schema");
+		ok(!strcmp(json_string_value(json_object_get(json_object_get(json_object_get(
+			   json_array_get(any, 1), "properties"), "name"), "const")), "g"),
+		   "the second names g");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
 
 	/* guides: response_format and nvext.guided_* */
 #define CHAT_X "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
