@@ -934,6 +934,13 @@ int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const i
 int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 			  const int *n_tokens, const int *pos0, size_t n_seqs, float *logits)
 {
+	return nf_engine_step_ragged_rows(e, seqs, tokens, n_tokens, pos0, NULL, n_seqs, logits);
+}
+
+int nf_engine_step_ragged_rows(nf_engine *e, nf_seq *const *seqs, const int *tokens,
+			       const int *n_tokens, const int *pos0, const int *n_rows,
+			       size_t n_seqs, float *logits)
+{
 	const char *what = "engine ragged step";
 	size_t at = 0;
 	int err;
@@ -947,6 +954,9 @@ int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 		if (n_tokens[i] <= 0)
 			return nf_error_set(NF_EINPUT, "%s: sequence %zu has %d tokens (at least 1)",
 					    what, i, n_tokens[i]);
+		if (n_rows && (n_rows[i] < 1 || n_rows[i] > n_tokens[i]))
+			return nf_error_set(NF_EINPUT, "%s: sequence %zu: %d rows of logits for %d "
+					    "tokens", what, i, n_rows[i], n_tokens[i]);
 		/* in 64 bits: pos0 + n cannot overflow */
 		if (pos0[i] < 0 || (int64_t)pos0[i] + n_tokens[i] > (int64_t)e->cfg.max_seq_len)
 			return nf_error_set(NF_EINPUT,
@@ -962,7 +972,8 @@ int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 	}
 	for (size_t i = 0; i < n_seqs; i++)
 		hist_truncate(seqs[i], pos0[i]);
-	if ((err = nf_fwd_step_ragged(e->fwd, e->kv, tokens, n_tokens, pos0, n_seqs, logits)))
+	if ((err = nf_fwd_step_ragged_rows(e->fwd, e->kv, tokens, n_tokens, pos0, n_rows, n_seqs,
+					   logits)))
 		return err;
 	at = 0;
 	for (size_t i = 0; i < n_seqs; i++) {

@@ -191,6 +191,12 @@ int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const i
  * (nothing is run then).  Thread-compatible like nf_engine_step. */
 int nf_engine_step_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens,
 			  const int *n_tokens, const int *pos0, size_t n_seqs, float *logits);
+/* The same with logits for the last n_rows[i] tokens of sequence i (1 to
+ * n_tokens[i]; NULL: 1 each), rows one after the other, sequence 0's
+ * first: a pending token and its drafts verified in one step. */
+int nf_engine_step_ragged_rows(nf_engine *e, nf_seq *const *seqs, const int *tokens,
+			       const int *n_tokens, const int *pos0, const int *n_rows,
+			       size_t n_seqs, float *logits);
 
 /* Prefill: s consumes tokens[0, n) at positions pos0 .. pos0 + n - 1; the
  * logits of the last one go to logits_last (vocab_size floats; NULL: none).

@@ -50,6 +50,7 @@ struct nf_fwd {
 	size_t att_stride; /* n_heads * max_seq scores + head_size (backend.h) */
 	nf_fwd_kv **tkv;   /* (cap) the cache of each token's sequence (ragged steps) */
 	int *tpos;         /* (cap) the position of each token (ragged steps) */
+	int *trow;         /* (cap) the logits row of each token, or -1 (ragged steps) */
 	struct {
 		int rows, cols;
 		const nf_backend_ops *ops;
@@ -366,8 +367,10 @@ static void free_buffers(nf_fwd *f)
 	free(f->x8);
 	free(f->tkv);
 	free(f->tpos);
+	free(f->trow);
 	f->tkv = NULL;
 	f->tpos = NULL;
+	f->trow = NULL;
 	f->x = f->xb = f->xb2 = f->q = f->k = f->v = f->h1 = f->h3 = f->cs = f->xs = f->x8 = NULL;
 	f->xq = NULL;
 	f->cap = 0;
@@ -411,6 +414,7 @@ static int grow(nf_fwd *f, size_t cap)
 		       &err);
 	f->tkv = zalloc(cap, sizeof *f->tkv, &err);
 	f->tpos = zalloc(cap, sizeof *f->tpos, &err);
+	f->trow = zalloc(cap, sizeof *f->trow, &err);
 	if (err) {
 		free_buffers(f);
 		return err;
@@ -824,13 +828,35 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
 	return 0;
 }
 
-int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
-		       const int *pos0, size_t n_seqs, float *logits)
+/* The classifier over the tokens of a pass that want logits: rows[b] is
+ * the output row of pass token b, or -1.  A pass's rows are consecutive
+ * (tokens are in sequence order, each sequence's rows its last tokens). */
+static void pass_logits(nf_fwd *f, const int *rows, size_t n, float *logits)
 {
 	const nf_model_config *c = f->cfg;
-	size_t dim = (size_t)c->dim, vocab = (size_t)c->vocab_size, total = 0;
-	size_t s = 0; /* sequence of the pass's first token */
+	size_t dim = (size_t)c->dim, k = 0;
+	int first = -1;
+	for (size_t b = 0; b < n; b++) {
+		if (rows[b] < 0)
+			continue;
+		if (first < 0)
+			first = rows[b];
+		f->ops->rmsnorm(f->xb + k * dim, f->x + b * dim, f->w->rms_final, c->dim, c->norm_eps);
+		k++;
+	}
+	if (k)
+		gemm1(f, &f->w->cls, logits + (size_t)first * (size_t)c->vocab_size,
+		      (size_t)c->vocab_size, 0, f->xb, k);
+}
+
+int nf_fwd_step_ragged_rows(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens,
+			    const int *n_tokens, const int *pos0, const int *n_rows, size_t n_seqs,
+			    float *logits)
+{
+	size_t total = 0;
+	size_t s = 0; /* sequence of the pass's next token */
 	int done = 0; /* tokens of sequence s consumed by earlier passes */
+	int row = 0;  /* output rows given so far */
 	int err;
 	for (size_t i = 0; i < n_seqs; i++)
 		total += (size_t)n_tokens[i];
@@ -841,40 +867,36 @@ int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const
 		return err;
 	while (s < n_seqs) {
 		/* fill a pass: tokens of sequences s, s+1, ... (the last one maybe in part) */
-		size_t n = 0, s_end = s;
-		int end_done = done;
+		size_t n = 0;
 		const int *ptok = tokens;
-		while (s_end < n_seqs && n < NF_FWD_PASS_TOKENS) {
-			int take = n_tokens[s_end] - end_done;
+		while (s < n_seqs && n < NF_FWD_PASS_TOKENS) {
+			int take = n_tokens[s] - done, rows = n_rows ? n_rows[s] : 1;
 			if ((size_t)take > NF_FWD_PASS_TOKENS - n)
 				take = (int)(NF_FWD_PASS_TOKENS - n);
 			for (int k = 0; k < take; k++, n++) {
-				f->tkv[n] = kv[s_end];
-				f->tpos[n] = pos0[s_end] + end_done + k;
+				f->tkv[n] = kv[s];
+				f->tpos[n] = pos0[s] + done + k;
+				/* the last `rows` tokens of the sequence give logits */
+				f->trow[n] = done + k >= n_tokens[s] - rows ? row++ : -1;
 			}
-			end_done += take;
-			if (end_done == n_tokens[s_end]) {
-				s_end++;
-				end_done = 0;
+			done += take;
+			if (done == n_tokens[s]) {
+				s++;
+				done = 0;
 			}
 		}
 		layers_pass(f, f->tkv, ptok, f->tpos, n);
 		tokens += n;
-		/* sequences [s, s_end) ended in this pass: logits of their last tokens */
-		if (logits && s_end > s) {
-			size_t at = 0, k = 0;
-			for (size_t q = s; q < s_end; q++) {
-				at += (size_t)(n_tokens[q] - (q == s ? done : 0));
-				f->ops->rmsnorm(f->xb + k * dim, f->x + (at - 1) * dim, f->w->rms_final,
-						c->dim, c->norm_eps);
-				k++;
-			}
-			gemm1(f, &f->w->cls, logits + s * vocab, vocab, 0, f->xb, k);
-		}
-		s = s_end;
-		done = end_done;
+		if (logits)
+			pass_logits(f, f->trow, n, logits);
 	}
 	return 0;
+}
+
+int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
+		       const int *pos0, size_t n_seqs, float *logits)
+{
+	return nf_fwd_step_ragged_rows(f, kv, tokens, n_tokens, pos0, NULL, n_seqs, logits);
 }
 
 int nf_fwd_prefill_logits(nf_fwd *f, nf_fwd_kv *kv, const int *tokens, size_t n, int pos0,

@@ -140,6 +140,12 @@ int nf_fwd_step(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *p
  * those of nf_fwd_step one token at a time. */
 int nf_fwd_step_ragged(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, const int *n_tokens,
 		       const int *pos0, size_t n_seqs, float *logits);
+/* The same with logits for the last n_rows[i] tokens of sequence i (each
+ * 1..n_tokens[i]; NULL: 1 each), rows one after the other in the order of
+ * the tokens (sequence 0's first): what verifies drafted tokens. */
+int nf_fwd_step_ragged_rows(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens,
+			    const int *n_tokens, const int *pos0, const int *n_rows, size_t n_seqs,
+			    float *logits);
 
 /* One sequence (cache kv) consumes tokens[0, n) at positions pos0, pos0 + 1,
  * ... (checked by the caller), like a ragged step of one sequence, and the

@@ -43,6 +43,7 @@ struct nf_metrics {
 	pthread_mutex_t mu;
 	uint64_t requests[N_ENDPOINTS][N_STATUSES + 1]; /* last: any other status */
 	uint64_t prompt_tokens, cached_tokens, generated_tokens, cancelled;
+	uint64_t spec_steps, spec_drafted, spec_accepted; /* speculative decoding */
 	hist h[NF_HIST_COUNT];
 	size_t queued, active;
 	int ready;
@@ -135,6 +136,43 @@ static int head(nf_sbuf *o, const char *name, const char *type, const char *help
 	return nf_sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Speculative decoding: the counters, and what they mean together. */
+static int format_spec(nf_sbuf *o, const nf_metrics *snap)
+{
+	double rate = snap->spec_drafted ? (double)snap->spec_accepted / (double)snap->spec_drafted : 0.0;
+	double per_step = snap->spec_steps ? (double)(snap->spec_accepted + snap->spec_steps) /
+						      (double)snap->spec_steps : 0.0;
+	int rc;
+	if ((rc = head(o, "nimserve_spec_verify_steps_total", "counter",
+		       "Decode steps of a sequence that verified drafted tokens.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_verify_steps_total %llu\n",
+				 (unsigned long long)snap->spec_steps)) < 0 ||
+	    (rc = head(o, "nimserve_spec_draft_tokens_total", "counter", "Tokens drafted.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_draft_tokens_total %llu\n",
+				 (unsigned long long)snap->spec_drafted)) < 0 ||
+	    (rc = head(o, "nimserve_spec_accepted_tokens_total", "counter",
+		       "Drafted tokens the model agreed with.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_accepted_tokens_total %llu\n",
+				 (unsigned long long)snap->spec_accepted)) < 0 ||
+	    (rc = head(o, "nimserve_spec_acceptance_rate", "gauge",
+		       "Accepted over drafted tokens since the start.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_acceptance_rate %.6f\n", rate)) < 0 ||
+	    (rc = head(o, "nimserve_spec_tokens_per_step", "gauge",
+		       "Tokens produced per verification step since the start.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_tokens_per_step %.6f\n", per_step)) < 0)
+		return rc;
+	return 0;
+}
+
+void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted)
+{
+	pthread_mutex_lock(&m->mu);
+	m->spec_steps++;
+	m->spec_drafted += drafted;
+	m->spec_accepted += accepted;
+	pthread_mutex_unlock(&m->mu);
+}
+
 int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 {
 	nf_metrics *m = (nf_metrics *)cm; /* the mutex is not part of the value */
@@ -147,6 +185,9 @@ int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 	snap.cached_tokens = m->cached_tokens;
 	snap.generated_tokens = m->generated_tokens;
 	snap.cancelled = m->cancelled;
+	snap.spec_steps = m->spec_steps;
+	snap.spec_drafted = m->spec_drafted;
+	snap.spec_accepted = m->spec_accepted;
 	snap.queued = m->queued;
 	snap.active = m->active;
 	snap.ready = m->ready;
@@ -176,6 +217,8 @@ int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 	    (rc = nf_sbuf_printf(o, "nimserve_generation_tokens_total %llu\n", (unsigned long long)snap.generated_tokens)) < 0 ||
 	    (rc = head(o, "nimserve_requests_cancelled_total", "counter", "Sequences cancelled because the client went away.")) < 0 ||
 	    (rc = nf_sbuf_printf(o, "nimserve_requests_cancelled_total %llu\n", (unsigned long long)snap.cancelled)) < 0)
+		return rc;
+	if ((rc = format_spec(o, &snap)) < 0)
 		return rc;
 	for (int h = 0; h < NF_HIST_COUNT; h++) {
 		uint64_t cum = 0;

@@ -28,6 +28,9 @@ void nf_metrics_request(nf_metrics *m, const char *endpoint, int status);
  * prefix cache, not computed) and generated tokens. */
 void nf_metrics_tokens(nf_metrics *m, size_t prompt, size_t cached, size_t generated);
 void nf_metrics_cancelled(nf_metrics *m);
+/* A verification step of speculative decoding: tokens drafted, and of
+ * those, accepted. */
+void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted);
 void nf_metrics_observe(nf_metrics *m, nf_metric_hist h, double seconds);
 void nf_metrics_set_ready(nf_metrics *m, int ready);
 /* ready < 0 leaves the ready gauge as it is. */

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "serve/sched.h"
 
+#include "engine/speculative.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -54,6 +56,8 @@ struct nf_job {
 	size_t n_lp, cap_lp;
 	nf_token_logprob *plp; /* the prompt's: written before the first token, read after the end */
 	size_t n_plp;
+	int draft[NF_SPEC_MAX_K]; /* tokens drafted to follow next_token this step */
+	int n_draft;
 	nf_guide *guide;   /* what the answer must match, or NULL */
 	nf_grammar_state *gstate; /* where the answer is in it */
 	uint32_t *gmask;   /* the tokens it allows next */
@@ -81,6 +85,8 @@ struct nf_sched {
 	 * b_job[k] is its index in active */
 	nf_seq **b_seqs;
 	int *b_tokens, *b_ntok, *b_pos, *b_job;
+	int *b_rows;             /* logits rows of each stepped sequence (its drafts + 1) */
+	int *ctx;                /* (max_seq_len) a sequence's text, for prompt lookup */
 	nf_stepcost cost;        /* thread only: what steps take here */
 	int *eog;                /* the end-of-generation tokens (and BOS), masked under min_tokens */
 	size_t n_eog;
@@ -392,12 +398,36 @@ static int job_share_prefix(nf_sched *s, size_t n_active, size_t i)
  * per step.  A prompt job left without budget sits this step out, as does
  * one waiting for a shared prefix (job_share_prefix).  *nb: the sequences
  * stepped. */
+/* Prompt lookup for decoding job j: up to opts.spec_k tokens to follow
+ * its next token, no more than it may still generate or its context holds. */
+static int job_draft(nf_sched *s, nf_job *j)
+{
+	const int *hist;
+	int max_seq = nf_engine_config(s->engine)->max_seq_len;
+	size_t n = nf_seq_tokens(j->seq, &hist), k = (size_t)s->opts.spec_k;
+	size_t left = (size_t)(j->max_tokens - j->generated - 1);
+	size_t room = (size_t)(max_seq - 2 - j->pos);
+	if (j->pos < 0 || j->pos >= max_seq - 2 || j->generated + 1 >= j->max_tokens)
+		return 0;
+	k = k < left ? k : left;
+	k = k < room ? k : room;
+	if (n > (size_t)j->pos)
+		n = (size_t)j->pos;
+	memcpy(s->ctx, hist, n * sizeof *hist);
+	s->ctx[n] = j->next_token;
+	return (int)nf_spec_lookup(s->ctx, n + 1, s->opts.spec_ngram, j->draft, k);
+}
+
 static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 {
 	int n_decode = 0, budget, nt = 0;
 	size_t k = 0;
-	for (size_t i = 0; i < n_active; i++)
-		n_decode += s->active[i]->pos >= s->active[i]->n_prompt;
+	for (size_t i = 0; i < n_active; i++) {
+		nf_job *j = s->active[i];
+		int decoding = j->pos >= j->n_prompt;
+		j->n_draft = decoding && s->opts.spec_k > 0 ? job_draft(s, j) : 0;
+		n_decode += decoding ? 1 + j->n_draft : 0;
+	}
 	budget = NF_FWD_PASS_TOKENS - n_decode;
 	/* While others decode, a big prompt chunk would stretch their step: cap it. */
 	if (n_decode > 0 && s->opts.prefill_chunk > 0 && budget > s->opts.prefill_chunk)
@@ -415,7 +445,8 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 		int take;
 		if (j->pos >= j->n_prompt) {
 			s->b_tokens[nt] = j->next_token;
-			take = 1;
+			memcpy(s->b_tokens + nt + 1, j->draft, (size_t)j->n_draft * sizeof *j->draft);
+			take = 1 + j->n_draft;
 		} else {
 			if (j->pos == j->cached && s->opts.prefix_cache &&
 			    job_share_prefix(s, n_active, i))
@@ -430,12 +461,42 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 		}
 		s->b_seqs[k] = j->seq;
 		s->b_ntok[k] = take;
+		s->b_rows[k] = j->pos >= j->n_prompt ? take : 1;
 		s->b_pos[k] = j->pos;
 		s->b_job[k] = (int)i;
 		nt += take;
 		k++;
 	}
 	*nb = k;
+}
+
+/* Job j's rows of logits after a step: its next token drawn from the
+ * first, then, while each drawn token equals the token drafted there, the
+ * next drafted one's row (speculative.h's accept rule: one draw per token
+ * produced, so the text is the one decoding without drafts gives).  1 when
+ * the job is over. */
+static int job_take_rows(nf_sched *s, nf_job *j, float *lg, double now)
+{
+	int vocab = nf_engine_config(s->engine)->vocab_size, accepted = 0, over = 0;
+	for (int i = 0; i <= j->n_draft && !over; i++, lg += vocab) {
+		nf_token_logprob rec;
+		int tok = job_sample(s, j, lg, &rec), prev;
+		if (j->pos < j->n_prompt)
+			j->pos = j->n_prompt - 1; /* the prompt's last token was fed */
+		prev = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
+		if (tok < 0 || tok >= vocab) {
+			job_finish(s, j, "error");
+			return 1;
+		}
+		over = job_token(s, j, tok, prev, now, j->want_logprobs ? &rec : NULL);
+		if (i == j->n_draft || tok != j->draft[i])
+			break;
+		accepted++;
+	}
+	if (j->n_draft && s->metrics)
+		nf_metrics_spec(s->metrics, (size_t)j->n_draft, (size_t)accepted);
+	j->n_draft = 0;
+	return over;
 }
 
 static void *sched_main(void *arg)
@@ -511,8 +572,8 @@ static void *sched_main(void *arg)
 		if (nb == 0)
 			goto gauges;
 		double t_step = nf_sched_now();
-		rc = nf_engine_step_ragged(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos, nb,
-					   s->logits);
+		rc = nf_engine_step_ragged_rows(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos,
+						s->b_rows, nb, s->logits);
 		if (s->opts.prefill_slack_pct > 0) { /* the step-time model is only kept when used */
 			int tokens = 0;
 			for (size_t k = 0; k < nb; k++)
@@ -529,27 +590,15 @@ static void *sched_main(void *arg)
 		}
 		{
 			double now = nf_sched_now();
+			size_t row = 0;
 			for (size_t k = 0; k < nb; k++) {
 				nf_job *j = s->active[s->b_job[k]];
 				int over = 0;
-				if (j->pos < j->n_prompt && j->pos + s->b_ntok[k] < j->n_prompt) {
+				if (j->pos < j->n_prompt && j->pos + s->b_ntok[k] < j->n_prompt)
 					j->pos += s->b_ntok[k]; /* a prompt chunk that is not the last */
-				} else {
-					float *lg = s->logits + k * (size_t)vocab;
-					int prev;
-					nf_token_logprob rec;
-					int tok = job_sample(s, j, lg, &rec);
-					if (j->pos < j->n_prompt)
-						j->pos = j->n_prompt - 1; /* the prompt's last token was fed */
-					prev = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
-					if (tok < 0 || tok >= vocab) {
-						job_finish(s, j, "error");
-						over = 1;
-					} else {
-						over = job_token(s, j, tok, prev, now,
-								 j->want_logprobs ? &rec : NULL);
-					}
-				}
+				else
+					over = job_take_rows(s, j, s->logits + row * (size_t)vocab, now);
+				row += (size_t)s->b_rows[k];
 				if (over) {
 					job_unref(j);
 					s->active[s->b_job[k]] = NULL;
@@ -601,14 +650,18 @@ static int end_tokens(nf_sched *s)
 int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opts *o)
 {
 	nf_sched *s = NULL;
-	size_t vocab = (size_t)nf_engine_config(e)->vocab_size, nl, cap;
+	size_t vocab = (size_t)nf_engine_config(e)->vocab_size, nl, cap, rows;
 	int rc;
 	*out = NULL;
 	if (o->max_batch < 1 || o->max_batch > 4096 || o->max_queue < 0 || o->max_queue > 65536)
 		return nf_error_set(NF_EINPUT, "max_batch must be 1..4096 and max_queue 0..65536");
 	cap = (size_t)o->max_batch + (size_t)o->max_queue;
 	s = calloc(1, sizeof *s);
-	if (!s || !nf_size_mul(&nl, (size_t)o->max_batch, vocab)) {
+	if (o->spec_k < 0 || o->spec_k > NF_SPEC_MAX_K || (o->spec_k && (o->spec_ngram < 1 || o->spec_ngram > 8)))
+		return nf_error_set(NF_EINPUT, "speculative decoding: 0..%d drafts and n-grams of 1..8",
+				    NF_SPEC_MAX_K);
+	rows = (size_t)o->max_batch * (size_t)(o->spec_k + 1); /* a step's logits rows at most */
+	if (!s || !nf_size_mul(&nl, rows, vocab)) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -620,13 +673,15 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->active = calloc(cap, sizeof *s->active);
 	s->logits = calloc(nl, sizeof *s->logits);
 	s->b_seqs = calloc((size_t)o->max_batch, sizeof *s->b_seqs);
-	s->b_tokens = calloc((size_t)o->max_batch + NF_FWD_PASS_TOKENS, sizeof *s->b_tokens);
+	s->b_tokens = calloc(rows + NF_FWD_PASS_TOKENS, sizeof *s->b_tokens);
+	s->b_rows = calloc((size_t)o->max_batch, sizeof *s->b_rows);
+	s->ctx = calloc((size_t)nf_engine_config(e)->max_seq_len, sizeof *s->ctx);
 	s->b_ntok = calloc((size_t)o->max_batch, sizeof *s->b_ntok);
 	s->b_pos = calloc((size_t)o->max_batch, sizeof *s->b_pos);
 	s->b_job = calloc((size_t)o->max_batch, sizeof *s->b_job);
 	s->lp_row = calloc(vocab, sizeof *s->lp_row);
 	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_ntok || !s->b_pos ||
-	    !s->b_job || !s->lp_row || end_tokens(s) < 0) {
+	    !s->b_job || !s->b_rows || !s->ctx || !s->lp_row || end_tokens(s) < 0) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -669,6 +724,8 @@ void nf_sched_free(nf_sched *s)
 	free(s->b_ntok);
 	free(s->b_pos);
 	free(s->b_job);
+	free(s->b_rows);
+	free(s->ctx);
 	free(s->lp_row);
 	free(s->eog);
 	free(s);

@@ -34,6 +34,9 @@ typedef struct nf_sched_opts {
 				  such bound */
 	int prefix_cache;  /* 1: a prompt starts after the longest prefix it shares with
 			      a kept or running sequence (engine.h), 0: always from 0 */
+	int spec_k;        /* speculative decoding by prompt lookup (engine/speculative.h):
+			      tokens drafted per decoding sequence and step, 0 = off */
+	int spec_ngram;    /* the longest n-gram looked up, 1..8 */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

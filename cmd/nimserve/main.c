@@ -31,7 +31,8 @@
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
-	long prefill_chunk, prefill_slack, prefix_cache;
+	long prefill_chunk, prefill_slack, prefix_cache, spec_k, spec_ngram;
+	const char *speculative; /* "none" | "lookup" */
 	int list_profiles;
 	int health;
 } opts;
@@ -76,6 +77,11 @@ static void usage(FILE *f)
 		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 0)\n"
 		"  --prefix-cache 0|1     1: a prompt skips the longest prefix it shares with a running or\n"
 		"                         recent request, reusing its KV cache rows (NIM_PREFIX_CACHE, 1)\n"
+		"  --speculative none|lookup  speculative decoding by prompt lookup: each decoding sequence\n"
+		"                         drafts from its own text and one step verifies the drafts; the\n"
+		"                         output is the same (NIM_SPECULATIVE, none)\n"
+		"  --spec-k N             tokens drafted per sequence and step, 1..16 (NIM_SPEC_K, 4)\n"
+		"  --spec-ngram N         longest n-gram looked up, 1..8 (NIM_SPEC_NGRAM, 3)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -113,12 +119,15 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "256", &o->prefill_chunk, 0, 4096},
 		{"--prefill-slack", "NIM_PREFILL_SLACK", "0", &o->prefill_slack, 0, 1000},
 		{"--prefix-cache", "NIM_PREFIX_CACHE", "1", &o->prefix_cache, 0, 1},
+		{"--spec-k", "NIM_SPEC_K", "4", &o->spec_k, 1, 16},
+		{"--spec-ngram", "NIM_SPEC_NGRAM", "3", &o->spec_ngram, 1, 8},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
 	o->manifest = env_or("NIM_MANIFEST", "/opt/nim/model_manifest.yaml");
 	o->host = env_or("NIM_HOST", "0.0.0.0");
 	o->profile = env_or("NIM_MODEL_PROFILE", NULL);
+	o->speculative = env_or("NIM_SPECULATIVE", "none");
 	for (size_t i = 0; i < n_nums; i++)
 		if ((rc = parse_long(nums[i].dst, nums[i].env, env_or(nums[i].env, nums[i].dflt),
 				     nums[i].lo, nums[i].hi)) < 0)
@@ -144,6 +153,8 @@ static int parse_args(opts *o, int argc, char **argv)
 			o->profile = argv[++i], matched = 1;
 		else if (!strcmp(a, "--port-file"))
 			o->port_file = argv[++i], matched = 1;
+		else if (!strcmp(a, "--speculative"))
+			o->speculative = argv[++i], matched = 1;
 		for (size_t k = 0; k < n_nums && !matched; k++)
 			if (!strcmp(a, nums[k].flag)) {
 				if ((rc = parse_long(nums[k].dst, a, argv[++i], nums[k].lo, nums[k].hi)) < 0)
@@ -153,6 +164,8 @@ static int parse_args(opts *o, int argc, char **argv)
 		if (!matched)
 			return nf_error_set(NF_EINPUT, "unknown option: %s (see --help)", a);
 	}
+	if (strcmp(o->speculative, "none") && strcmp(o->speculative, "lookup"))
+		return nf_error_set(NF_EINPUT, "--speculative: '%s' is not none or lookup", o->speculative);
 	return 0;
 }
 
@@ -244,14 +257,16 @@ int main(int argc, char **argv)
 	so.prefill_chunk = (int)o.prefill_chunk;
 	so.prefill_slack_pct = (int)o.prefill_slack;
 	so.prefix_cache = (int)o.prefix_cache;
+	so.spec_k = strcmp(o.speculative, "lookup") ? 0 : (int)o.spec_k;
+	so.spec_ngram = (int)o.spec_ngram;
 	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
 		goto done;
 	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
 		goto done;
-	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s",
-	      m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
+	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s, "
+	      "speculative %s", m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
 	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue,
-	      o.prefix_cache ? "on" : "off");
+	      o.prefix_cache ? "on" : "off", so.spec_k ? "lookup" : "off");
 
 	while (sigwait(&sigs, &sig) != 0)
 		;
