@@ -54,237 +54,129 @@ static int check_shape(size_t cols, int group)
 	return 0;
 }
 
-/* The search fits Q4_SET groups side by side, one a lane of SSE2 vectors
- * (x86-64's baseline, so every host runs the same instructions and gets
- * the same bits): each candidate's sums, solve and score are a handful of
- * vector operations for four groups at once, where one group alone would
- * wait on each step's latency.  The groups of a set have the same number
- * of weights: all the matrix's whole groups in order, then the short last
- * groups of its rows. */
-#define Q4_SET 4
-
-typedef struct q4_set {
-	__m128 x[Q4_GROUP_MAX]; /* x[i]: weight i of each lane's group */
-	size_t n;               /* weights per group */
-	__m128 lo, hi;          /* each group's range */
-	int f16c;               /* the CPU converts halves (F16C) */
-} q4_set;
-
-/* A candidate grid per lane: its scale and min as the halves stored (as
- * floats), and its squared error. */
-typedef struct q4_grid {
-	__m128 scale, min, err;
-} q4_grid;
-
-static inline __m128 select4(__m128 mask, __m128 a, __m128 b)
-{
-	return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
-}
-
-__attribute__((target("f16c"))) static __m128 round_half_f16c(__m128 v)
-{
-	return _mm_cvtph_ps(_mm_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-}
-
-/* Each lane to its nearest IEEE half (ties to even) and back, saturating
- * at +-HALF_MAX: the value stored.  F16C where the CPU has it, the same
- * bits as nf_f32_to_f16. */
-static __m128 round_half(const q4_set *set, __m128 v)
-{
-	v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(-HALF_MAX)), _mm_set1_ps(HALF_MAX));
-	if (set->f16c)
-		return round_half_f16c(v);
-	float l[Q4_SET];
-	_mm_storeu_ps(l, v);
-	for (int k = 0; k < Q4_SET; k++)
-		l[k] = nf_f16_to_f32(nf_f32_to_f16(l[k]));
-	return _mm_loadu_ps(l);
-}
-
-/* The levels of one weight per lane on the grid (m, 1 / s): round((x - m)
- * * inv), ties to even (as nf_round_even), clamped to [0, 15]. */
-static inline __m128 levels4(__m128 x, __m128 m, __m128 inv)
-{
-	const __m128 magic = _mm_set1_ps(12582912.0f);
-	__m128 q = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(x, m), inv), magic), magic);
-	return _mm_min_ps(_mm_max_ps(q, _mm_setzero_ps()), _mm_set1_ps((float)Q4_MAX));
-}
-
-/* 1 / s where s > 0, else 0 (a grid of one level). */
-static inline __m128 inverse(__m128 s)
-{
-	return _mm_and_ps(_mm_cmpgt_ps(s, _mm_setzero_ps()), _mm_div_ps(_mm_set1_ps(1.0f), s));
-}
-
-/* The squared error of each group on the grid (s, m), each weight on its
- * nearest level and dequantized as the dequantizer does (a product and a
- * sum, rounded apart); even and odd weights summed apart, then added. */
-static __m128 grid_error(const q4_set *set, __m128 s, __m128 m)
-{
-	__m128 inv = inverse(s), e0 = _mm_setzero_ps(), e1 = e0;
-	size_t i = 0;
-	for (; i + 2 <= set->n; i += 2) {
-		__m128 x0 = set->x[i], x1 = set->x[i + 1];
-		__m128 d0 = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(s, levels4(x0, m, inv)), m), x0);
-		__m128 d1 = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(s, levels4(x1, m, inv)), m), x1);
-		e0 = _mm_add_ps(e0, _mm_mul_ps(d0, d0));
-		e1 = _mm_add_ps(e1, _mm_mul_ps(d1, d1));
-	}
-	if (i < set->n) {
-		__m128 d0 = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(s, levels4(set->x[i], m, inv)), m), set->x[i]);
-		e0 = _mm_add_ps(e0, _mm_mul_ps(d0, d0));
-	}
-	return _mm_add_ps(e0, e1);
-}
-
-/* The grid (scale, min) rounded to halves, where `valid`, replaces the
- * best of the lanes whose error it lowers. */
-static void consider(q4_grid *best, const q4_set *set, __m128 scale, __m128 min, __m128 valid)
-{
-	__m128 s = round_half(set, scale), m = round_half(set, min);
-	__m128 err = grid_error(set, s, m);
-	__m128 better = _mm_and_ps(valid, _mm_cmplt_ps(err, best->err));
-	best->scale = select4(better, s, best->scale);
-	best->min = select4(better, m, best->min);
-	best->err = select4(better, err, best->err);
-}
-
-/* Levels q = round(iscale * (x - lo)), then the least-squares scale and min
- * for those levels (the min solved again for the scale as rounded to half),
- * as a candidate where `valid`.  The sums are of x - lo, which keeps the
- * solve's differences small; those of the levels are exact integers. */
-static void consider_levels(q4_grid *best, const q4_set *set, __m128 lo, __m128 iscale,
-			    __m128 valid)
-{
-	/* each sum in two halves (even and odd weights), then added */
-	__m128 z = _mm_setzero_ps(), sq[2] = {z, z}, sqq[2] = {z, z}, sqx[2] = {z, z}, sx[2] = {z, z};
-	for (size_t i = 0; i < set->n; i += 2)
-		for (size_t h = 0; h < 2 && i + h < set->n; h++) {
-			__m128 x = set->x[i + h], q = levels4(x, lo, iscale), xc = _mm_sub_ps(x, lo);
-			sq[h] = _mm_add_ps(sq[h], q);
-			sqq[h] = _mm_add_ps(sqq[h], _mm_mul_ps(q, q));
-			sqx[h] = _mm_add_ps(sqx[h], _mm_mul_ps(q, xc));
-			sx[h] = _mm_add_ps(sx[h], xc);
-		}
-	sq[0] = _mm_add_ps(sq[0], sq[1]), sqq[0] = _mm_add_ps(sqq[0], sqq[1]);
-	sqx[0] = _mm_add_ps(sqx[0], sqx[1]), sx[0] = _mm_add_ps(sx[0], sx[1]);
-	__m128 n = _mm_set1_ps((float)set->n);
-	__m128 det = _mm_sub_ps(_mm_mul_ps(n, sqq[0]), _mm_mul_ps(sq[0], sq[0]));
-	__m128 scale = _mm_div_ps(_mm_sub_ps(_mm_mul_ps(n, sqx[0]), _mm_mul_ps(sq[0], sx[0])), det);
-	valid = _mm_and_ps(valid, _mm_and_ps(_mm_cmpgt_ps(det, z), _mm_cmpgt_ps(scale, z)));
-	if (!_mm_movemask_ps(valid))
-		return;
-	__m128 hs = round_half(set, scale);
-	__m128 min = _mm_add_ps(lo, _mm_div_ps(_mm_sub_ps(sx[0], _mm_mul_ps(hs, sq[0])), n));
-	consider(best, set, hs, min, valid);
-}
-
-/* Each lane's best stored (scale, min): plain min/max, then the levels of a
- * few candidate scales around it, each scored by its squared error with
- * the halves actually stored, then Lloyd steps from the best. */
-static q4_grid fit_set(const q4_set *set)
-{
-	const __m128 all = _mm_castsi128_ps(_mm_set1_epi32(-1));
-	__m128 lo = set->lo, range = _mm_sub_ps(set->hi, set->lo);
-	q4_grid best = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_set1_ps(INFINITY)};
-	consider(&best, set, _mm_div_ps(range, _mm_set1_ps((float)Q4_MAX)), lo, all);
-	__m128 spread = _mm_cmpgt_ps(range, _mm_setzero_ps());
-	for (int k = -SEARCH_STEPS; k <= SEARCH_STEPS; k++) {
-		float levels = (float)Q4_MAX + SEARCH_SPAN * (float)k / (float)SEARCH_STEPS;
-		consider_levels(&best, set, lo, _mm_div_ps(_mm_set1_ps(levels), range), spread);
-	}
-	/* refine as Lloyd's algorithm does: the levels of the stored grid,
-	 * their least-squares grid, while the error falls */
-	__m128 active = all;
-	for (int it = 0; it < REFINE_STEPS; it++) {
-		active = _mm_and_ps(active, _mm_cmpgt_ps(best.scale, _mm_setzero_ps()));
-		if (!_mm_movemask_ps(active))
-			break;
-		__m128 before = best.err;
-		consider_levels(&best, set, best.min, inverse(best.scale), active);
-		active = _mm_and_ps(active, _mm_cmplt_ps(best.err, before));
-	}
-	return best;
-}
-
-/* Load the groups at src[0, Q4_SET) (n weights each) into the lanes. */
-static void load_set(q4_set *set, const float *const src[Q4_SET], size_t n)
-{
-	size_t i = 0;
-	set->n = n;
-	for (; i + 4 <= n; i += 4) {
-		__m128 r0 = _mm_loadu_ps(src[0] + i), r1 = _mm_loadu_ps(src[1] + i);
-		__m128 r2 = _mm_loadu_ps(src[2] + i), r3 = _mm_loadu_ps(src[3] + i);
-		_MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-		set->x[i] = r0, set->x[i + 1] = r1, set->x[i + 2] = r2, set->x[i + 3] = r3;
-	}
-	for (; i < n; i++)
-		set->x[i] = _mm_setr_ps(src[0][i], src[1][i], src[2][i], src[3][i]);
-	set->lo = set->hi = set->x[0];
-	for (i = 1; i < n; i++) {
-		set->lo = _mm_min_ps(set->lo, set->x[i]);
-		set->hi = _mm_max_ps(set->hi, set->x[i]);
-	}
-}
-
-/* Where lane `lane` of a set goes: its row's packed bytes, first column
- * and gsm pair. */
+/* Where a group goes: its row's packed bytes, first column and gsm pair. */
 typedef struct q4_dest {
 	uint8_t *row;
 	size_t c0;
 	uint16_t *sm;
 } q4_dest;
 
-/* Store the lanes [0, used) of a fitted set: the halves, and the levels of
- * each weight on its grid packed by block (c0 a multiple of 32). */
-static void store_set(const q4_set *set, const q4_grid *best, const q4_dest *dest, int used)
+/* The grid search, SSE2: 4 groups a set. */
+#define QV __m128
+#define QV_SET 4
+#define QV_FN(name) name##_sse2
+#define QV_ATTR
+#define QV_ATTR_F16C __attribute__((target("f16c")))
+#define QV_ADD _mm_add_ps
+#define QV_SUB _mm_sub_ps
+#define QV_MUL _mm_mul_ps
+#define QV_DIV _mm_div_ps
+#define QV_MIN _mm_min_ps
+#define QV_MAX _mm_max_ps
+#define QV_AND _mm_and_ps
+#define QV_ANDNOT _mm_andnot_ps
+#define QV_OR _mm_or_ps
+#define QV_GT _mm_cmpgt_ps
+#define QV_LT _mm_cmplt_ps
+#define QV_SET1 _mm_set1_ps
+#define QV_ZERO _mm_setzero_ps
+#define QV_LOAD _mm_loadu_ps
+#define QV_STORE _mm_storeu_ps
+#define QV_MOVEMASK _mm_movemask_ps
+#define QV_ALL_ONES() _mm_castsi128_ps(_mm_set1_epi32(-1))
+#define QV_HALF_ROUND_TRIP(v) _mm_cvtph_ps(_mm_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define QV_STORE_INT(p, v) _mm_storeu_si128((__m128i *)(p), _mm_cvttps_epi32(v))
+#define QV_TRANSPOSE_IN(x, src, n) transpose_in_sse2((x), (src), (n))
+
+/* x[i] = weight i of src[0..3], 4 weights of each at a time. */
+static void transpose_in_sse2(__m128 *x, const float *const src[4], size_t n)
 {
-	uint8_t q[Q4_SET][Q4_GROUP_MAX + Q4_BLOCK] = {{0}};
-	__m128 inv = inverse(best->scale);
-	for (size_t i = 0; i < set->n; i++) {
-		int32_t l[Q4_SET];
-		_mm_storeu_si128((__m128i *)l, _mm_cvttps_epi32(levels4(set->x[i], best->min, inv)));
-		for (int k = 0; k < Q4_SET; k++)
-			q[k][i] = (uint8_t)l[k];
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		__m128 r0 = _mm_loadu_ps(src[0] + i), r1 = _mm_loadu_ps(src[1] + i);
+		__m128 r2 = _mm_loadu_ps(src[2] + i), r3 = _mm_loadu_ps(src[3] + i);
+		_MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+		x[i] = r0, x[i + 1] = r1, x[i + 2] = r2, x[i + 3] = r3;
 	}
-	float s[Q4_SET], m[Q4_SET];
-	_mm_storeu_ps(s, best->scale);
-	_mm_storeu_ps(m, best->min);
-	for (int k = 0; k < used; k++) {
-		dest[k].sm[0] = nf_f32_to_f16(s[k]); /* halves already: exact */
-		dest[k].sm[1] = nf_f32_to_f16(m[k]);
-		for (size_t i = 0; i < set->n; i += Q4_BLOCK) {
-			uint8_t *blk = dest[k].row + nibble_byte(dest[k].c0 + i);
-			for (size_t j = 0; j < Q4_BLOCK_BYTES; j++) /* past n: level 0 */
-				blk[j] = (uint8_t)(q[k][i + j] | q[k][i + j + 16] << 4);
-		}
-	}
+	for (; i < n; i++)
+		x[i] = _mm_setr_ps(src[0][i], src[1][i], src[2][i], src[3][i]);
 }
 
-/* The groups of columns [c0, c0 + n) of every row, Q4_SET at a time (a
- * last set short of lanes repeats its last group and stores only its
- * own). */
-static void quantize_column_groups(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows,
-				   size_t cols, int group, size_t g_first, size_t g_count, size_t n,
-				   q4_set *set)
+#include "engine/quant_int4_search.h"
+
+#undef QV
+#undef QV_SET
+#undef QV_FN
+#undef QV_ATTR
+#undef QV_ATTR_F16C
+#undef QV_ADD
+#undef QV_SUB
+#undef QV_MUL
+#undef QV_DIV
+#undef QV_MIN
+#undef QV_MAX
+#undef QV_AND
+#undef QV_ANDNOT
+#undef QV_OR
+#undef QV_GT
+#undef QV_LT
+#undef QV_SET1
+#undef QV_ZERO
+#undef QV_LOAD
+#undef QV_STORE
+#undef QV_MOVEMASK
+#undef QV_ALL_ONES
+#undef QV_HALF_ROUND_TRIP
+#undef QV_STORE_INT
+#undef QV_TRANSPOSE_IN
+
+/* The grid search, AVX: 8 groups a set, the same bits. */
+#define AVX __attribute__((target("avx")))
+#define QV __m256
+#define QV_SET 8
+#define QV_FN(name) name##_avx
+#define QV_ATTR AVX
+#define QV_ATTR_F16C __attribute__((target("avx,f16c")))
+#define QV_ADD _mm256_add_ps
+#define QV_SUB _mm256_sub_ps
+#define QV_MUL _mm256_mul_ps
+#define QV_DIV _mm256_div_ps
+#define QV_MIN _mm256_min_ps
+#define QV_MAX _mm256_max_ps
+#define QV_AND _mm256_and_ps
+#define QV_ANDNOT _mm256_andnot_ps
+#define QV_OR _mm256_or_ps
+#define QV_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OS)
+#define QV_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OS)
+#define QV_SET1 _mm256_set1_ps
+#define QV_ZERO _mm256_setzero_ps
+#define QV_LOAD _mm256_loadu_ps
+#define QV_STORE _mm256_storeu_ps
+#define QV_MOVEMASK _mm256_movemask_ps
+#define QV_ALL_ONES() _mm256_castsi256_ps(_mm256_set1_epi32(-1))
+#define QV_HALF_ROUND_TRIP(v) _mm256_cvtph_ps(_mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define QV_STORE_INT(p, v) _mm256_storeu_si256((__m256i *)(p), _mm256_cvttps_epi32(v))
+#define QV_TRANSPOSE_IN(x, src, n) transpose_in_avx((x), (src), (n))
+
+/* x[i] = weight i of src[0..7]: two halves of 4, as transpose_in_sse2. */
+AVX static void transpose_in_avx(__m256 *x, const float *const src[8], size_t n)
 {
-	size_t groups = nf_quant_int4_groups(cols, group), rb = nf_quant_int4_row_bytes(cols);
-	size_t total = rows * g_count;
-	for (size_t t0 = 0; t0 < total; t0 += Q4_SET) {
-		const float *src[Q4_SET];
-		q4_dest dest[Q4_SET];
-		int used = total - t0 < Q4_SET ? (int)(total - t0) : Q4_SET;
-		for (int k = 0; k < Q4_SET; k++) {
-			size_t t = t0 + (size_t)(k < used ? k : used - 1);
-			size_t r = t / g_count, g = g_first + t % g_count;
-			src[k] = w + r * cols + g * (size_t)group;
-			dest[k] = (q4_dest){q4 + r * rb, g * (size_t)group, gsm + (r * groups + g) * 2};
-		}
-		load_set(set, src, n);
-		q4_grid best = fit_set(set);
-		store_set(set, &best, dest, used);
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		__m128 r[8];
+		for (int k = 0; k < 8; k++)
+			r[k] = _mm_loadu_ps(src[k] + i);
+		_MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+		_MM_TRANSPOSE4_PS(r[4], r[5], r[6], r[7]);
+		for (int k = 0; k < 4; k++)
+			x[i + (size_t)k] = _mm256_set_m128(r[4 + k], r[k]);
 	}
+	for (; i < n; i++)
+		x[i] = _mm256_setr_ps(src[0][i], src[1][i], src[2][i], src[3][i], src[4][i],
+				      src[5][i], src[6][i], src[7][i]);
 }
+
+#include "engine/quant_int4_search.h"
 
 /* Weights the halves can frame: finite, within +-HALF_MAX (a min beyond it
  * cannot be stored). */
@@ -298,8 +190,8 @@ static int check_values(const float *w, size_t n)
 	return 0;
 }
 
-int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
-		       int group)
+int nf_quant_int4_rows_on(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+			  int group, int avx, int f16c)
 {
 	size_t total, packed, rb = nf_quant_int4_row_bytes(cols);
 	int err = check_shape(cols, group);
@@ -309,19 +201,17 @@ int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, 
 		return nf_error_set(NF_EINPUT, "int4: %zu x %zu weights overflow", rows, cols);
 	if ((err = check_values(w, total)))
 		return err;
-	/* the whole groups of every row, then each row's short last group */
-	size_t whole = cols / (size_t)group, rest = cols % (size_t)group;
-	q4_set *set = malloc(sizeof *set);
-	if (!set)
-		return nf_error_set(NF_ENOMEM, "int4: out of memory");
-	set->f16c = nf_cpu_has(NF_CPU_F16C);
 	memset(q4, 0, packed); /* the padding of a last short block stays 0 */
-	if (whole)
-		quantize_column_groups(q4, gsm, w, rows, cols, group, 0, whole, (size_t)group, set);
-	if (rest)
-		quantize_column_groups(q4, gsm, w, rows, cols, group, whole, 1, rest, set);
-	free(set);
-	return 0;
+	if (avx)
+		return quantize_matrix_avx(q4, gsm, w, rows, cols, group, f16c);
+	return quantize_matrix_sse2(q4, gsm, w, rows, cols, group, f16c);
+}
+
+int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+		       int group)
+{
+	return nf_quant_int4_rows_on(q4, gsm, w, rows, cols, group, nf_cpu_has(NF_CPU_AVX2),
+				     nf_cpu_has(NF_CPU_F16C));
 }
 
 void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gsm, size_t r,
