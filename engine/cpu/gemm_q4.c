@@ -111,15 +111,20 @@ static void rows_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_
 #define Q4_XTAB_FLOATS 4096
 
 /* sum of q * x over the 16 bytes of packed nibbles in each 128-bit lane of
- * w, against xl (the low nibbles' columns) and xh (the high ones'), as 4
- * partial sums a lane. */
+ * w, against xl (the low nibbles' columns) and xh (the high ones'), as 8
+ * int16 partial sums a lane, each of 4 products (|q x| <= 15 * 127, so
+ * even two of them added stay within int16). */
+AVX2 INLINE __m256i dot_nibbles16(__m256i w, __m256i xl, __m256i xh)
+{
+	const __m256i low = _mm256_set1_epi8(0x0f);
+	__m256i lo = _mm256_and_si256(w, low), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+	return _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+}
+
+/* dot_nibbles16 widened: 4 int32 partial sums a lane. */
 AVX2 INLINE __m256i dot_nibbles(__m256i w, __m256i xl, __m256i xh)
 {
-	const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-	__m256i lo = _mm256_and_si256(w, low), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
-	/* |q x| <= 15 * 128 * 2 per pair: the int16 sums of both cannot overflow */
-	__m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-	return _mm256_madd_epi16(p, ones);
+	return _mm256_madd_epi16(dot_nibbles16(w, xl, xh), _mm256_set1_epi16(1));
 }
 
 /* 64 columns: 32 bytes at w of each of 8 rows (rs bytes apart) against nv
@@ -149,10 +154,13 @@ AVX2 INLINE void chunk64_avx2(__m256i *a, __m256i *b, const uint8_t *w, size_t r
 		}
 		__m256i v0 = _mm256_loadu_si256((const __m256i *)w0);
 		__m256i v1 = _mm256_loadu_si256((const __m256i *)w1);
+		/* the two rows' int16 partials added pairwise first (8 products
+		 * each, within int16), then widened once */
 #pragma GCC unroll 8
 		for (int v = 0; v < nv; v++)
-			h[v][i / 2] = _mm256_hadd_epi32(dot_nibbles(v0, xl[v], xh[v]),
-							dot_nibbles(v1, xl[v], xh[v]));
+			h[v][i / 2] = _mm256_madd_epi16(_mm256_hadd_epi16(dot_nibbles16(v0, xl[v], xh[v]),
+									  dot_nibbles16(v1, xl[v], xh[v])),
+							_mm256_set1_epi16(1));
 	}
 #pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
