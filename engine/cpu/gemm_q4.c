@@ -204,7 +204,7 @@ AVX2 INLINE void chunk64_group_avx2(__m256i *a, const uint8_t *w, size_t rs, con
 		__m256i lb = _mm256_and_si256(wb, low), hb = _mm256_and_si256(_mm256_srli_epi16(wb, 4), low);
 #pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) {
-			/* |q x| <= 15 * 127: four products' int16 sums cannot overflow */
+			/* |q x| <= 15 * 127: the eight products of sa + sb stay within int16 */
 			__m256i sa = _mm256_add_epi16(_mm256_maddubs_epi16(la, xl[v][0]),
 						      _mm256_maddubs_epi16(ha, xh[v][0]));
 			__m256i sb = _mm256_add_epi16(_mm256_maddubs_epi16(lb, xl[v][1]),
