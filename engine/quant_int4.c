@@ -61,6 +61,46 @@ typedef struct q4_dest {
 	uint16_t *sm;
 } q4_dest;
 
+/* The levels of 4 weights on the grid (m, inv = 1 / scale, or 0): round((x
+ * - m) * inv), ties to even, clamped to [0, 15], as the search scores them. */
+static inline __m128 pack_levels4(__m128 x, __m128 m, __m128 inv)
+{
+	const __m128 magic = _mm_set1_ps(12582912.0f); /* as nf_round_even */
+	__m128 q = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(x, m), inv), magic), magic);
+	return _mm_min_ps(_mm_max_ps(q, _mm_setzero_ps()), _mm_set1_ps((float)Q4_MAX));
+}
+
+/* 16 levels (bytes) of x[0, 16). */
+static inline __m128i levels16(const float *x, __m128 m, __m128 inv)
+{
+	__m128i a = _mm_packs_epi32(_mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x), m, inv)),
+				    _mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 4), m, inv)));
+	__m128i b = _mm_packs_epi32(_mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 8), m, inv)),
+				    _mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 12), m, inv)));
+	return _mm_packus_epi16(a, b);
+}
+
+/* Pack the n weights x of one group (columns c0.. of a row, c0 a multiple
+ * of 32) on the grid (m, inv): per block, columns j in the low nibbles and
+ * j + 16 in the high ones.  A last short block is padded with m, level 0. */
+static void pack_group(uint8_t *row, size_t c0, const float *x, size_t n, float m, float inv)
+{
+	__m128 vm = _mm_set1_ps(m), vi = _mm_set1_ps(inv);
+	for (size_t i = 0; i < n; i += Q4_BLOCK) {
+		float pad[Q4_BLOCK];
+		const float *b = x + i;
+		if (n - i < Q4_BLOCK) {
+			for (size_t j = 0; j < Q4_BLOCK; j++)
+				pad[j] = j < n - i ? x[i + j] : m;
+			b = pad;
+		}
+		__m128i lo = levels16(b, vm, vi), hi = levels16(b + 16, vm, vi);
+		/* levels <= 15: the shift moves no bits across bytes */
+		_mm_storeu_si128((__m128i *)(row + nibble_byte(c0 + i)),
+				 _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+	}
+}
+
 /* The grid search, SSE2: 4 groups a set. */
 #define QV __m128
 #define QV_SET 4

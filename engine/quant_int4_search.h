@@ -173,29 +173,20 @@ QV_ATTR static void QV_FN(load_set)(QV_FN(q4_set) *set, const float *const src[Q
 	}
 }
 
-/* Store the lanes [0, used) of a fitted set: the halves, and the levels of
- * each weight on its grid packed by block (c0 a multiple of 32). */
-QV_ATTR static void QV_FN(store_set)(const QV_FN(q4_set) *set, const QV_FN(q4_grid) *best, const q4_dest *dest, int used)
+/* Store the lanes [0, used) of a fitted set: the halves, and each group's
+ * levels, computed again from its own weights (src[k], contiguous) with
+ * the lane's grid and packed a block at a time (pack_group). */
+QV_ATTR static void QV_FN(store_set)(const QV_FN(q4_set) *set, const QV_FN(q4_grid) *best,
+				     const float *const src[QV_SET], const q4_dest *dest, int used)
 {
-	uint8_t q[QV_SET][Q4_GROUP_MAX + Q4_BLOCK] = {{0}};
-	QV inv = QV_FN(inverse)(best->scale);
-	for (size_t i = 0; i < set->n; i++) {
-		int32_t l[QV_SET];
-		QV_STORE_INT(l, QV_FN(levels)(set->x[i], best->min, inv));
-		for (int k = 0; k < QV_SET; k++)
-			q[k][i] = (uint8_t)l[k];
-	}
-	float s[QV_SET], m[QV_SET];
+	float s[QV_SET], m[QV_SET], inv[QV_SET];
 	QV_STORE(s, best->scale);
 	QV_STORE(m, best->min);
+	QV_STORE(inv, QV_FN(inverse)(best->scale));
 	for (int k = 0; k < used; k++) {
 		dest[k].sm[0] = nf_f32_to_f16(s[k]); /* halves already: exact */
 		dest[k].sm[1] = nf_f32_to_f16(m[k]);
-		for (size_t i = 0; i < set->n; i += Q4_BLOCK) {
-			uint8_t *blk = dest[k].row + nibble_byte(dest[k].c0 + i);
-			for (size_t j = 0; j < Q4_BLOCK_BYTES; j++) /* past n: level 0 */
-				blk[j] = (uint8_t)(q[k][i + j] | q[k][i + j + 16] << 4);
-		}
+		pack_group(dest[k].row, dest[k].c0, src[k], set->n, m[k], inv[k]);
 	}
 }
 
@@ -220,7 +211,7 @@ QV_ATTR static void QV_FN(quantize_column_groups)(uint8_t *q4, uint16_t *gsm, co
 		}
 		QV_FN(load_set)(set, src, n);
 		QV_FN(q4_grid) best = QV_FN(fit_set)(set);
-		QV_FN(store_set)(set, &best, dest, used);
+		QV_FN(store_set)(set, &best, src, dest, used);
 	}
 }
 
