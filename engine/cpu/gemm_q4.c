@@ -292,7 +292,10 @@ AVX2 INLINE void xsum_table_avx2(float *tab, const int8_t *x, size_t cols, int g
  * and mantissa to bits 13-27) are the half's value times 2^-112,
  * subnormals included; the scale is multiplied back by 2^112, exactly.
  * Shifts and masks, not F16C: the conversion would share the shuffle port
- * with the transposes and the integer sums' add trees. */
+ * with the transposes and the integer sums' add trees.  A subnormal half
+ * (below 2^-14) becomes a float denormal, which costs its multiply a
+ * microcode assist (still the exact product); SmolLM2's int4-wo and
+ * int4-awq engines hold none among 8.4 million halves. */
 
 AVX2 INLINE void gsm8_avx2(__m256 sc[Q4_QUAD], __m256 mn[Q4_QUAD], const uint16_t *sm, size_t ss,
 			   int ng)
