@@ -100,15 +100,28 @@ static void rows_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const int8_
 	nf_cpu_gemm_q4_scalar(y, ldy, w, xq, ldx, xs, n, r, r1, accumulate);
 }
 
+/* The sum of x over each group of the vector x (cols columns), as a
+ * float (exact: below 2^24), into tab: what the SIMD families multiply by
+ * each group's min, computed once per call when the vectors' groups fit in
+ * Q4_XTAB_FLOATS rather than once per 8 rows. */
+#define Q4_XTAB_FLOATS 4096
+
+static void xsum_table(float *tab, const int8_t *x, size_t cols, int group)
+{
+	for (size_t c0 = 0, g = 0; c0 < cols; c0 += (size_t)group, g++) {
+		int32_t s = 0;
+		for (size_t c = c0; c < c0 + (size_t)group && c < cols; c++)
+			s += x[c];
+		tab[g] = (float)s;
+	}
+}
+
 /* ---- AVX2 ---- */
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) static inline
 #define Q4_NV2 2 /* vectors per weight load (prefill) */
 #define HALF_TO_FLOAT_SCALE 0x1p112f /* see gsm8_avx2 */
-/* The x sums of every group of every vector, computed once per call
- * rather than once per 8 rows, when they fit in this many floats. */
-#define Q4_XTAB_FLOATS 4096
 
 /* sum of q * x over the 16 bytes of packed nibbles in each 128-bit lane of
  * w, against xl (the low nibbles' columns) and xh (the high ones'), as 8
@@ -493,11 +506,11 @@ AVX512 INLINE void blocks8_512(__m512i *z01, __m512i *z23, const __m512i p[Q4_RO
 /* 128 columns (64 bytes at w of each of 8 rows, rs bytes apart; only the
  * first `left` columns when left < 128) against nv vectors, prefetching
  * `prefetch` bytes ahead (0: not).  Per vector: z01[v], z23[v] as
- * blocks8_512's, and x01[v], x23[v] the vector's sum over each block in
- * the same layout. */
+ * blocks8_512's, and (with_xsums) x01[v], x23[v] the vector's sum over
+ * each block in the same layout. */
 AVX512 INLINE void chunk128_512(__m512i *z01, __m512i *z23, __m512i *x01, __m512i *x23,
 				const uint8_t *w, size_t rs, const int8_t *x, size_t ldx, int nv,
-				size_t prefetch, size_t left)
+				size_t prefetch, size_t left, int with_xsums)
 {
 	const __m512i ilo = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
 	const __m512i ihi = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
@@ -517,6 +530,10 @@ AVX512 INLINE void chunk128_512(__m512i *z01, __m512i *z23, __m512i *x01, __m512
 		/* lane k: columns 32k + 0..15 (low nibbles), 32k + 16..31 (high) */
 		xl[v] = _mm512_permutex2var_epi64(x0, ilo, x1);
 		xh[v] = _mm512_permutex2var_epi64(x0, ihi, x1);
+		if (!with_xsums) { /* the caller has them from a table */
+			x01[v] = x23[v] = _mm512_setzero_si512();
+			continue;
+		}
 		__m512i t = dot_nibbles512(ones, xl[v], xh[v]);
 		t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, (_MM_PERM_ENUM)0x4e));
 		t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, (_MM_PERM_ENUM)0xb1));
@@ -578,8 +595,8 @@ AVX512 INLINE void gsm8_512(__m512 sc[2], __m512 mn[2], const uint16_t *sm, size
 
 /* One quad of 8 rows, as quad_avx2: columns [c0, c0 + span), groups g0.. */
 AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint16_t *sm,
-			    size_t ss, const int8_t *x, size_t ldx, size_t c0, size_t span,
-			    size_t g0, int group, int nv, int full)
+			    size_t ss, const int8_t *x, size_t ldx, const float *xtab, size_t ldt,
+			    size_t c0, size_t span, size_t g0, int group, int nv, int full)
 {
 	/* per vector, groups [0 | 1] and [2 | 3]: sum q * x by row, and x's sum */
 	__m512i qx[Q4_NV512][2], xsum[Q4_NV512][2];
@@ -592,9 +609,19 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 	for (size_t j = 0; j < chunks; j++) {
 		size_t c = c0 + 128 * j, left = full ? 128 : c0 + span - c;
 		chunk128_512(z01, z23, x01, x23, w + c / 2, rs, x + c, ldx, nv,
-			     full ? prefetch_ahead(c / 2, rs) : 0, left);
+			     full ? prefetch_ahead(c / 2, rs) : 0, left, xtab == NULL);
 #pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) {
+			if (xtab) { /* only the q * x sums */
+				if (group == 32)
+					qx[v][0] = z01[v], qx[v][1] = z23[v];
+				else if (group == 64)
+					qx[v][j] = pair_sums(z01[v], z23[v]);
+				else
+					qx[v][j / 2] = _mm512_mask_add_epi32(qx[v][j / 2], j % 2 ? 0xff00 : 0x00ff,
+									     qx[v][j / 2], quad_sum(z01[v], z23[v]));
+				continue;
+			}
 			if (group == 32) { /* the quad is this chunk */
 				qx[v][0] = z01[v], qx[v][1] = z23[v];
 				xsum[v][0] = x01[v], xsum[v][1] = x23[v];
@@ -618,7 +645,14 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 #pragma GCC unroll 8
 		for (int v = 0; v < nv; v++) { /* add_group's operations, two groups at once */
 			__m512 sq = _mm512_mul_ps(sc[h], _mm512_cvtepi32_ps(qx[v][h]));
-			__m512 mx = _mm512_mul_ps(mn[h], _mm512_cvtepi32_ps(xsum[v][h]));
+			__m512 xf = _mm512_cvtepi32_ps(xsum[v][h]);
+			if (xtab) { /* [X of group 2h | of 2h + 1], 8 rows each */
+				const float *t = xtab + (size_t)v * ldt + g0 + 2 * (size_t)h;
+				__m256d hi = _mm256_castps_pd(_mm256_set1_ps(2 * h + 1 < ng ? t[1] : 0.0f));
+				xf = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(t[0])),
+									 hi, 1));
+			}
+			__m512 mx = _mm512_mul_ps(mn[h], xf);
 			__m512 t = _mm512_add_ps(sq, mx);
 			acc[v] = _mm256_add_ps(acc[v], _mm512_castps512_ps256(t));
 			if (2 * h + 1 < ng)
@@ -628,8 +662,8 @@ AVX512 INLINE void quad_512(__m256 *acc, const uint8_t *w, size_t rs, const uint
 
 /* 8 rows at w (gsm at sm) against nv vectors, as rows8_avx2. */
 AVX512 INLINE void rows8_512(float *y, size_t ldy, const uint8_t *w, const uint16_t *sm,
-			     size_t cols, int group, const int8_t *x, size_t ldx, const float *xs,
-			     int nv, int accumulate)
+			     size_t cols, int group, const int8_t *x, size_t ldx, const float *xtab,
+			     size_t ldt, const float *xs, int nv, int accumulate)
 {
 	size_t rs = cols / 2, groups = nf_quant_int4_groups(cols, group), ss = 2 * groups;
 	size_t qcols = (size_t)group * Q4_QUAD, full = cols / qcols;
@@ -638,9 +672,10 @@ AVX512 INLINE void rows8_512(float *y, size_t ldy, const uint8_t *w, const uint1
 	for (int v = 0; v < nv; v++)
 		acc[v] = _mm256_setzero_ps();
 	for (size_t q = 0; q < full; q++)
-		quad_512(acc, w, rs, sm, ss, x, ldx, q * qcols, qcols, q * Q4_QUAD, group, nv, 1);
+		quad_512(acc, w, rs, sm, ss, x, ldx, xtab, ldt, q * qcols, qcols, q * Q4_QUAD, group,
+			 nv, 1);
 	if (full * qcols < cols)
-		quad_512(acc, w, rs, sm, ss, x, ldx, full * qcols, cols - full * qcols,
+		quad_512(acc, w, rs, sm, ss, x, ldx, xtab, ldt, full * qcols, cols - full * qcols,
 			 full * Q4_QUAD, group, nv, 0);
 #pragma GCC unroll 8
 	for (int v = 0; v < nv; v++) {
@@ -657,7 +692,15 @@ AVX512 INLINE void gemm_q4_512_group(float *y, size_t ldy, const nf_bk_matrix *w
 				     int r1, int accumulate, int group)
 {
 	size_t cols = nf_quant_int4_padded_cols((size_t)w->cols);
-	size_t ss = 2 * nf_quant_int4_groups(cols, group);
+	size_t groups = nf_quant_int4_groups(cols, group), ss = 2 * groups;
+	float xtab[Q4_XTAB_FLOATS];
+	const float *tab = NULL;
+	if (n * groups <= Q4_XTAB_FLOATS && r1 - r0 >= Q4_ROWS) {
+		for (size_t b = 0; b < n; b++)
+			xsum_table(xtab + b * groups, xq + b * ldx, cols, group);
+		tab = xtab;
+	}
+#define Q4_TAB(b) (tab ? tab + (b) * groups : NULL), groups
 	int r = r0;
 	for (; r + Q4_ROWS <= r1; r += Q4_ROWS) {
 		const uint8_t *wr = w->q4 + (size_t)r * (cols / 2);
@@ -665,16 +708,17 @@ AVX512 INLINE void gemm_q4_512_group(float *y, size_t ldy, const nf_bk_matrix *w
 		size_t b = 0;
 		for (; b + Q4_NV512 <= n; b += Q4_NV512)
 			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
-				  xs + b, Q4_NV512, accumulate);
+				  Q4_TAB(b), xs + b, Q4_NV512, accumulate);
 		if (b + 2 <= n) { /* a small batch of decode steps: 2 at once still */
 			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
-				  xs + b, 2, accumulate);
+				  Q4_TAB(b), xs + b, 2, accumulate);
 			b += 2;
 		}
 		for (; b < n; b++)
 			rows8_512(y + b * ldy + (size_t)r, ldy, wr, sm, cols, group, xq + b * ldx, ldx,
-				  xs + b, 1, accumulate);
+				  Q4_TAB(b), xs + b, 1, accumulate);
 	}
+#undef Q4_TAB
 	rows_scalar(y, ldy, w, xq, ldx, xs, n, r, r1, accumulate);
 }
 
