@@ -21,6 +21,10 @@ CFLAGS_BASE := -std=c11 -D_POSIX_C_SOURCE=200809L -g $(OPT) -pthread \
 	-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wvla \
 	-fno-strict-aliasing -I. $(PKG_CFLAGS)
 
+# The CUDA kernels do not change with the sanitizers: one build of them
+# serves `make check` and `make SAN=1 check`.
+CUDA_DIR := $(BUILD)/cuda
+
 ifeq ($(SAN),1)
 override BUILD := $(BUILD)/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -70,7 +74,7 @@ E2E_TESTS := $(sort $(wildcard tests/e2e/*.sh))
 
 BINS := $(BUILD)/bin/nimfactory $(if $(NIMSERVE_OBJS),$(BUILD)/bin/nimserve)
 
-.PHONY: all check test-bins demo fuzz bench clean deps
+.PHONY: all check test-bins demo fuzz bench clean deps cuda cuda-emu FORCE
 all: $(BINS) $(TOOL_BINS)
 
 $(BUILD)/obj/engine/cpu/%.o: CFLAGS_ALL += $(KERNEL_CFLAGS)
@@ -100,11 +104,89 @@ $(foreach m,$(MODULES),$(eval $(call test_rule,$(m))))
 
 test-bins: all $(TEST_BINS)
 
-# Tests find the binaries, the shared models and the repository through these.
-TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN)
+# The fake CUDA driver (tests/fakes/libcuda.c) that the tests of the CUDA
+# loader open through NF_LIBCUDA; built without sanitizers, as a real driver is.
+FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
+$(FAKE_LIBCUDA): tests/fakes/libcuda.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu: | $(FAKE_LIBCUDA)
+test-bins: $(FAKE_LIBCUDA)
 
-check: test-bins
-	$(TEST_ENV) prove -j2 --exec '' $(TEST_BINS) $(E2E_TESTS)
+# CUDA kernels (engine/cuda/*.cu), apart from `all` since nvcc is slow: the
+# .cu files as one translation unit per architecture (each compiled once;
+# `make -j2` runs the architectures side by side) into one cubin holding
+# every kernel (cuModuleLoadData takes one), with ptxas's resource report
+# kept beside it for the static checks (tests/e2e/cuda_static.sh), and the
+# PTX of the lowest architecture for GPUs newer than every cubin.  The
+# architectures are those of engine/sku.c's device table (sm_90a and sm_100a
+# are the arch-specific targets of its sm_90 and sm_100 SKUs) and sm_120;
+# each needs its per-SM limits there (nf_sku_arch_of).
+CUDA_ARCHS := sm_75 sm_80 sm_86 sm_89 sm_90a sm_100a sm_120
+CUDA_PTX_ARCH := compute_75
+NVCC ?= nvcc
+NVCC_FLAGS := -std=c++17 -O3 -I. --Werror all-warnings
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+CUDA_SRCS := $(sort $(wildcard engine/cuda/*.cu))
+CUDA_HDRS := $(wildcard engine/cuda/*.cuh engine/cuda/*.h engine/kmath/*.h)
+CUDA_UNIT := $(CUDA_DIR)/nf_kernels.cu
+CUDA_CUBINS := $(foreach a,$(CUDA_ARCHS),$(CUDA_DIR)/$(a)/nf_kernels.cubin)
+CUDA_PTX := $(CUDA_DIR)/$(CUDA_PTX_ARCH)/nf_kernels.ptx
+# Every cubin and the PTX in one fat binary (cuModuleLoadData picks the
+# device's own; `cuobjdump --list-elf` lists them).
+CUDA_FATBIN := $(CUDA_DIR)/nf_kernels.fatbin
+FATBINARY = $(dir $(HAVE_NVCC))fatbinary
+
+ifneq ($(HAVE_NVCC),)
+cuda: $(CUDA_CUBINS) $(CUDA_PTX) $(CUDA_FATBIN)
+else
+cuda:
+	@echo "nvcc not found: building the CPU tools alone (no CUDA kernels)"
+endif
+
+# Rewritten only when the list of .cu files changes (a file added or gone).
+$(CUDA_UNIT): $(CUDA_SRCS) FORCE
+	@mkdir -p $(@D)
+	@printf '#include "%s"\n' $(CUDA_SRCS) > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+
+FORCE:
+
+$(CUDA_DIR)/sm_%/nf_kernels.cubin: $(CUDA_UNIT) $(CUDA_HDRS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -arch=sm_$* -cubin -Xptxas -v $< -o $@ 2> $(@D)/ptxas.log || \
+		{ cat $(@D)/ptxas.log; rm -f $@; exit 1; }
+
+$(CUDA_PTX): $(CUDA_UNIT) $(CUDA_HDRS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -arch=$(CUDA_PTX_ARCH) -ptx $< -o $@
+
+# The kernels run on the CPU through a model of CUDA's blocks and warps
+# (tests/cuda_emu/emu.h), against the CPU engine: their thread decomposition
+# checked where no GPU is (no nvcc needed).  Opt-in, not in `check`: it
+# starts a thread per CUDA thread (seconds).
+CXX ?= g++
+CUDA_EMU := $(BUILD)/tests/cuda_emu/test_cuda_emu
+$(CUDA_EMU): tests/cuda_emu/test_cuda_emu.cpp tests/cuda_emu/emu.h $(CUDA_UNIT) $(CUDA_HDRS) \
+		$(call libs_for,engine)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++20 -O1 -g -pthread -I. -Wall -Wextra -Werror -Wno-unused-parameter \
+		$(SANFLAGS) -include tests/cuda_emu/emu.h $< -o $@ $(call libs_for,engine) $(LIBS)
+
+cuda-emu: $(CUDA_EMU)
+	$(CUDA_EMU)
+
+$(CUDA_FATBIN): $(CUDA_CUBINS) $(CUDA_PTX)
+	$(FATBINARY) -64 --create=$@ \
+		$(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a:sm_%=%),file=$(CUDA_DIR)/$(a)/nf_kernels.cubin) \
+		--image3=kind=ptx,sm=$(CUDA_PTX_ARCH:compute_%=%),file=$(CUDA_PTX)
+
+# Tests find the binaries, the shared models and the repository through these.
+TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN) \
+	NF_CUDA=$(abspath $(CUDA_DIR))
+
+check: test-bins cuda
+	$(TEST_ENV) prove -j2 --timer --exec '' $(TEST_BINS) $(E2E_TESTS)
 
 demo:
 	sh ci/install-deps.sh

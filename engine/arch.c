@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/kmath/rope.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/banned.h"
@@ -185,31 +186,16 @@ int nf_arch_rope_validate(const nf_rope_scaling *s, const char *what)
 	return 0;
 }
 
-/* Llama 3: wavelengths longer than original_max_pos / low_freq_factor are
- * stretched by factor, shorter than original_max_pos / high_freq_factor kept,
- * and those between interpolated by how many turns fit the original context. */
-static float llama3_scale(float inv, const nf_rope_scaling *s)
-{
-	double wavelen = 2.0 * 3.14159265358979323846 / (double)inv, ctx = (double)s->original_max_pos;
-	double low_wl = ctx / (double)s->low_freq_factor, high_wl = ctx / (double)s->high_freq_factor;
-	if (wavelen < high_wl)
-		return inv;
-	if (wavelen > low_wl)
-		return (float)((double)inv / (double)s->factor);
-	double smooth = (ctx / wavelen - (double)s->low_freq_factor) /
-			((double)s->high_freq_factor - (double)s->low_freq_factor);
-	return (float)((1.0 - smooth) * (double)inv / (double)s->factor + smooth * (double)inv);
-}
-
 void nf_arch_rope_inv_freq(float *out, const nf_model_config *c)
 {
+	/* the per-pair math is engine/kmath/rope.h's, shared with the CUDA kernels */
+	const nf_rope_scaling *s = &c->rope_scaling;
 	int hs = nf_model_head_size(c);
 	for (int i = 0; i < hs / 2; i++) {
-		/* float and powf, as the forward pass always computed it: an
-		 * unscaled model's logits stay bit-identical */
-		out[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)hs);
+		out[i] = nf_km_rope_inv_freq(i, hs, c->rope_theta);
 		if (c->rope_scaling.type == NF_ROPE_LLAMA3)
-			out[i] = llama3_scale(out[i], &c->rope_scaling);
+			out[i] = nf_km_rope_llama3(out[i], s->factor, s->low_freq_factor,
+						   s->high_freq_factor, s->original_max_pos);
 	}
 }
 

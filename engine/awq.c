@@ -160,14 +160,14 @@ static int check_calib(const nf_model *m, const nf_calib *calib)
 	return 0;
 }
 
-/* Search group g of layer l on m and fold the result into q. */
-static int scale_group(nf_model *q, nf_awq_choice *choice, const nf_model *m,
-		       const nf_calib *calib, size_t l, nf_awq_group g, float *buf,
-		       const nf_awq_opts *opts, nf_pool *pool)
+/* Search group g of layer l of m, calibrated as layer cl of calib, for
+ * its scales (scales and tied: the group's width each). */
+static int search_group(nf_awq_choice *choice, float *scales, float *tied, const nf_model *m,
+			size_t l, const nf_calib *calib, int cl, nf_awq_group g,
+			const nf_awq_opts *opts, nf_pool *pool)
 {
-	const nf_calib_site *site = nf_calib_get(calib, (int)l, group_site(g));
+	const nf_calib_site *site = nf_calib_get(calib, cl, group_site(g));
 	group_mats gm = group_matrices(m, l, g);
-	float *scales = buf, *tied = buf + gm.cols;
 	const float *mean_abs = site->mean_abs;
 	if (g == NF_AWQ_O) {
 		tie_to_kv_heads(tied, site->mean_abs, dims_of(&m->cfg));
@@ -176,10 +176,49 @@ static int scale_group(nf_model *q, nf_awq_choice *choice, const nf_model *m,
 	const float *const w[3] = {gm.w[0], gm.w[1], gm.w[2]};
 	nf_awq_target t = {w, gm.rows, gm.n, gm.cols, mean_abs, site->rows, site->n_rows};
 	int err = nf_awq_search(choice, scales, &t, opts, pool);
-	if (err)
-		return nf_error_wrap(err, "awq: layer %zu", l);
-	fold(q, l, g, scales);
-	return 0;
+	return err ? nf_error_wrap(err, "awq: layer %d", cl) : 0;
+}
+
+/* Search group g of layer l on m and fold the result into q. */
+static int scale_group(nf_model *q, nf_awq_choice *choice, const nf_model *m,
+		       const nf_calib *calib, size_t l, nf_awq_group g, float *buf,
+		       const nf_awq_opts *opts, nf_pool *pool)
+{
+	group_mats gm = group_matrices(m, l, g);
+	int err = search_group(choice, buf, buf + gm.cols, m, l, calib, (int)l, g, opts, pool);
+	if (!err)
+		fold(q, l, g, buf);
+	return err;
+}
+
+int nf_awq_apply_layer(nf_model *layer, nf_awq_choice *choice, const nf_calib *calib, int cl,
+		       const nf_awq_opts *opts, nf_pool *pool)
+{
+	size_t width = (size_t)(layer->cfg.hidden_dim > layer->cfg.dim ? layer->cfg.hidden_dim
+									 : layer->cfg.dim);
+	float *buf = calloc((NF_AWQ_GROUP_COUNT + 1) * width, sizeof *buf);
+	int err = 0;
+	if (!buf)
+		return nf_error_set(NF_ENOMEM, "awq: out of memory");
+	if (layer->cfg.n_layers != 1 || cl < 0 || cl >= nf_calib_layers(calib))
+		err = nf_error_set(NF_EINTERNAL, "awq: layer %d of %d calibrated", cl,
+				   nf_calib_layers(calib));
+	for (int g = 0; g < NF_AWQ_GROUP_COUNT && !err; g++) {
+		const nf_calib_site *site = nf_calib_get(calib, cl, group_site((nf_awq_group)g));
+		if ((size_t)site->n != group_matrices(layer, 0, (nf_awq_group)g).cols || !site->n_rows)
+			err = nf_error_set(NF_EINPUT, "awq: layer %d: calibration input of %d "
+					   "channels and %zu rows does not fit", cl, site->n,
+					   site->n_rows);
+	}
+	/* every search reads the layer as given, then every fold changes it */
+	for (int g = 0; g < NF_AWQ_GROUP_COUNT && !err; g++)
+		err = search_group(&choice[g], buf + (size_t)g * width,
+				   buf + NF_AWQ_GROUP_COUNT * width, layer, 0, calib, cl,
+				   (nf_awq_group)g, opts, pool);
+	for (int g = 0; g < NF_AWQ_GROUP_COUNT && !err; g++)
+		fold(layer, 0, (nf_awq_group)g, buf + (size_t)g * width);
+	free(buf);
+	return err;
 }
 
 static int copy_model(nf_model **out, const nf_model *m)

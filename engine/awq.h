@@ -90,6 +90,14 @@ int nf_awq_apply(nf_model **out, nf_awq_report **report, const nf_model *m,
 		 const nf_calib *calib, const nf_awq_opts *opts);
 void nf_awq_report_free(nf_awq_report *r); /* NULL is fine */
 
+typedef struct nf_pool nf_pool;
+/* The same for one layer, in place: layer is a model of one layer
+ * (nf_model_alloc_layer) calibrated as layer cl of calib; choice gets
+ * NF_AWQ_GROUP_COUNT entries.  What nf_awq_apply does to layer cl, the
+ * same bits, for builders that hold one layer at a time. */
+int nf_awq_apply_layer(nf_model *layer, nf_awq_choice *choice, const nf_calib *calib, int cl,
+		       const nf_awq_opts *opts, nf_pool *pool);
+
 /* One group for nf_awq_search: n matrices with the same input (borrowed). */
 typedef struct nf_awq_target {
 	const float *const *w;  /* (n) matrices of (rows[i], cols) */

@@ -5,6 +5,8 @@
  */
 #include "engine/calibrate.h"
 
+#include "engine/ckpt_reader.h"
+
 #include "engine/forward.h"
 
 #include <math.h>
@@ -174,22 +176,22 @@ static int calib_new(nf_calib **out, const nf_model_config *cfg, size_t max_rows
 	return 0;
 }
 
-static int check_tokens(const nf_model *m, const int *tokens, size_t n)
+static int check_tokens(const nf_model_config *cfg, const int *tokens, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+		if (tokens[i] < 0 || tokens[i] >= cfg->vocab_size)
 			return nf_error_set(NF_EINPUT, "calibrate: token %zu is %d, out of the vocabulary (%d)",
-					    i, tokens[i], (int)m->cfg.vocab_size);
+					    i, tokens[i], (int)cfg->vocab_size);
 	return 0;
 }
 
 /* Run the tokens in sequences of max_seq_len, each from position 0 (the
  * cache rows of a position are written before they are read, so one cache
  * serves every sequence). */
-static int run_sequences(nf_calib *c, nf_fwd *f, nf_fwd_kv *kv, const nf_model *m,
+static int run_sequences(nf_calib *c, nf_fwd *f, nf_fwd_kv *kv, const nf_model_config *cfg,
 			 const int *tokens, size_t n)
 {
-	size_t seq = (size_t)m->cfg.max_seq_len;
+	size_t seq = (size_t)cfg->max_seq_len;
 	for (size_t i = 0; i < n; i += seq) {
 		int len = (int)(n - i < seq ? n - i : seq), pos0 = 0, err;
 		if ((err = nf_fwd_step_ragged(f, &kv, tokens + i, &len, &pos0, 1, NULL)))
@@ -199,30 +201,56 @@ static int run_sequences(nf_calib *c, nf_fwd *f, nf_fwd_kv *kv, const nf_model *
 	return 0;
 }
 
-int nf_calib_run_opts(const nf_model *m, const int *tokens, size_t n, const nf_calib_opts *opts,
-		      nf_calib **out)
+/* Where the weights come from when the model is not in memory: one layer
+ * at a time from a checkpoint reader, bound by the forward pass's hook. */
+typedef struct streamed {
+	nf_ckpt_reader *r;
+	nf_model *layer;      /* the floats of the layer bound now */
+	nf_fwd_weights *w;    /* the pass's views */
+	nf_fwd_weights one;   /* views of `layer` */
+	int bound;            /* the layer in `layer`, -1 none */
+	int err;              /* the first read that failed */
+} streamed;
+
+static void bind_layer(void *ctx, int l)
 {
-	nf_calib *c = NULL;
-	nf_fwd_weights w = {0};
-	nf_fwd_kv kv = {0};
-	nf_fwd *f = NULL;
-	int err;
-	*out = NULL;
+	streamed *s = ctx;
+	if (s->bound != l && !s->err) {
+		s->err = nf_ckpt_read_layer(s->r, s->layer, l);
+		s->bound = s->err ? -1 : l;
+	}
+	s->w->layers[l] = s->one.layers[0];
+}
+
+static int check_opts(size_t n, const nf_calib_opts *opts)
+{
 	if (n == 0)
 		return nf_error_set(NF_EINPUT, "calibrate: no calibration tokens");
 	if (opts->max_rows > (size_t)1 << 20)
 		return nf_error_set(NF_EINPUT, "calibrate: %zu rows per input is too many",
 				    opts->max_rows);
-	if ((err = nf_model_config_validate(&m->cfg, "calibrate")) ||
-	    (err = check_tokens(m, tokens, n)))
-		return err;
-	if ((err = nf_fwd_weights_from_model(&w, m)) || (err = nf_fwd_weights_prepare(&w, &m->cfg)) ||
-	    (err = nf_fwd_kv_init(&kv, &m->cfg, 0)) ||
-	    (err = nf_fwd_new(&f, &m->cfg, &w, nf_cpu_best(), opts->threads)) ||
-	    (err = calib_new(&c, &m->cfg, opts->max_rows)))
+	return 0;
+}
+
+/* The calibration pass over weights w of cfg (s: bound a layer at a time). */
+static int run(nf_calib **out, const nf_model_config *cfg, nf_fwd_weights *w, streamed *s,
+	       const int *tokens, size_t n, const nf_calib_opts *opts)
+{
+	nf_calib *c = NULL;
+	nf_fwd_kv kv = {0};
+	nf_fwd *f = NULL;
+	int err;
+	if ((err = nf_fwd_weights_prepare(w, cfg)) || (err = nf_fwd_kv_init(&kv, cfg, 0)) ||
+	    (err = nf_fwd_new(&f, cfg, w, nf_cpu_best(), opts->threads)) ||
+	    (err = calib_new(&c, cfg, opts->max_rows)))
 		goto done;
 	nf_fwd_set_observer(f, observe, c);
-	if ((err = run_sequences(c, f, &kv, m, tokens, n)))
+	if (s)
+		nf_fwd_set_layer_hook(f, bind_layer, s);
+	err = run_sequences(c, f, &kv, cfg, tokens, n);
+	if (!err && s && s->err)
+		err = s->err;
+	if (err)
 		goto done;
 	finish(c);
 	*out = c;
@@ -231,7 +259,63 @@ done:
 	nf_calib_free(c);
 	nf_fwd_free(f);
 	nf_fwd_kv_release(&kv);
+	return err;
+}
+
+int nf_calib_run_opts(const nf_model *m, const int *tokens, size_t n, const nf_calib_opts *opts,
+		      nf_calib **out)
+{
+	nf_fwd_weights w = {0};
+	int err;
+	*out = NULL;
+	if ((err = check_opts(n, opts)) || (err = nf_model_config_validate(&m->cfg, "calibrate")) ||
+	    (err = check_tokens(&m->cfg, tokens, n)))
+		return err;
+	if (!(err = nf_fwd_weights_from_model(&w, m)))
+		err = run(out, &m->cfg, &w, NULL, tokens, n, opts);
 	nf_fwd_weights_release(&w);
+	return err;
+}
+
+/* The embedding and final norm of r (the tensors outside the layers that
+ * a pass without logits reads) into *globals, bound to w with every layer
+ * bound to s's layer buffer. */
+static int bind_streamed(nf_fwd_weights *w, streamed *s, float **globals)
+{
+	const nf_model_config *cfg = &s->r->cfg;
+	size_t emb = (size_t)cfg->vocab_size * (size_t)cfg->dim; /* bounded by the validated config */
+	int err;
+	if (!(*globals = malloc((emb + (size_t)cfg->dim) * sizeof(float))) ||
+	    !(w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers)))
+		return nf_error_set(NF_ENOMEM, "calibrate: out of memory");
+	if ((err = nf_ckpt_read(s->r, NF_T_EMB, 0, *globals)) ||
+	    (err = nf_ckpt_read(s->r, NF_T_RMS_FINAL, 0, *globals + emb)) ||
+	    (err = nf_model_alloc_layer(&s->layer, cfg)) ||
+	    (err = nf_fwd_weights_from_model(&s->one, s->layer)))
+		return err;
+	nf_fwd_bind(w, cfg, NF_T_EMB, NF_QUANT_NONE, *globals, NULL);
+	w->rms_final = *globals + emb;
+	for (int l = 0; l < cfg->n_layers; l++)
+		w->layers[l] = s->one.layers[0];
+	return 0;
+}
+
+int nf_calib_run_reader(nf_ckpt_reader *r, const int *tokens, size_t n,
+			const nf_calib_opts *opts, nf_calib **out)
+{
+	nf_fwd_weights w = {0};
+	streamed s = {.r = r, .w = &w, .bound = -1};
+	float *globals = NULL;
+	int err;
+	*out = NULL;
+	if ((err = check_opts(n, opts)) || (err = check_tokens(&r->cfg, tokens, n)))
+		return err;
+	if (!(err = bind_streamed(&w, &s, &globals)))
+		err = run(out, &r->cfg, &w, &s, tokens, n, opts);
+	nf_fwd_weights_release(&w);
+	nf_fwd_weights_release(&s.one);
+	nf_model_free(s.layer);
+	free(globals);
 	return err;
 }
 

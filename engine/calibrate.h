@@ -50,6 +50,11 @@ typedef struct nf_calib_opts {
  * tokens are batched.  Caller owns *out (nf_calib_free). */
 int nf_calib_run_opts(const nf_model *m, const int *tokens, size_t n, const nf_calib_opts *opts,
 		      nf_calib **out);
+/* The same over a checkpoint read a layer at a time (ckpt_reader.h):
+ * memory holds the embedding and one layer in float32, not the model. */
+typedef struct nf_ckpt_reader nf_ckpt_reader;
+int nf_calib_run_reader(nf_ckpt_reader *r, const int *tokens, size_t n,
+			const nf_calib_opts *opts, nf_calib **out);
 /* The same with NF_CALIB_MAX_ROWS rows on every CPU. */
 int nf_calib_run(const nf_model *m, const int *tokens, size_t n, nf_calib **out);
 void nf_calib_free(nf_calib *c); /* NULL is fine */

@@ -1,8 +1,10 @@
 /*
- * checkpoint.c - checkpoint format names and the dispatch from a path to the
- * llama2.c, Hugging Face or GGUF loader (see checkpoint.h).
+ * checkpoint.c - checkpoint format names, and loading a whole checkpoint
+ * through the reader of its format (ckpt_reader.h).
  */
 #include "engine/checkpoint.h"
+
+#include "engine/ckpt_reader.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,16 +57,33 @@ nf_ckpt_format nf_ckpt_sniff(const char *path)
 
 int nf_ckpt_load(nf_model **out, const char *path, nf_ckpt_format format)
 {
+	nf_ckpt_reader *r;
+	int err = nf_ckpt_open(&r, path, format);
 	*out = NULL;
-	if (format == NF_CKPT_AUTO) {
-		if (!nf_fs_exists(path))
-			return nf_error_set(NF_ENOTFOUND, "%s: no such file or directory", path);
-		format = nf_ckpt_sniff(path);
-	}
-	switch (format) {
-	case NF_CKPT_LLAMA2C: return nf_ckpt_load_llama2c(out, path);
-	case NF_CKPT_HF: return nf_ckpt_load_hf(out, path);
-	case NF_CKPT_GGUF: return nf_ckpt_load_gguf(out, path);
-	default: return nf_error_set(NF_EINTERNAL, "bad checkpoint format %d", (int)format);
-	}
+	return err ? err : nf_ckpt_materialize(out, r);
+}
+
+/* The loader of one format: its reader, read whole. */
+static int load_with(nf_model **out, const char *path,
+		     int (*open)(nf_ckpt_reader **, const char *))
+{
+	nf_ckpt_reader *r;
+	int err = open(&r, path);
+	*out = NULL;
+	return err ? err : nf_ckpt_materialize(out, r);
+}
+
+int nf_ckpt_load_llama2c(nf_model **out, const char *path)
+{
+	return load_with(out, path, nf_ckpt_open_llama2c);
+}
+
+int nf_ckpt_load_hf(nf_model **out, const char *path)
+{
+	return load_with(out, path, nf_ckpt_open_hf);
+}
+
+int nf_ckpt_load_gguf(nf_model **out, const char *path)
+{
+	return load_with(out, path, nf_ckpt_open_gguf);
 }

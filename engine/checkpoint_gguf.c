@@ -1,11 +1,10 @@
 /*
- * checkpoint_gguf.c - a GGUF file (llama.cpp's format) into a float32
- * nf_model: the config from the architecture's metadata keys (arch.c's
- * key table), every tensor of the architecture's table dequantized from the
- * file mapping straight into the model (nothing is read twice), and the
- * facts the metadata states checked against the tensors before anything is
- * allocated from them.  The model keeps the mapping and each tensor's own
- * blocks (nf_model_source_blocks), for engines that take them over.
+ * checkpoint_gguf.c - a GGUF file (llama.cpp's format) as a checkpoint
+ * reader (ckpt_reader.h): the config from the architecture's metadata keys
+ * (arch.c's key table), the facts the metadata states checked against the
+ * tensors before anything is allocated from them, and each slice
+ * dequantized from the file mapping when asked.  The file's own blocks are
+ * offered as they are, for engines that take them over.
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 
 #include "engine/arch.h"
 #include "engine/checkpoint.h"
+#include "engine/ckpt_reader.h"
 #include "engine/gguf.h"
 #include "util/error.h"
 #include "util/banned.h"
@@ -230,74 +230,97 @@ static int read_and_check(nf_model_config *c, const nf_gguf *g, const nf_arch **
 
 /* ---- weights ---- */
 
-/* Dequantize every tensor of the table into m; q and k rows (and their
- * biases) of a rotate-half GGUF go through tmp to the interleaved order. */
-static int load_tensors(nf_model *m, const nf_gguf *g, const nf_arch *a, float *tmp)
+typedef struct gguf_reader {
+	nf_ckpt_reader base;
+	nf_gguf *g;
+	const nf_arch *a;
+	float *tmp; /* a rotate-half architecture's q or k slice before re-ordering */
+} gguf_reader;
+
+/* Slice (t, l) dequantized; q and k rows (and their biases) of a
+ * rotate-half GGUF through tmp to the interleaved order. */
+static int gguf_read(nf_ckpt_reader *base, const nf_arch_tensor *t, int l, float *dst)
 {
-	const nf_model_config *c = &m->cfg;
-	for (size_t i = 0; i < a->n_tensors; i++) {
-		const nf_arch_tensor *t = &a->tensors[i];
-		uint64_t slice;
-		if (!nf_arch_present(t, c))
-			continue;
-		if (!nf_arch_slice_elems(&slice, t, c))
-			return nf_error_set(NF_EINPUT, "%s: tensor %s is too large", nf_gguf_path(g),
-					    t->name);
-		int heads = a->gguf_rotate_half ? nf_arch_rope_heads(t, c) : 0;
-		for (int l = 0; l < (t->per_layer ? c->n_layers : 1); l++) {
-			const nf_gguf_tensor *x = NULL;
-			float *dst = *nf_model_slot(m, t->id) + (size_t)l * slice;
-			int err = find_tensor(&x, g, t, l, c);
-			if (!err)
-				err = nf_ggml_dequantize(heads ? tmp : dst, x->data, x->type, slice);
-			if (err)
-				return nf_error_wrap(err, "%s: tensor %s", nf_gguf_path(g), x ? x->name : t->name);
-			if (heads)
-				nf_arch_permute_rows(dst, tmp, heads, nf_model_head_size(c),
-						     t->cols == NF_D_NONE ? 1 : (int)nf_arch_dim_value(t->cols, c),
-						     false);
-			else /* in the model's row order: an engine may take it over */
-				nf_model_source_set(m, t->id, l, x->data, (int)x->type);
-		}
-	}
+	gguf_reader *r = (gguf_reader *)base;
+	const nf_model_config *c = &base->cfg;
+	const nf_gguf_tensor *x = NULL;
+	uint64_t slice;
+	int heads = r->a->gguf_rotate_half ? nf_arch_rope_heads(t, c) : 0;
+	if (!nf_arch_slice_elems(&slice, t, c))
+		return nf_error_set(NF_EINPUT, "%s: tensor %s is too large", nf_gguf_path(r->g),
+				    t->name);
+	int err = find_tensor(&x, r->g, t, l, c);
+	if (!err)
+		err = nf_ggml_dequantize(heads ? r->tmp : dst, x->data, x->type, slice);
+	if (err)
+		return nf_error_wrap(err, "%s: tensor %s", nf_gguf_path(r->g), x ? x->name : t->name);
+	if (heads)
+		nf_arch_permute_rows(dst, r->tmp, heads, nf_model_head_size(c),
+				     t->cols == NF_D_NONE ? 1 : (int)nf_arch_dim_value(t->cols, c),
+				     false);
 	return 0;
 }
 
-static void release_gguf(void *g) { nf_gguf_free(g); }
-
-int nf_ckpt_load_gguf(nf_model **out, const char *path)
+/* The file's blocks of a slice in the model's row order: every slice but
+ * a rotate-half architecture's q and k. */
+static const void *gguf_blocks(nf_ckpt_reader *base, const nf_arch_tensor *t, int l,
+			       int *ggml_type)
 {
-	nf_gguf *g = NULL;
-	nf_model *m = NULL;
-	nf_model_config cfg;
-	const nf_gguf *mapped; /* g, once the model owns it */
-	const nf_arch *a = NULL;
-	float *tmp = NULL;
-	int err;
-
-	*out = NULL;
-	if ((err = nf_gguf_open(&g, path)) || (err = read_and_check(&cfg, g, &a)) ||
-	    (err = nf_model_alloc(&m, &cfg)))
-		goto done;
-	/* the largest permuted slice is wq's (dim, dim) */
-	if (a->gguf_rotate_half &&
-	    !(tmp = malloc((size_t)cfg.dim * (size_t)cfg.dim * sizeof(float)))) {
-		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
-		goto done;
+	gguf_reader *r = (gguf_reader *)base;
+	const nf_gguf_tensor *x = NULL;
+	*ggml_type = -1;
+	if ((r->a->gguf_rotate_half && nf_arch_rope_heads(t, &base->cfg)) ||
+	    find_tensor(&x, r->g, t, l, &base->cfg)) {
+		nf_error_clear();
+		return NULL;
 	}
-	/* the model keeps the mapping, so that an engine can take over the
-	 * file's own blocks (nf_model_source_blocks) */
-	if ((err = nf_model_source_init(m, g, release_gguf)))
-		goto done;
-	mapped = g;
-	g = NULL;
-	if ((err = load_tensors(m, mapped, a, tmp)))
-		goto done;
-	*out = m;
-	m = NULL;
-done:
-	free(tmp);
-	nf_model_free(m);
-	nf_gguf_free(g);
-	return err;
+	*ggml_type = (int)x->type;
+	return x->data;
+}
+
+static void gguf_drop(nf_ckpt_reader *base, const nf_arch_tensor *t, int l)
+{
+	gguf_reader *r = (gguf_reader *)base;
+	const nf_gguf_tensor *x = NULL;
+	if (!find_tensor(&x, r->g, t, l, &base->cfg))
+		nf_ckpt_drop_pages(x->data, (size_t)x->n_bytes);
+	nf_error_clear();
+}
+
+static void gguf_close(nf_ckpt_reader *base)
+{
+	gguf_reader *r = (gguf_reader *)base;
+	nf_gguf_free(r->g);
+	free(r->tmp);
+	free(r);
+}
+
+static const nf_ckpt_reader_ops gguf_ops = {
+	.read = gguf_read,
+	.blocks = gguf_blocks,
+	.drop = gguf_drop,
+	.close = gguf_close,
+};
+
+int nf_ckpt_open_gguf(nf_ckpt_reader **out, const char *path)
+{
+	gguf_reader *r = calloc(1, sizeof *r);
+	int err;
+	*out = NULL;
+	if (!r)
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	r->base.ops = &gguf_ops;
+	if (!(err = nf_gguf_open(&r->g, path)) && !(err = read_and_check(&r->base.cfg, r->g, &r->a)) &&
+	    r->a->gguf_rotate_half) {
+		/* the largest permuted slice is wq's (dim, dim) */
+		size_t d = (size_t)r->base.cfg.dim;
+		if (!(r->tmp = malloc(d * d * sizeof(float))))
+			err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	}
+	if (err) {
+		gguf_close(&r->base);
+		return err;
+	}
+	*out = &r->base;
+	return 0;
 }

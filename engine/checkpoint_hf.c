@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "engine/checkpoint.h"
+#include "engine/ckpt_reader.h"
 
 #include "engine/arch.h"
 #include "engine/tokenizer.h"
@@ -349,15 +350,14 @@ static int find_tensor(const nf_st_tensor **out, const char **where, hf_src *s, 
 	return 0;
 }
 
-/* Read tensor `name` of shape (rows, cols) (cols 0 = 1-D) into dst as float32. */
-static int load_tensor(hf_src *s, float *dst, const char *name, uint64_t rows, uint64_t cols)
+/* Tensor `name` with shape (rows, cols) (cols 0 = 1-D) and the file
+ * that holds it, for messages. */
+static int find_shaped(const nf_st_tensor **out, const char **where, hf_src *s, const char *name,
+		       uint64_t rows, uint64_t cols)
 {
 	const nf_st_tensor *t;
-	const char *where = NULL;
 	int err, ndim = cols ? 2 : 1;
-	uint64_t n = cols ? rows * cols : rows;
-
-	if ((err = find_tensor(&t, &where, s, name)))
+	if ((err = find_tensor(&t, where, s, name)))
 		return err;
 	if (t->ndim != ndim || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
 		char got[96] = "", want[64];
@@ -371,24 +371,32 @@ static int load_tensor(hf_src *s, float *dst, const char *name, uint64_t rows, u
 		else
 			snprintf(want, sizeof(want), "%llu", (unsigned long long)rows);
 		return nf_error_set(NF_EINPUT, "%s: tensor \"%s\" has shape [%s], expected [%s]",
-				    where, name, got, want);
+				    *where, name, got, want);
 	}
-	switch (t->dtype) {
-	case NF_DTYPE_F32:
+	if (t->dtype != NF_DTYPE_F32 && t->dtype != NF_DTYPE_F16 && t->dtype != NF_DTYPE_BF16)
+		return nf_error_set(NF_EUNSUPPORTED, "%s: tensor \"%s\" has dtype %s, expected F32, "
+				    "F16 or BF16", *where, name, nf_dtype_name(t->dtype));
+	*out = t;
+	return 0;
+}
+
+/* Read tensor `name` of shape (rows, cols) (cols 0 = 1-D) into dst as float32. */
+static int load_tensor(hf_src *s, float *dst, const char *name, uint64_t rows, uint64_t cols)
+{
+	const nf_st_tensor *t;
+	const char *where = NULL;
+	uint64_t n = cols ? rows * cols : rows;
+	int err = find_shaped(&t, &where, s, name, rows, cols);
+	if (err)
+		return err;
+	if (t->dtype == NF_DTYPE_F32) {
 		memcpy(dst, t->data, n * sizeof(float));
-		break;
-	case NF_DTYPE_F16:
-	case NF_DTYPE_BF16: {
+	} else {
 		const unsigned char *p = t->data;
 		for (uint64_t i = 0; i < n; i++) {
 			uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
 			dst[i] = t->dtype == NF_DTYPE_F16 ? nf_f16_to_f32(h) : nf_bf16_to_f32(h);
 		}
-		break;
-	}
-	default:
-		return nf_error_set(NF_EUNSUPPORTED, "%s: tensor \"%s\" has dtype %s, expected F32, "
-				    "F16 or BF16", where, name, nf_dtype_name(t->dtype));
 	}
 	for (uint64_t i = 0; i < n; i++)
 		if (!isfinite(dst[i]))
@@ -449,32 +457,69 @@ static uint64_t hf_cols(const nf_arch_tensor *t, const nf_model_config *c)
 	return t->cols == NF_D_NONE ? 0 : nf_arch_dim_value(t->cols, c);
 }
 
-/* Every tensor of m's table from the checkpoint, q and k rows (and biases)
- * un-permuted to the interleaved order. */
-static int load_tensors(hf_src *s, nf_model *m)
+typedef struct hf_reader {
+	nf_ckpt_reader base;
+	hf_src s;
+} hf_reader;
+
+/* Slice (t, l) of the checkpoint, q and k rows (and biases) un-permuted to
+ * the interleaved order. */
+static int hf_read(nf_ckpt_reader *base, const nf_arch_tensor *t, int l, float *dst)
 {
-	const nf_model_config *c = &m->cfg;
+	hf_src *s = &((hf_reader *)base)->s;
+	const nf_model_config *c = &base->cfg;
+	uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
+	int heads = nf_arch_rope_heads(t, c), err;
+	char name[256];
+	if ((err = nf_arch_format_name(name, sizeof name, t->hf, l)) ||
+	    (err = load_tensor(s, heads ? s->tmp : dst, name, rows, cols)))
+		return err;
+	if (heads)
+		nf_arch_permute_rows(dst, s->tmp, heads, nf_model_head_size(c), cols ? (int)cols : 1,
+				     false);
+	return 0;
+}
+
+static void hf_drop(nf_ckpt_reader *base, const nf_arch_tensor *t, int l)
+{
+	hf_src *s = &((hf_reader *)base)->s;
+	const nf_st_tensor *x;
+	const char *where;
+	char name[256];
+	if (!nf_arch_format_name(name, sizeof name, t->hf, l) && !find_tensor(&x, &where, s, name))
+		nf_ckpt_drop_pages(x->data, (size_t)x->nbytes);
+	nf_error_clear();
+}
+
+static void hf_close(nf_ckpt_reader *base)
+{
+	src_release(&((hf_reader *)base)->s);
+	free(base);
+}
+
+static const nf_ckpt_reader_ops hf_ops = {
+	.read = hf_read,
+	.drop = hf_drop,
+	.close = hf_close,
+};
+
+/* Every slice of the table is in the checkpoint with its shape and a
+ * dtype we read, before a weight is read. */
+static int check_tensors(hf_src *s, const nf_model_config *c)
+{
 	const nf_arch *a = nf_arch_get(c->arch);
 	char name[256];
-	int err;
-	/* the largest permuted slice is wq's (dim, dim) */
-	if (!(s->tmp = malloc((size_t)c->dim * (size_t)c->dim * sizeof(float))))
-		return nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; i < a->n_tensors; i++) {
 		const nf_arch_tensor *t = &a->tensors[i];
-		uint64_t rows = nf_arch_dim_value(t->rows, c), cols = hf_cols(t, c);
-		uint64_t slice = rows * (cols ? cols : 1);
-		int heads = nf_arch_rope_heads(t, c), layers = t->per_layer ? c->n_layers : 1;
 		if (!nf_arch_present(t, c))
 			continue;
-		for (int l = 0; l < layers; l++) {
-			float *dst = *nf_model_slot(m, t->id) + (size_t)l * slice;
-			if ((err = nf_arch_format_name(name, sizeof name, t->hf, l)) ||
-			    (err = load_tensor(s, heads ? s->tmp : dst, name, rows, cols)))
+		for (int l = 0; l < (t->per_layer ? c->n_layers : 1); l++) {
+			const nf_st_tensor *x;
+			const char *where;
+			int err = nf_arch_format_name(name, sizeof name, t->hf, l);
+			if (err || (err = find_shaped(&x, &where, s, name, nf_arch_dim_value(t->rows, c),
+						      hf_cols(t, c))))
 				return err;
-			if (heads)
-				nf_arch_permute_rows(dst, s->tmp, heads, nf_model_head_size(c),
-					     cols ? (int)cols : 1, false);
 		}
 	}
 	return 0;
@@ -509,83 +554,81 @@ static int check_no_stray_bias(hf_src *s, const nf_model_config *c)
 	return 0;
 }
 
-int nf_ckpt_load_hf(nf_model **out, const char *path)
+/* Where the checkpoint's files are: s->dir, and s->index_path (sharded)
+ * or *st_path (one file). */
+static int locate(hf_src *s, char **st_path, const char *path)
 {
-	int err = 0;
-	hf_src s = {0};
-	char *cfg_path = NULL, *cfg_text = NULL, *st_path = NULL;
-	size_t cfg_len;
-	nf_model_config cfg;
-	nf_model *m = NULL;
-	shard *sh;
-
-	*out = NULL;
 	if (nf_fs_is_dir(path)) {
-		s.dir = strdup(path);
-		if (s.dir)
-			s.index_path = nf_path_join(path, "model.safetensors.index.json");
-		if (s.index_path && !nf_fs_exists(s.index_path)) {
-			free(s.index_path);
-			s.index_path = NULL;
-			st_path = nf_path_join(path, "model.safetensors");
-			if (!st_path)
-				goto nomem;
+		s->dir = strdup(path);
+		if (s->dir)
+			s->index_path = nf_path_join(path, "model.safetensors.index.json");
+		if (s->index_path && !nf_fs_exists(s->index_path)) {
+			free(s->index_path);
+			s->index_path = NULL;
+			*st_path = nf_path_join(path, "model.safetensors");
 		}
 	} else if (ends_with(path, ".index.json")) {
-		s.dir = dirname_of(path);
-		s.index_path = strdup(path);
+		s->dir = dirname_of(path);
+		s->index_path = strdup(path);
 	} else {
-		s.dir = dirname_of(path);
-		st_path = strdup(path);
-		if (!st_path)
-			goto nomem;
+		s->dir = dirname_of(path);
+		*st_path = strdup(path);
 	}
-	if (!s.dir || (!s.index_path && !st_path))
-		goto nomem;
-	if (!(cfg_path = nf_path_join(s.dir, "config.json")))
-		goto nomem;
-	if ((err = nf_fs_read_file(&cfg_text, &cfg_len, cfg_path, HF_MAX_CONFIG)) ||
-	    (err = nf_ckpt_hf_config_parse(&cfg, cfg_text, cfg_len, cfg_path)))
-		goto done;
-	if (s.index_path) {
-		if ((err = open_index(&s)))
-			goto done;
-	} else if (!nf_fs_exists(st_path)) {
-		err = nf_error_set(NF_EINPUT, "%s: no model.safetensors or "
-				   "model.safetensors.index.json", s.dir);
-		goto done;
-	} else if ((err = add_shard(&s, st_path, st_path, &sh))) {
-		goto done;
-	}
-	/* Every tensor's size is checked against its file before it is copied,
-	 * so the model allocation is bounded by what the files hold. */
-	{
-		const nf_st_tensor *t;
-		const char *where, *emb = nf_arch_find(nf_arch_get(cfg.arch), NF_T_EMB)->hf;
-		if ((err = find_tensor(&t, &where, &s, emb)))
-			goto done;
-		if (t->ndim != 2 || t->shape[0] != (uint64_t)cfg.vocab_size ||
-		    t->shape[1] != (uint64_t)cfg.dim) {
-			err = nf_error_set(NF_EINPUT, "%s: tensor \"%s\" does not have shape [%d, %d]",
-					   where, emb, (int)cfg.vocab_size, (int)cfg.dim);
-			goto done;
-		}
-	}
-	if ((err = nf_model_alloc(&m, &cfg)) || (err = load_tensors(&s, m)) ||
-	    (err = check_no_stray_bias(&s, &cfg)))
-		goto done;
-	*out = m;
-	m = NULL;
-	goto done;
-nomem:
-	err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
-done:
-	src_release(&s);
-	nf_model_free(m);
+	if (!s->dir || (!s->index_path && !*st_path))
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	return 0;
+}
+
+/* The index of a sharded checkpoint, or its one file. */
+static int open_files(hf_src *s, const char *st_path)
+{
+	shard *sh;
+	if (s->index_path)
+		return open_index(s);
+	if (!nf_fs_exists(st_path))
+		return nf_error_set(NF_EINPUT, "%s: no model.safetensors or "
+				    "model.safetensors.index.json", s->dir);
+	return add_shard(s, st_path, st_path, &sh);
+}
+
+/* config.json, the index or the one file, and every tensor checked. */
+static int open_checked(hf_reader *r, const char *path)
+{
+	hf_src *s = &r->s;
+	nf_model_config *cfg = &r->base.cfg;
+	char *cfg_path = NULL, *cfg_text = NULL, *st_path = NULL;
+	size_t cfg_len;
+	int err = locate(s, &st_path, path);
+	if (!err && !(cfg_path = nf_path_join(s->dir, "config.json")))
+		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	if (!err && !(err = nf_fs_read_file(&cfg_text, &cfg_len, cfg_path, HF_MAX_CONFIG)))
+		err = nf_ckpt_hf_config_parse(cfg, cfg_text, cfg_len, cfg_path);
+	if (!err)
+		err = open_files(s, st_path);
+	/* shapes against the files first: what is allocated from them is bounded */
+	if (!err && !(err = check_tensors(s, cfg)) && !(err = check_no_stray_bias(s, cfg)) &&
+	    !(s->tmp = malloc((size_t)cfg->dim * (size_t)cfg->dim * sizeof(float))))
+		err = nf_error_set(NF_ENOMEM, "%s: out of memory", path); /* wq's slice is the largest permuted */
 	free(st_path);
 	free(cfg_path);
 	free(cfg_text);
 	return err;
+}
+
+int nf_ckpt_open_hf(nf_ckpt_reader **out, const char *path)
+{
+	hf_reader *r = calloc(1, sizeof *r);
+	*out = NULL;
+	if (!r)
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	r->base.ops = &hf_ops;
+	int err = open_checked(r, path);
+	if (err) {
+		hf_close(&r->base);
+		return err;
+	}
+	*out = &r->base;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- writing */

@@ -9,6 +9,7 @@
 #include "engine/checkpoint.h"
 
 #include "engine/arch.h"
+#include "engine/ckpt_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,86 +119,112 @@ static uint64_t rope_bytes(const nf_model_config *c)
 	return (uint64_t)c->max_seq_len * (uint64_t)nf_model_head_size(c) * sizeof(float);
 }
 
-typedef struct reader {
-	int fd;
-	const char *path;
-} reader;
-
-static int read_tensor(void *ctx, float *t, size_t n, uint64_t off)
+/* The file offset of every tensor of cfg, in Llama's table order: the
+ * classifier, when not shared, after the legacy RoPE tables. */
+static void tensor_offsets(uint64_t off[NF_T_COUNT], const nf_model_config *cfg)
 {
-	const reader *r = ctx;
-	int err = read_at(r->fd, t, n * sizeof(float), off, r->path);
-	return err ? err : check_finite(t, n, off, r->path);
+	const nf_arch *a = nf_arch_get(NF_ARCH_LLAMA);
+	uint64_t at = HEADER_BYTES, n;
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		if (!nf_arch_present(t, cfg))
+			continue;
+		if (t->when == NF_W_UNTIED)
+			at += rope_bytes(cfg);
+		off[t->id] = at;
+		nf_arch_elems(&n, t, cfg); /* the file size was checked: no overflow */
+		at += n * sizeof(float);
+	}
 }
 
-int nf_ckpt_load_llama2c(nf_model **out, const char *path)
+typedef struct llama2c_reader {
+	nf_ckpt_reader base;
+	int fd;
+	char *path;
+	uint64_t off[NF_T_COUNT];
+} llama2c_reader;
+
+static int llama2c_read(nf_ckpt_reader *base, const nf_arch_tensor *t, int layer, float *dst)
 {
-	int err = 0, fd = -1;
+	const llama2c_reader *r = (const llama2c_reader *)base;
+	uint64_t n;
+	nf_arch_slice_elems(&n, t, &base->cfg);
+	uint64_t off = r->off[t->id] + (uint64_t)layer * n * sizeof(float);
+	int err = read_at(r->fd, dst, (size_t)n * sizeof(float), off, r->path);
+	return err ? err : check_finite(dst, (size_t)n, off, r->path);
+}
+
+static void llama2c_close(nf_ckpt_reader *base)
+{
+	llama2c_reader *r = (llama2c_reader *)base;
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->path);
+	free(r);
+}
+
+/* pread, not a mapping: what was read is the caller's memory, and the
+ * page cache lets the file's pages go by itself. */
+static const nf_ckpt_reader_ops llama2c_ops = {
+	.read = llama2c_read,
+	.close = llama2c_close,
+};
+
+/* The header into a validated config matching the file's size. */
+static int read_header(nf_model_config *cfg, int fd, const char *path)
+{
 	struct stat st;
 	int32_t h[7];
-	nf_model_config cfg = {0};
-	nf_model *m = NULL;
 	uint64_t need;
+	int err;
+	if (fstat(fd, &st) < 0)
+		return nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return nf_error_set(NF_EINPUT, "%s: not a regular file", path);
+	if (st.st_size < HEADER_BYTES)
+		return nf_error_set(NF_EINPUT, "%s: file is %lld bytes, too small for the %d-byte "
+				    "llama2.c header", path, (long long)st.st_size, HEADER_BYTES);
+	if ((err = read_at(fd, h, sizeof(h), 0, path)))
+		return err;
+	*cfg = (nf_model_config){.dim = h[0], .hidden_dim = h[1], .n_layers = h[2],
+				 .n_heads = h[3], .n_kv_heads = h[4], .shared_classifier = h[5] > 0,
+				 .vocab_size = h[5] < 0 && h[5] != INT32_MIN ? -h[5] : h[5],
+				 .max_seq_len = h[6], .norm_eps = 1e-5f, .rope_theta = 10000.0f};
+	if ((err = nf_model_config_validate(cfg, path)) ||
+	    (err = nf_ckpt_llama2c_size(&need, cfg)))
+		return err;
+	if ((uint64_t)st.st_size != need)
+		return nf_error_set(NF_EINPUT, "%s: file is %lld bytes, header (dim %d, hidden_dim "
+				    "%d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, "
+				    "max_seq_len %d) needs %llu", path, (long long)st.st_size,
+				    (int)h[0], (int)h[1], (int)h[2], (int)h[3], (int)h[4], (int)h[5],
+				    (int)h[6], (unsigned long long)need);
+	return 0;
+}
 
+int nf_ckpt_open_llama2c(nf_ckpt_reader **out, const char *path)
+{
+	llama2c_reader *r = calloc(1, sizeof *r);
+	int err = 0;
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (!r || !(r->path = strdup(path))) {
+		free(r);
+		return nf_error_set(NF_ENOMEM, "%s: out of memory", path);
+	}
+	r->base.ops = &llama2c_ops;
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0)
 		err = nf_error_set(errno == ENOENT ? NF_ENOTFOUND : NF_EINPUT, "%s: %s", path,
 				   strerror(errno));
-		goto done;
+	/* the file is exactly as large as the header says: what is read is bounded by it */
+	if (!err && !(err = read_header(&r->base.cfg, r->fd, path)))
+		tensor_offsets(r->off, &r->base.cfg);
+	if (err) {
+		llama2c_close(&r->base);
+		return err;
 	}
-	if (fstat(fd, &st) < 0) {
-		err = nf_error_set(NF_EIO, "%s: %s", path, strerror(errno));
-		goto done;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = nf_error_set(NF_EINPUT, "%s: not a regular file", path);
-		goto done;
-	}
-	if (st.st_size < HEADER_BYTES) {
-		err = nf_error_set(NF_EINPUT, "%s: file is %lld bytes, too small for the %d-byte "
-				   "llama2.c header", path, (long long)st.st_size, HEADER_BYTES);
-		goto done;
-	}
-	if ((err = read_at(fd, h, sizeof(h), 0, path)))
-		goto done;
-	cfg.dim = h[0];
-	cfg.hidden_dim = h[1];
-	cfg.n_layers = h[2];
-	cfg.n_heads = h[3];
-	cfg.n_kv_heads = h[4];
-	cfg.shared_classifier = h[5] > 0;
-	cfg.vocab_size = h[5] < 0 && h[5] != INT32_MIN ? -h[5] : h[5];
-	cfg.max_seq_len = h[6];
-	cfg.norm_eps = 1e-5f;
-	cfg.rope_theta = 10000.0f;
-	if ((err = nf_model_config_validate(&cfg, path)))
-		goto done;
-	if ((err = nf_ckpt_llama2c_size(&need, &cfg)))
-		goto done;
-	if ((uint64_t)st.st_size != need) {
-		err = nf_error_set(NF_EINPUT, "%s: file is %lld bytes, header (dim %d, hidden_dim %d, "
-				   "n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, "
-				   "max_seq_len %d) needs %llu", path, (long long)st.st_size,
-				   (int)h[0], (int)h[1], (int)h[2], (int)h[3], (int)h[4], (int)h[5],
-				   (int)h[6], (unsigned long long)need);
-		goto done;
-	}
-	/* The file is exactly as large as the header says: allocation is bounded by it. */
-	if ((err = nf_model_alloc(&m, &cfg)))
-		goto done;
-	{
-		reader r = {fd, path};
-		if ((err = each_tensor(m, rope_bytes(&cfg), read_tensor, &r)))
-			goto done;
-	}
-	*out = m;
-	m = NULL;
-done:
-	if (fd >= 0)
-		close(fd);
-	nf_model_free(m);
-	return err;
+	*out = &r->base;
+	return 0;
 }
 
 /* The legacy tables (cos, then sin, of pos * theta^(-2i/head_size)) into a

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include "engine/engine.h"
 
+#include "engine/ckpt_reader.h"
+
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "engine/cuda/cubin.h"
 #include "util/sha256.h"
 #include "util/version.h"
 #include "util/banned.h"
@@ -180,28 +183,78 @@ done:
 	return err;
 }
 
-int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *o)
+static const void *same_place(const void *ctx, const void *p)
+{
+	(void)ctx;
+	return p;
+}
+
+/* The weights just written, mapped and bound as the forward pass's views
+ * (the tactics time the GEMMs on them). */
+static int map_written(nf_fwd_weights *fw, nf_st_file **st, const char *wpath,
+		       const nf_model_config *cfg, const nf_engine_build_opts *o)
+{
+	int err = nf_st_open(st, wpath);
+	if (err)
+		return err;
+	if (!(fw->layers = calloc((size_t)cfg->n_layers, sizeof *fw->layers)))
+		return nf_error_set(NF_ENOMEM, "engine build: out of memory");
+	err = nf_engine_weights_map(fw, cfg, *st, o->precision,
+				    nf_precision_group(o->precision, o->group), wpath, same_place,
+				    NULL);
+	return err ? err : nf_fwd_weights_prepare(fw, cfg);
+}
+
+/* weights.safetensors: matrices in the engine's precision and what they
+ * keep beside them, written a layer at a time from r; its entry in files. */
+static int write_weights(json_t *files, const char *wpath, nf_ckpt_reader *r,
+			 const nf_engine_build_opts *o)
 {
 	nf_st_writer *wr = NULL;
-	nf_engine_wbufs keep = {0};
-	char *wpath = NULL, *tacpath = NULL;
-	json_t *files = NULL;
-	nf_fwd_weights fw = {0};
 	char wsha[NF_SHA256_HEX_LEN + 1];
 	uint64_t wbytes = 0;
 	int err;
+	if (!(err = nf_st_writer_new(&wr)) &&
+	    !(err = nf_st_writer_set_metadata(wr, "format", ENGINE_FORMAT)) &&
+	    !(err = nf_st_writer_set_metadata(wr, "precision", nf_precision_name(o->precision))))
+		err = nf_engine_weights_write(wr, wpath, r, o);
+	nf_st_writer_free(wr);
+	if (err || (err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)))
+		return err;
+	if (json_object_set_new(files, "weights.safetensors",
+				json_pack("{s:s, s:I}", "sha256", wsha, "bytes", (json_int_t)wbytes)))
+		return nf_error_set(NF_ENOMEM, "engine build: out of memory");
+	return 0;
+}
 
-	if ((err = nf_model_config_validate(&m->cfg, "engine build")))
+static int check_build_opts(const nf_model_config *cfg, const nf_engine_build_opts *o)
+{
+	nf_kv_kind kv;
+	int err;
+	if ((err = nf_model_config_validate(cfg, "engine build")))
 		return err;
 	if (!nf_precision_cpu_supported(o->precision))
 		return nf_error_set(NF_EUNSUPPORTED,
 				    "engine build: precision %s is not supported by the CPU backend",
 				    nf_precision_name(o->precision));
-	nf_kv_kind kv;
 	if (o->kv_cache && (err = nf_kv_kind_parse(&kv, o->kv_cache)))
 		return nf_error_wrap(err, "engine build");
 	if ((err = check_json_object(o->profile_json, "profile")) ||
 	    (err = check_json_object(o->provenance_json, "provenance")))
+		return err;
+	return 0;
+}
+
+static int build_from(const char *dir, nf_ckpt_reader *r, const nf_engine_build_opts *o)
+{
+	const nf_model_config *cfg = &r->cfg;
+	char *wpath = NULL, *tacpath = NULL;
+	json_t *files = NULL;
+	nf_fwd_weights fw = {0};
+	nf_st_file *st = NULL;
+	int err;
+
+	if ((err = check_build_opts(cfg, o)))
 		return err;
 	if ((err = nf_fs_mkdir_p(dir, 0755)))
 		goto done;
@@ -212,50 +265,48 @@ int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_op
 		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
 		goto done;
 	}
-
-	/* weights: matrices in the engine's precision, what the format keeps beside them */
-	if ((err = nf_st_writer_new(&wr)) ||
-	    (err = nf_st_writer_set_metadata(wr, "format", ENGINE_FORMAT)) ||
-	    (err = nf_st_writer_set_metadata(wr, "precision", nf_precision_name(o->precision))))
-		goto done;
-	fw.layers = calloc((size_t)m->cfg.n_layers, sizeof *fw.layers);
-	if (!fw.layers) {
-		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
-		goto done;
-	}
-	if ((err = nf_engine_weights_add(wr, &fw, &keep, m, o)))
-		goto done;
-	if ((err = nf_st_writer_finish(wr, wpath)))
-		goto done;
-	if ((err = nf_sha256_file_hex(wsha, wpath)) || (err = nf_fs_file_size(&wbytes, wpath)))
-		goto done;
-	if (json_object_set_new(files, "weights.safetensors",
-				json_pack("{s:s, s:I}", "sha256", wsha, "bytes", (json_int_t)wbytes))) {
-		err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
-		goto done;
-	}
-	if ((err = nf_engine_tokenizer_write(files, dir, o, m->cfg.vocab_size)))
-		goto done;
-	if ((err = nf_fwd_weights_prepare(&fw, &m->cfg)) ||
-	    (err = nf_tactics_write(tacpath, &fw, &m->cfg, o->autotune && !o->tactics_report,
+	if ((err = write_weights(files, wpath, r, o)) ||
+	    (err = nf_engine_tokenizer_write(files, dir, o, cfg->vocab_size)) ||
+	    (err = map_written(&fw, &st, wpath, cfg, o)) ||
+	    (err = nf_tactics_write(tacpath, &fw, cfg, o->autotune && !o->tactics_report,
 				    o->threads)))
 		goto done;
 	/* Measured timings are of this host and vary run to run: with a report
 	 * path they go there, and the engine keeps the reproducible model. */
 	if (o->autotune && o->tactics_report &&
-	    (err = nf_tactics_write(o->tactics_report, &fw, &m->cfg, 1, o->threads)))
+	    (err = nf_tactics_write(o->tactics_report, &fw, cfg, 1, o->threads)))
 		goto done;
 	/* config.json last: a folder with it is complete */
-	err = write_config(dir, &m->cfg, o, files);
+	err = write_config(dir, cfg, o, files);
 done:
 	if (err)
 		nf_error_wrap(err, "engine build %s", dir);
 	nf_fwd_weights_release(&fw);
-	nf_st_writer_free(wr);
-	nf_engine_weights_release(&keep);
+	nf_st_close(st);
 	json_decref(files);
 	free(wpath);
 	free(tacpath);
+	return err;
+}
+
+int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *o)
+{
+	nf_ckpt_reader *r;
+	int err = nf_ckpt_reader_of_model(&r, m);
+	if (!err)
+		err = build_from(dir, r, o);
+	nf_ckpt_close(r);
+	return err;
+}
+
+int nf_engine_build_stream(const char *dir, const char *checkpoint, nf_ckpt_format format,
+			   const nf_engine_build_opts *o)
+{
+	nf_ckpt_reader *r;
+	int err = nf_ckpt_open(&r, checkpoint, format);
+	if (!err)
+		err = build_from(dir, r, o);
+	nf_ckpt_close(r);
 	return err;
 }
 
@@ -597,7 +648,7 @@ int nf_engine_verify(const nf_engine *e)
 		char *path;
 		if (err)
 			break;
-		if (!want || strchr(name, '/') || name[0] == '.') {
+		if (!want || !nf_engine_part_name_ok(name)) { /* plain names, and cuda/'s */
 			err = nf_error_set(NF_EINPUT, "%s/config.json: bad entry for %s", e->dir, name);
 			break;
 		}

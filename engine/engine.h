@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/checkpoint.h"
 #include "engine/kv_kind.h"
 #include "engine/model.h"
 #include "engine/quant.h"
@@ -88,6 +89,13 @@ nf_kv_kind nf_kv_kind_default(nf_precision p);
 /* Quantize m and write the engine folder `dir` (created; every file written
  * atomically, the folder complete only when this returns 0). */
 int nf_engine_build(const char *dir, const nf_model *m, const nf_engine_build_opts *opts);
+/* The same straight from a checkpoint file (checkpoint.h formats), read a
+ * layer at a time: memory holds the embedding and one layer in float32 and
+ * one quantized slice, never the model, so that a model larger than memory
+ * is quantized.  The engine is the same, byte for byte, as nf_engine_build
+ * of the checkpoint loaded whole. */
+int nf_engine_build_stream(const char *dir, const char *checkpoint, nf_ckpt_format format,
+			   const nf_engine_build_opts *opts);
 
 typedef struct nf_engine nf_engine;
 

@@ -12,6 +12,7 @@
 #include "engine/arch.h"
 #include "engine/awq.h"
 #include "engine/calibrate.h"
+#include "engine/ckpt_reader.h"
 #include "engine/gguf.h"
 #include "engine/cpu/cpu.h"
 #include "engine/safetensors.h" /* nf_f16_to_f32 */
@@ -32,7 +33,7 @@
 
 /* The calibration text (o's, or the shipped default) as the model's tokens,
  * at most CALIB_MAX_TOKENS. */
-static int calibration_tokens(int **tokens, size_t *n, const nf_model *m,
+static int calibration_tokens(int **tokens, size_t *n, const nf_model_config *cfg,
 			      const nf_engine_build_opts *o)
 {
 	nf_tokenizer *own = NULL;
@@ -43,7 +44,7 @@ static int calibration_tokens(int **tokens, size_t *n, const nf_model *m,
 	if (o->calib_text)
 		len = strlen(o->calib_text);
 	if (!tok && o->tokenizer_path && !(err = nf_tokenizer_load(&own, o->tokenizer_path,
-								    m->cfg.vocab_size)))
+								    cfg->vocab_size)))
 		tok = own;
 	if (!err && !tok)
 		err = nf_error_set(NF_EINPUT, "engine build: calibration needs the model's tokenizer");
@@ -119,44 +120,40 @@ static void int4_fakequant(float *out, const float *w, size_t rows, size_t cols,
 		}
 }
 
-/* q's model becomes m with AWQ's scaling for int4 groups of o's size. */
-static int apply_awq(nf_engine_quant *q, const nf_model *m, const nf_calib *calib,
-		     const nf_engine_build_opts *o)
-{
-	int group = nf_precision_group(o->precision, o->group);
-	nf_awq_opts ao = {.fakequant = int4_fakequant, .ctx = &group, .threads = o->threads};
-	nf_awq_report *report = NULL;
-	int err = nf_awq_apply(&q->owned, &report, m, calib, &ao);
-	nf_awq_report_free(report);
-	if (!err)
-		q->model = q->owned;
-	return err;
-}
-
-int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engine_build_opts *o)
+int nf_engine_quant_prepare(nf_engine_quant *q, nf_ckpt_reader *r,
+			    const nf_engine_build_opts *o)
 {
 	const nf_precision_info *info = nf_precision_info_of(o->precision);
-	nf_calib *calib = NULL;
 	int *tokens = NULL;
 	size_t n = 0;
 	memset(q, 0, sizeof *q);
-	q->model = m;
-	q->n_layers = m->cfg.n_layers;
+	q->reader = r;
+	q->n_layers = r->cfg.n_layers;
+	q->group = nf_precision_group(o->precision, o->group);
+	q->threads = o->threads;
 	int err = nf_pool_new(&q->pool, o->threads);
 	if (err || !info->calibrated)
 		return err;
-	if (!(err = calibration_tokens(&tokens, &n, m, o)))
-		err = nf_calib_run_opts(m, tokens, n,
-					&(nf_calib_opts){.max_rows = info->awq ? AWQ_ROWS : 0,
-							 .threads = o->threads},
-					&calib);
+	if (!(err = calibration_tokens(&tokens, &n, &r->cfg, o)))
+		err = nf_calib_run_reader(r, tokens, n,
+					  &(nf_calib_opts){.max_rows = info->awq ? AWQ_ROWS : 0,
+							   .threads = o->threads},
+					  &q->calib);
 	if (!err && info->weights == NF_QUANT_FP8_E4M3)
-		err = calibrate_act_scales(q, calib);
-	if (!err && info->awq)
-		err = apply_awq(q, m, calib, o);
+		err = calibrate_act_scales(q, q->calib);
+	q->awq = info->awq;
 	free(tokens);
-	nf_calib_free(calib);
 	return err;
+}
+
+int nf_engine_quant_layer(const nf_engine_quant *q, nf_model *layer, int l)
+{
+	if (!q->awq)
+		return 0;
+	nf_awq_choice choice[NF_AWQ_GROUP_COUNT];
+	int group = q->group;
+	nf_awq_opts ao = {.fakequant = int4_fakequant, .ctx = &group, .threads = q->threads};
+	return nf_awq_apply_layer(layer, choice, q->calib, l, &ao, q->pool);
 }
 
 const float *nf_engine_quant_act_scales(const nf_engine_quant *q, int id)
@@ -166,20 +163,10 @@ const float *nf_engine_quant_act_scales(const nf_engine_quant *q, int id)
 	return q->act_scales + (size_t)id * (size_t)(q->n_layers > 0 ? q->n_layers : 1);
 }
 
-void *nf_engine_quant_detach(nf_engine_quant *q)
-{
-	void *mem = NULL;
-	if (q->owned) {
-		mem = q->owned->mem;
-		q->owned->mem = NULL;
-	}
-	return mem;
-}
-
 void nf_engine_quant_release(nf_engine_quant *q)
 {
 	nf_pool_free(q->pool);
-	nf_model_free(q->owned);
+	nf_calib_free(q->calib);
 	free(q->act_scales);
 	memset(q, 0, sizeof *q);
 }
@@ -263,58 +250,40 @@ int nf_quantize_rows(nf_pool *pool, const nf_wformat *f, void *data, void *aux, 
 	return r == 1 ? NF_EINPUT : r;
 }
 
-/* Layer slice l taken over from the checkpoint's own int4 blocks of tensor
- * id (GGUF Q4_0/Q4_1, group 32, the model as loaded): 1 when done, 0 when
- * there are none to take, or the error. */
-static int take_over_int4(const quant_rows *layer, const nf_model *m, const nf_engine_quant *q,
-			  int id, uint64_t l, const char *what)
+/* Layer slice l of tensor id taken over from the checkpoint's own int4
+ * blocks (GGUF Q4_0/Q4_1, group 32, weights AWQ has not scaled): 1 when
+ * done, 0 when there are none to take, or the error. */
+static int take_over_int4(const quant_rows *slice, const nf_engine_quant *q, int id, int l,
+			  const char *what)
 {
 	int type = -1;
-	if (layer->f->kind != NF_QUANT_INT4_GROUP || layer->group != 32 || q->owned)
+	if (slice->f->kind != NF_QUANT_INT4_GROUP || slice->group != 32 || q->awq)
 		return 0;
-	const void *blocks = nf_model_source_blocks(m, id, (int)l, &type);
+	const void *blocks = nf_ckpt_blocks(q->reader, id, l, &type);
 	if (!blocks || (type != NF_GGML_Q4_0 && type != NF_GGML_Q4_1))
 		return 0;
-	int err = nf_quant_int4_from_gguf((uint8_t *)layer->data, (uint16_t *)(void *)layer->aux,
-					  blocks, type, (size_t)layer->rows, (size_t)layer->cols);
-	return err ? nf_error_wrap(err, "%s (layer %llu)", what, (unsigned long long)l) : 1;
+	int err = nf_quant_int4_from_gguf((uint8_t *)slice->data, (uint16_t *)(void *)slice->aux,
+					  blocks, type, (size_t)slice->rows, (size_t)slice->cols);
+	return err ? nf_error_wrap(err, "%s (layer %d)", what, l) : 1;
 }
 
-/* The first weight of the layers the format cannot hold, named (the error
- * path: run again on this thread, whose error message is the caller's). */
-static int name_the_failure(const quant_rows *all, uint64_t layers, const char *what)
+int nf_engine_quantize_slice(void *data, void *aux, const nf_fwd_src *s, int id, int l,
+			     uint64_t rows, uint64_t cols, const float *w,
+			     const nf_engine_quant *q, const char *what, bool per_layer)
 {
-	uint64_t rows = all->rows / layers;
-	for (uint64_t l = 0; l < layers; l++) {
-		quant_rows layer = rows_at(all, l * rows, rows);
-		char where[128];
-		if (layers > 1)
-			snprintf(where, sizeof where, "%s (layer %llu)", what, (unsigned long long)l);
-		else
-			snprintf(where, sizeof where, "%s", what);
-		int err = quantize(&layer, where);
-		if (err)
-			return err;
-	}
-	return nf_error_set(NF_EINTERNAL, "%s: quantization failed on a worker only", what);
-}
-
-int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
-			      uint64_t rows, uint64_t cols, const nf_model *m,
-			      const nf_engine_quant *q, const char *what)
-{
-	quant_rows all = rows_of(nf_wformat_of(s->kind), data, aux,
-				 *nf_model_slot((nf_model *)m, id), layers * rows, cols, s->group);
-	for (uint64_t l = 0; l < layers; l++) {
-		quant_rows layer = rows_at(&all, l * rows, rows);
-		int taken = take_over_int4(&layer, m, q, id, l, what);
-		if (taken < 0)
-			return taken;
-		int r = taken ? 0 : quantize_parallel(q->pool, &layer);
-		if (r < 0)
-			return r;
-		if (r)
-			return name_the_failure(&all, layers, what);
-	}
-	return 0;
+	quant_rows slice = rows_of(nf_wformat_of(s->kind), data, aux, w, rows, cols, s->group);
+	int taken = take_over_int4(&slice, q, id, l, what);
+	if (taken)
+		return taken < 0 ? taken : 0;
+	int r = quantize_parallel(q->pool, &slice);
+	if (r <= 0)
+		return r;
+	/* run again on this thread, whose error message is the caller's */
+	char where[128];
+	if (per_layer)
+		snprintf(where, sizeof where, "%s (layer %d)", what, l);
+	else
+		snprintf(where, sizeof where, "%s", what);
+	r = quantize(&slice, where);
+	return r ? r : nf_error_set(NF_EINTERNAL, "%s: quantization failed on a worker only", where);
 }

@@ -13,31 +13,39 @@
 #include "engine/wformat.h"
 
 typedef struct nf_pool nf_pool;
+typedef struct nf_calib nf_calib;
+typedef struct nf_ckpt_reader nf_ckpt_reader;
 
 typedef struct nf_engine_quant {
-	const nf_model *model; /* the model to store: the input, or its AWQ-scaled copy */
-	nf_pool *pool;         /* the build's threads, which quantize rows in parallel */
-	nf_model *owned;       /* that copy, when made */
-	float *act_scales;     /* (NF_T_COUNT, n_layers) static activation scales, or NULL */
+	nf_ckpt_reader *reader; /* the model's weights, a slice at a time (borrowed) */
+	nf_pool *pool;          /* the build's threads, which quantize rows in parallel */
+	nf_calib *calib;        /* activation statistics, when the precision is calibrated */
+	float *act_scales;      /* (NF_T_COUNT, n_layers) static activation scales, or NULL */
 	int n_layers;
+	int group;              /* int4 group */
+	int threads;
+	bool awq;               /* each layer is scaled before it is quantized */
 } nf_engine_quant;
 
-/* Everything the precision of o needs before its matrices are quantized. */
-int nf_engine_quant_prepare(nf_engine_quant *q, const nf_model *m, const nf_engine_build_opts *o);
+/* Everything the precision of o needs before its matrices are quantized:
+ * the calibration pass over r (a layer at a time) for AWQ and fp8. */
+int nf_engine_quant_prepare(nf_engine_quant *q, nf_ckpt_reader *r,
+			    const nf_engine_build_opts *o);
+/* Layer l of the model, read into layer (nf_model_alloc_layer), made
+ * ready to quantize: AWQ's scaling, in place, for int4-awq. */
+int nf_engine_quant_layer(const nf_engine_quant *q, nf_model *layer, int l);
 /* The activation scales of tensor id, one per layer (NULL when none). */
 const float *nf_engine_quant_act_scales(const nf_engine_quant *q, int id);
-/* Hand the scaled model's memory to the caller (to free() once the views
- * into it are gone); q no longer owns it. */
-void *nf_engine_quant_detach(nf_engine_quant *q);
 void nf_engine_quant_release(nf_engine_quant *q);
 
-/* Store tensor id of q's model (layers x rows x cols floats; m is q's
- * model) in s->kind's format at data and aux (wformat.h sizes), the rows
- * split across q's pool; NF_EINPUT naming `what`, the layer, row and
- * column of a weight the format cannot hold. */
-int nf_engine_quantize_matrix(void *data, void *aux, const nf_fwd_src *s, int id, uint64_t layers,
-			      uint64_t rows, uint64_t cols, const nf_model *m,
-			      const nf_engine_quant *q, const char *what);
+/* Store slice l of tensor id (rows x cols floats at w) in s->kind's format
+ * at data and aux (wformat.h sizes), the rows split across q's pool, or
+ * taken over from the checkpoint's own blocks where they are the same
+ * format; NF_EINPUT naming `what` (and the layer when per_layer) and the
+ * row and column of a weight the format cannot hold. */
+int nf_engine_quantize_slice(void *data, void *aux, const nf_fwd_src *s, int id, int l,
+			     uint64_t rows, uint64_t cols, const float *w,
+			     const nf_engine_quant *q, const char *what, bool per_layer);
 
 /* Quantize rows x cols floats at w into f's format at data and aux, the
  * rows split across pool's threads; NF_EINPUT (message unnamed: the caller

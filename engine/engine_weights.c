@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/ckpt_reader.h"
 #include "engine/engine_quantize.h"
 #include "engine/wformat.h"
 #include "util/checked.h"
@@ -57,27 +58,6 @@ static nf_quant_kind spec_kind(const tensor_spec *s, nf_precision p)
 
 /* ---- build ---- */
 
-static void *keep_alloc(nf_engine_wbufs *keep, uint64_t bytes, int *err)
-{
-	void *p;
-	if (*err)
-		return NULL;
-	if (keep->n >= (int)(sizeof keep->p / sizeof keep->p[0]) || bytes > SIZE_MAX ||
-	    !(p = malloc(bytes ? (size_t)bytes : 1))) {
-		*err = nf_error_set(NF_ENOMEM, "engine build: out of memory");
-		return NULL;
-	}
-	keep->p[keep->n++] = p;
-	return p;
-}
-
-void nf_engine_weights_release(nf_engine_wbufs *keep)
-{
-	for (int i = 0; i < keep->n; i++)
-		free(keep->p[i]);
-	keep->n = 0;
-}
-
 /* The shapes of the tensors that a matrix spec s in format f is stored as:
  * data, aux (beside it) and the activation scale (one per layer). */
 static void stored_shapes(const tensor_spec *s, const nf_wformat *f, int group, uint64_t *data,
@@ -95,86 +75,197 @@ static void stored_shapes(const tensor_spec *s, const nf_wformat *f, int group, 
 	*aux_ndim = f->aux == NF_AUX_ROW_SCALE ? k + 1 : k + 2;
 }
 
-/* Quantize matrix spec s of m (rows of every layer at once) into f and add
- * its tensors to wr; *src gets where they are. */
-static int add_matrix(nf_st_writer *wr, nf_fwd_src *src, nf_engine_wbufs *keep,
-		      const tensor_spec *s, const nf_model *m, const nf_engine_quant *q)
+/* A tensor as the file stores it: one layer's slice of its data and aux in
+ * bytes, and the names of what goes beside it. */
+typedef struct stored {
+	tensor_spec s;
+	nf_fwd_src src;     /* kind and group */
+	const nf_wformat *f;
+	uint64_t data_bytes; /* one slice */
+	uint64_t aux_bytes;  /* one slice; 0 when none */
+	char aux_name[80], act_name[80];
+} stored;
+
+static stored stored_of(const tensor_spec *s, const nf_engine_build_opts *o)
 {
-	const nf_wformat *f = nf_wformat_of(src->kind);
-	const char *name = s->t->name;
-	uint64_t rows = s->layers * s->rows, dshape[3], ashape[3];
-	uint64_t dbytes = nf_wformat_data_bytes(f, rows, s->cols);
-	uint64_t acount = rows * nf_wformat_aux_cols(f, s->cols, src->group);
-	int err = 0, andim;
-	char aname[80];
-	void *data = keep_alloc(keep, dbytes, &err);
-	void *aux = f->aux != NF_AUX_NONE ? keep_alloc(keep, acount * nf_wformat_aux_size(f), &err)
-					  : NULL;
-	if (err || (err = nf_engine_quantize_matrix(data, aux, src, s->t->id, s->layers, s->rows,
-						    s->cols, m, q, name)))
+	stored st = {.s = *s};
+	st.src = (nf_fwd_src){.kind = spec_kind(s, o->precision),
+			      .group = nf_precision_group(o->precision, o->group)};
+	st.f = nf_wformat_of(st.src.kind);
+	st.data_bytes = st.src.kind == NF_QUANT_NONE ? s->rows * s->cols * 4
+						     : nf_wformat_data_bytes(st.f, s->rows, s->cols);
+	if (st.src.kind != NF_QUANT_NONE && st.f->aux != NF_AUX_NONE)
+		st.aux_bytes = s->rows * nf_wformat_aux_cols(st.f, s->cols, st.src.group) *
+			       nf_wformat_aux_size(st.f);
+	snprintf(st.aux_name, sizeof st.aux_name, "%s%s", s->t->name,
+		 st.f->aux == NF_AUX_ROW_SCALE ? ".scale" : ".gsm");
+	snprintf(st.act_name, sizeof st.act_name, "%s.act_scale", s->t->name);
+	return st;
+}
+
+/* Reserve st's tensors in the file: data, aux and activation scales. */
+static int reserve(nf_st_writer *wr, const stored *st)
+{
+	const tensor_spec *s = &st->s;
+	uint64_t dshape[3], ashape[3], layers = s->layers;
+	int andim, err;
+	if (st->src.kind == NF_QUANT_NONE)
+		return nf_st_writer_reserve(wr, s->t->name, NF_DTYPE_F32, s->ndim, s->shape,
+					    layers * st->data_bytes);
+	stored_shapes(s, st->f, st->src.group, dshape, ashape, &andim);
+	if ((err = nf_st_writer_reserve(wr, s->t->name, st->f->dtype, s->ndim, dshape,
+					layers * st->data_bytes)))
 		return err;
-	stored_shapes(s, f, src->group, dshape, ashape, &andim);
-	if ((err = nf_st_writer_add(wr, name, f->dtype, s->ndim, dshape, data, dbytes)))
+	if (st->aux_bytes &&
+	    (err = nf_st_writer_reserve(wr, st->aux_name, st->f->aux == NF_AUX_ROW_SCALE
+							? NF_DTYPE_F32 : NF_DTYPE_F16,
+					andim, ashape, layers * st->aux_bytes)))
 		return err;
-	if (aux) {
-		snprintf(aname, sizeof aname, "%s%s", name,
-			 f->aux == NF_AUX_ROW_SCALE ? ".scale" : ".gsm");
-		err = nf_st_writer_add(wr, aname, f->aux == NF_AUX_ROW_SCALE ? NF_DTYPE_F32 : NF_DTYPE_F16,
-				       andim, ashape, aux, acount * nf_wformat_aux_size(f));
-	}
-	if (!err && f->act_scale) {
-		/* q's scales go with q: the writer and the views need a copy that lives on */
-		uint64_t n = s->layers;
-		float *copy = keep_alloc(keep, n * sizeof(float), &err);
-		if (!err && !src->act_scale)
-			err = nf_error_set(NF_EINTERNAL, "engine build: %s has no activation scale", name);
-		if (!err) {
-			memcpy(copy, src->act_scale, n * sizeof(float));
-			src->act_scale = copy;
-			snprintf(aname, sizeof aname, "%s.act_scale", name);
-			err = nf_st_writer_add(wr, aname, NF_DTYPE_F32, 1, &n, copy, n * 4);
-		}
-	}
-	src->data = data;
-	src->aux = aux;
+	if (st->f->act_scale)
+		err = nf_st_writer_reserve(wr, st->act_name, NF_DTYPE_F32, 1, &layers, layers * 4);
 	return err;
 }
 
-int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs *keep,
-			  const nf_model *m, const nf_engine_build_opts *o)
+/* What a build holds while it streams: one layer's floats, a global
+ * tensor's floats, and one quantized slice. */
+typedef struct stream_bufs {
+	nf_model *layer;
+	float *global;
+	void *data, *aux;
+} stream_bufs;
+
+static int bufs_alloc(stream_bufs *b, const stored *st, int n, const nf_model_config *cfg)
+{
+	uint64_t global = 0, data = 1, aux = 1;
+	for (int i = 0; i < n; i++) {
+		if (!st[i].s.t->per_layer && st[i].s.rows * st[i].s.cols > global)
+			global = st[i].s.rows * st[i].s.cols;
+		data = st[i].data_bytes > data ? st[i].data_bytes : data;
+		aux = st[i].aux_bytes > aux ? st[i].aux_bytes : aux;
+	}
+	int err = nf_model_alloc_layer(&b->layer, cfg);
+	if (err)
+		return err;
+	if (global > SIZE_MAX / 4 || !(b->global = malloc((size_t)global * 4)) ||
+	    !(b->data = malloc((size_t)data)) || !(b->aux = malloc((size_t)aux)))
+		return nf_error_set(NF_ENOMEM, "engine build: out of memory");
+	return 0;
+}
+
+static void bufs_release(stream_bufs *b)
+{
+	nf_model_free(b->layer);
+	free(b->global);
+	free(b->data);
+	free(b->aux);
+}
+
+/* Slice l of st (floats at w) into the file, in its format. */
+static int put_slice(nf_st_writer *wr, const stored *st, int l, const float *w,
+		     const nf_engine_quant *q, stream_bufs *b)
+{
+	const tensor_spec *s = &st->s;
+	uint64_t at = (uint64_t)l;
+	char what[112];
+	if (s->t->per_layer)
+		snprintf(what, sizeof what, "%s (layer %d)", s->t->name, l);
+	else
+		snprintf(what, sizeof what, "%s", s->t->name);
+	if (st->src.kind == NF_QUANT_NONE) {
+		int err = nf_wformat_check_finite(w, (size_t)s->rows, (size_t)s->cols, what);
+		return err ? err : nf_st_writer_put(wr, s->t->name, at * st->data_bytes, w,
+						    (size_t)st->data_bytes);
+	}
+	int err = nf_engine_quantize_slice(b->data, st->aux_bytes ? b->aux : NULL, &st->src,
+					   s->t->id, l, s->rows, s->cols, w, q, s->t->name,
+					   s->t->per_layer);
+	if (!err)
+		err = nf_st_writer_put(wr, s->t->name, at * st->data_bytes, b->data,
+				       (size_t)st->data_bytes);
+	if (!err && st->aux_bytes)
+		err = nf_st_writer_put(wr, st->aux_name, at * st->aux_bytes, b->aux,
+				       (size_t)st->aux_bytes);
+	return err;
+}
+
+/* The tensors outside the layers, one at a time. */
+static int put_globals(nf_st_writer *wr, const stored *st, int n, const nf_engine_quant *q,
+		       stream_bufs *b)
+{
+	for (int i = 0; i < n; i++) {
+		if (st[i].s.t->per_layer)
+			continue;
+		int err = nf_ckpt_read(q->reader, st[i].s.t->id, 0, b->global);
+		if (!err)
+			err = put_slice(wr, &st[i], 0, b->global, q, b);
+		if (err)
+			return err;
+		nf_ckpt_drop(q->reader, st[i].s.t->id, 0);
+	}
+	return 0;
+}
+
+/* Every layer: read whole, made ready (AWQ), each tensor's slice stored. */
+static int put_layers(nf_st_writer *wr, const stored *st, int n, const nf_engine_quant *q,
+		      stream_bufs *b)
+{
+	for (int l = 0; l < q->n_layers; l++) {
+		int err = nf_ckpt_read_layer(q->reader, b->layer, l);
+		if (!err)
+			err = nf_engine_quant_layer(q, b->layer, l);
+		for (int i = 0; i < n && !err; i++)
+			if (st[i].s.t->per_layer)
+				err = put_slice(wr, &st[i], l, *nf_model_slot(b->layer, st[i].s.t->id),
+						q, b);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int put_act_scales(nf_st_writer *wr, const stored *st, int n, const nf_engine_quant *q)
+{
+	for (int i = 0; i < n; i++) {
+		if (st[i].src.kind == NF_QUANT_NONE || !st[i].f->act_scale)
+			continue;
+		const float *a = nf_engine_quant_act_scales(q, st[i].s.t->id);
+		if (!a)
+			return nf_error_set(NF_EINTERNAL, "engine build: %s has no activation scale",
+					    st[i].s.t->name);
+		int err = nf_st_writer_put(wr, st[i].act_name, 0, a, (size_t)st[i].s.layers * 4);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int nf_engine_weights_write(nf_st_writer *wr, const char *path, nf_ckpt_reader *r,
+			    const nf_engine_build_opts *o)
 {
 	tensor_spec specs[NF_T_COUNT];
+	stored st[NF_T_COUNT];
+	stream_bufs b = {0};
 	nf_engine_quant q = {0};
-	int n = tensor_specs(specs, &m->cfg), err;
-	if ((err = nf_engine_quant_prepare(&q, m, o)))
-		return err;
+	int n = tensor_specs(specs, &r->cfg), err = 0;
 	for (int i = 0; i < n && !err; i++) {
-		const tensor_spec *s = &specs[i];
-		const float *w = *nf_model_slot((nf_model *)q.model, s->t->id);
-		nf_fwd_src src = {.kind = spec_kind(s, o->precision),
-				  .group = nf_precision_group(o->precision, o->group)};
-		if (!w) {
-			err = nf_error_set(NF_EINTERNAL, "engine build: model lacks %s", s->t->name);
-			break;
-		}
-		if (src.kind == NF_QUANT_NONE) {
-			src.data = w;
-			err = nf_wformat_check_finite(w, (size_t)(s->layers * s->rows), (size_t)s->cols,
-						      s->t->name);
-			if (!err)
-				err = nf_st_writer_add(wr, s->t->name, NF_DTYPE_F32, s->ndim, s->shape,
-						       w, s->layers * s->rows * s->cols * 4);
-		} else {
-			src.act_scale = nf_engine_quant_act_scales(&q, s->t->id);
-			err = add_matrix(wr, &src, keep, s, q.model, &q);
-		}
-		if (!err)
-			nf_fwd_bind_src(fw, &m->cfg, s->t->id, &src);
+		st[i] = stored_of(&specs[i], o);
+		err = reserve(wr, &st[i]);
 	}
-	/* the views keep pointing into q's model (vectors) until the caller
-	 * releases keep, which now owns it */
-	if (!err && q.owned && keep->n < (int)(sizeof keep->p / sizeof keep->p[0]))
-		keep->p[keep->n++] = nf_engine_quant_detach(&q);
+	if (!err)
+		err = nf_engine_quant_prepare(&q, r, o);
+	if (!err)
+		err = bufs_alloc(&b, st, n, &r->cfg);
+	if (!err)
+		err = nf_st_writer_begin(wr, path);
+	if (!err)
+		err = put_globals(wr, st, n, &q, &b);
+	if (!err)
+		err = put_layers(wr, st, n, &q, &b);
+	if (!err)
+		err = put_act_scales(wr, st, n, &q);
+	if (!err)
+		err = nf_st_writer_commit(wr);
+	bufs_release(&b);
 	nf_engine_quant_release(&q);
 	return err;
 }

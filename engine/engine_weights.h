@@ -15,19 +15,16 @@
 #include "engine/forward.h"
 #include "engine/safetensors.h"
 
-/* What the builder allocated for the quantized tensors; fw's views point
- * into it until nf_engine_weights_release. */
-typedef struct nf_engine_wbufs {
-	void *p[4 * NF_T_COUNT];
-	int n;
-} nf_engine_wbufs;
+typedef struct nf_ckpt_reader nf_ckpt_reader;
 
-/* Add every tensor of m, in o's precision, to wr, and bind fw's views to
- * them (fw->layers allocated by the caller).  NF_EINPUT for a weight the
- * format cannot hold, naming the tensor. */
-int nf_engine_weights_add(nf_st_writer *wr, nf_fwd_weights *fw, nf_engine_wbufs *keep,
-			  const nf_model *m, const nf_engine_build_opts *o);
-void nf_engine_weights_release(nf_engine_wbufs *keep);
+/* Write every tensor of r's model, in o's precision, to path through wr
+ * (its metadata set): the tensors reserved, then the file written a layer
+ * at a time (read, scaled for AWQ, quantized), so that memory holds one
+ * layer and the largest tensor outside the layers, never the model.
+ * NF_EINPUT for a weight the format cannot hold, naming the tensor and
+ * layer.  path appears complete or not at all. */
+int nf_engine_weights_write(nf_st_writer *wr, const char *path, nf_ckpt_reader *r,
+			    const nf_engine_build_opts *o);
 
 /* config.json's "quantization" object for precision p with this group. */
 json_t *nf_engine_weights_describe(nf_precision p, int group);

@@ -55,6 +55,8 @@ struct nf_fwd {
 		const nf_backend_ops *ops;
 	} shape_ops[16];   /* per-shape GEMM family from the tactics */
 	int n_shape_ops;
+	nf_fwd_layer_hook layer_hook; /* NULL: the weights of every layer are bound */
+	void *layer_hook_ctx;
 	nf_fwd_observer observe; /* NULL: nobody observes the matrix inputs */
 	void *observe_ctx;
 };
@@ -480,6 +482,12 @@ void nf_fwd_set_ops(nf_fwd *f, const nf_backend_ops *ops)
 	f->n_shape_ops = 0;
 }
 
+void nf_fwd_set_layer_hook(nf_fwd *f, nf_fwd_layer_hook fn, void *ctx)
+{
+	f->layer_hook = fn;
+	f->layer_hook_ctx = ctx;
+}
+
 int nf_fwd_set_shape_ops(nf_fwd *f, int rows, int cols, const nf_backend_ops *ops)
 {
 	for (int i = 0; i < f->n_shape_ops; i++)
@@ -732,6 +740,8 @@ static void layers_pass(nf_fwd *f, nf_fwd_kv *const *kv, const int *tokens, cons
 	}
 
 	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+		if (f->layer_hook)
+			f->layer_hook(f->layer_hook_ctx, (int)l);
 		const nf_fwd_layer *L = &w->layers[l];
 		for (size_t b = 0; b < n; b++)
 			ops->rmsnorm(f->xb + b * dim, f->x + b * dim, L->rms_att, c->dim, c->norm_eps);

@@ -108,6 +108,11 @@ typedef void (*nf_fwd_observer)(void *ctx, int layer, nf_ref_input which, const 
  * classifier's input of every token, not only of those it returns logits
  * for. */
 void nf_fwd_set_observer(nf_fwd *f, nf_fwd_observer fn, void *ctx);
+/* Called before a pass reads layer `layer`'s weights, to bind them (a
+ * builder that holds one layer at a time).  It cannot fail the pass: it
+ * keeps its error for its caller to check after the step. */
+typedef void (*nf_fwd_layer_hook)(void *ctx, int layer);
+void nf_fwd_set_layer_hook(nf_fwd *f, nf_fwd_layer_hook fn, void *ctx);
 /* How a GEMM's output rows are shared among the threads
  * (nf_pool_run_ranges): units of NF_FWD_UNIT_ROWS rows (two 8-row tiles),
  * at most NF_FWD_GRAIN units per call; the autotuner times GEMVs split

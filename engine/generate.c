@@ -1,7 +1,8 @@
 /*
- * generate.c - the sampler (greedy at temperature 0, else temperature and
- * top-p with a seeded xorshift) and the single-sequence generation loop
- * (the prompt prefilled in one call, then one step per token).
+ * generate.c - the sampler (the transforms of sampling.h, then greedy at
+ * temperature 0, else temperature, top-k, min-p and top-p with a seeded
+ * xorshift) and the single-sequence generation loop (the prompt prefilled
+ * in one call, then one step per token).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine/generate.h"
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/logit_mask.h"
 #include "util/error.h"
 #include "util/banned.h"
 
@@ -47,7 +49,97 @@ void nf_sampler_release(nf_sampler *s)
 	if (!s)
 		return;
 	free(s->scratch);
+	free(s->bias);
+	free(s->counts);
+	free(s->seen);
+	free(s->kscratch);
 	s->scratch = NULL;
+	s->bias = NULL;
+	s->counts = NULL;
+	s->seen = NULL;
+	s->kscratch = NULL;
+}
+
+static int check_params(const nf_sampling_params *p, int vocab_size)
+{
+	if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f) ||
+	    !(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+		return nf_error_set(NF_EINPUT, "sampler: presence and frequency penalties must be in [-2, 2]");
+	if (!(p->repetition_penalty >= 0.0f && p->repetition_penalty <= 100.0f))
+		return nf_error_set(NF_EINPUT, "sampler: repetition penalty %g must be in (0, 100]",
+				    (double)p->repetition_penalty);
+	if (p->top_k < 0 || !(p->min_p >= 0.0f && p->min_p <= 1.0f))
+		return nf_error_set(NF_EINPUT, "sampler: top_k must be >= 0 and min_p in [0, 1]");
+	if (p->n_bias > NF_SAMPLING_MAX_BIAS)
+		return nf_error_set(NF_EINPUT, "sampler: at most %d logit biases", NF_SAMPLING_MAX_BIAS);
+	for (size_t i = 0; i < p->n_bias; i++)
+		if (p->bias[i].token < 0 || p->bias[i].token >= vocab_size ||
+		    !(p->bias[i].bias >= -100.0f && p->bias[i].bias <= 100.0f))
+			return nf_error_set(NF_EINPUT, "sampler: logit bias of token %d: a token below %d "
+					    "and a bias in [-100, 100]", p->bias[i].token, vocab_size);
+	return 0;
+}
+
+int nf_sampler_configure(nf_sampler *s, const nf_sampling_params *p)
+{
+	int err = check_params(p, s->vocab_size);
+	size_t n = (size_t)s->vocab_size;
+	if (err)
+		return err;
+	s->params = *p;
+	s->params.bias = NULL;
+	if (p->n_bias) {
+		if (!(s->bias = malloc(p->n_bias * sizeof *s->bias)))
+			return nf_error_set(NF_ENOMEM, "sampler: out of memory");
+		memcpy(s->bias, p->bias, p->n_bias * sizeof *s->bias);
+		s->params.bias = s->bias;
+	}
+	if ((p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
+	     (p->repetition_penalty > 0.0f && p->repetition_penalty != 1.0f)) &&
+	    !(s->counts = calloc(n, sizeof *s->counts)))
+		return nf_error_set(NF_ENOMEM, "sampler: out of memory");
+	if (p->top_k > 0 && !(s->kscratch = malloc(n * sizeof *s->kscratch)))
+		return nf_error_set(NF_ENOMEM, "sampler: out of memory");
+	return 0;
+}
+
+int nf_sampler_set_prompt(nf_sampler *s, const int *tokens, size_t n)
+{
+	if (!(s->params.repetition_penalty > 0.0f && s->params.repetition_penalty != 1.0f))
+		return 0;
+	if (!s->seen && !(s->seen = calloc(((size_t)s->vocab_size + 31) / 32, sizeof *s->seen)))
+		return nf_error_set(NF_ENOMEM, "sampler: out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] >= 0 && tokens[i] < s->vocab_size)
+			s->seen[(unsigned)tokens[i] >> 5] |= 1u << ((unsigned)tokens[i] & 31);
+	return 0;
+}
+
+void nf_sampler_set_mask(nf_sampler *s, const uint32_t *allowed)
+{
+	s->allowed = allowed;
+}
+
+void nf_sampler_process(nf_sampler *s, float *logits)
+{
+	if (s->allowed)
+		nf_logit_mask_apply(logits, (size_t)s->vocab_size, s->allowed);
+	nf_sampling_apply_penalties(logits, s->vocab_size, s->counts, s->seen, &s->params);
+	nf_sampling_apply_bias(logits, s->vocab_size, s->params.bias, s->params.n_bias);
+}
+
+void nf_sampler_accept(nf_sampler *s, int token)
+{
+	if (s->counts && token >= 0 && token < s->vocab_size)
+		s->counts[token]++;
+}
+
+int nf_sampler_sample(nf_sampler *s, float *logits)
+{
+	nf_sampler_process(s, logits);
+	int token = nf_sampler_pick(s, logits);
+	nf_sampler_accept(s, token);
+	return token;
 }
 
 static float rand_f32(uint64_t *state)
@@ -95,15 +187,20 @@ static int cmp_desc(const void *a, const void *b)
 	return x->index - y->index;
 }
 
-int nf_sampler_sample(nf_sampler *s, float *logits)
+int nf_sampler_pick(nf_sampler *s, float *logits)
 {
 	int n = s->vocab_size;
 	if (s->temperature == 0.0f)
 		return nf_argmax(logits, n);
+	if (s->kscratch)
+		nf_sampling_top_k(logits, n, s->params.top_k, s->kscratch);
+	nf_sampling_min_p(logits, n, s->params.min_p, s->temperature);
 	float max = logits[0];
 	for (int i = 1; i < n; i++)
 		if (logits[i] > max)
 			max = logits[i];
+	if (max == -INFINITY) /* a mask that left nothing */
+		return nf_argmax(logits, n);
 	double sum = 0.0;
 	for (int i = 0; i < n; i++) {
 		logits[i] = expf((logits[i] - max) / s->temperature);
@@ -174,6 +271,7 @@ int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_ge
 	if (p->max_tokens < 0)
 		return nf_error_set(NF_EINPUT, "generate: max_tokens %d is negative", p->max_tokens);
 	if ((err = nf_sampler_init(&smp, c->vocab_size, p->temperature, p->top_p, p->seed)) ||
+	    (err = nf_sampler_configure(&smp, &p->sampling)) ||
 	    (err = nf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? prompt_len : 0,
 				       NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, &toks, &ntoks)) ||
 	    (err = nf_seq_new(&seq, e)))
@@ -183,6 +281,8 @@ int nf_generate(nf_engine *e, const char *prompt, size_t prompt_len, const nf_ge
 				   ntoks, (int)c->max_seq_len);
 		goto done;
 	}
+	if ((err = nf_sampler_set_prompt(&smp, toks, ntoks)))
+		goto done;
 	if (!(logits = malloc(sizeof(float) * (size_t)c->vocab_size))) {
 		err = nf_error_set(NF_ENOMEM, "generate: out of memory");
 		goto done;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/sampling.h"
 
 typedef struct nf_sampler {
 	int vocab_size;
@@ -17,6 +18,12 @@ typedef struct nf_sampler {
 	float top_p;       /* 1 = off */
 	uint64_t rng;      /* xorshift state, from the seed */
 	void *scratch;     /* owned: top-p workspace */
+	nf_sampling_params params; /* params.bias points at bias */
+	nf_logit_bias *bias;       /* owned copy */
+	int *counts;       /* owned: times each token was accepted (penalties); NULL without */
+	uint32_t *seen;    /* owned: the prompt's tokens as a bitmask (repetition penalty) */
+	float *kscratch;   /* owned: top-k workspace */
+	const uint32_t *allowed; /* borrowed: the token mask (grammar); NULL: every token */
 } nf_sampler;
 
 /* The index of the first largest of x[0..n) (NaNs never win; 0 when x[0]
@@ -25,7 +32,25 @@ int nf_argmax(const float *x, int n);
 
 int nf_sampler_init(nf_sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed);
 void nf_sampler_release(nf_sampler *s);
-/* Pick the next token; may modify logits in place. */
+/* The transforms of sampling.h beyond temperature and top-p (p is copied;
+ * all zero: none).  NF_EINPUT for values out of range, NF_ENOMEM. */
+int nf_sampler_configure(nf_sampler *s, const nf_sampling_params *p);
+/* The prompt, for the repetition penalty (which also counts prompt tokens). */
+int nf_sampler_set_prompt(nf_sampler *s, const int *tokens, size_t n);
+/* The place a token constraint plugs in: from now on tokens whose bit is
+ * clear in allowed (borrowed, vocab bits) are never picked and have no
+ * logprob; NULL lifts it.  A grammar sets it before each nf_sampler_sample. */
+void nf_sampler_set_mask(nf_sampler *s, const uint32_t *allowed);
+
+/* The three phases of nf_sampler_sample, for callers that read logprobs
+ * between them: process applies the mask, penalties and bias in place (the
+ * logits logprobs are the log-softmax of); pick applies temperature,
+ * top-k, min-p and top-p and draws (may modify logits); accept counts the
+ * chosen token for the penalties. */
+void nf_sampler_process(nf_sampler *s, float *logits);
+int nf_sampler_pick(nf_sampler *s, float *logits);
+void nf_sampler_accept(nf_sampler *s, int token);
+/* process, pick, accept: the next token; modifies logits in place. */
 int nf_sampler_sample(nf_sampler *s, float *logits);
 
 typedef struct nf_gen_params {
@@ -34,6 +59,7 @@ typedef struct nf_gen_params {
 	float top_p;
 	uint64_t seed;
 	int stop_at_eos;   /* 1: stop at EOS/BOS */
+	nf_sampling_params sampling; /* penalties, bias, top-k, min-p; zero: none */
 } nf_gen_params;
 
 typedef struct nf_gen_stats {

@@ -121,36 +121,40 @@ float **nf_model_slot(nf_model *m, int id)
 	return (float **)((char *)&m->w + off[id]);
 }
 
-int nf_model_alloc(nf_model **out, const nf_model_config *cfg)
+/* A zeroed model of cfg's tensors, or of its per-layer ones only. */
+static int alloc_tensors(nf_model **out, const nf_model_config *cfg, bool layers_only)
 {
 	int err = 0;
 	nf_model *m = NULL;
-	size_t n[NF_T_COUNT], total, bytes;
+	size_t n[NF_T_COUNT], total = 0, bytes;
 	const nf_arch *a;
 	float *p;
 
 	*out = NULL;
-	if ((err = nf_model_config_validate(cfg, "model")))
-		goto done;
-	if ((err = nf_model_param_count(&total, cfg)))
-		goto done;
+	if ((err = nf_model_config_validate(cfg, "model")) ||
+	    (err = nf_model_param_count(&total, cfg)))
+		return err;
 	tensor_sizes(n, cfg);
-	if (!nf_size_mul(&bytes, total, sizeof(float))) {
-		err = nf_error_set(NF_EINPUT, "model: size overflows");
-		goto done;
+	a = nf_arch_get(cfg->arch);
+	if (layers_only) {
+		total = 0;
+		for (size_t i = 0; i < a->n_tensors; i++)
+			if (a->tensors[i].per_layer)
+				total += n[a->tensors[i].id]; /* part of the checked count */
 	}
+	if (!nf_size_mul(&bytes, total, sizeof(float)))
+		return nf_error_set(NF_EINPUT, "model: size overflows");
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->mem = calloc(total ? total : 1, sizeof(float)))) {
-		err = nf_error_set(NF_ENOMEM, "model: out of memory allocating %zu bytes", bytes);
-		goto done;
+		nf_model_free(m);
+		return nf_error_set(NF_ENOMEM, "model: out of memory allocating %zu bytes", bytes);
 	}
 	m->cfg = *cfg;
 	m->mem_len = bytes;
-	a = nf_arch_get(cfg->arch);
 	p = m->mem;
 	for (size_t i = 0; i < a->n_tensors; i++) {
 		const nf_arch_tensor *t = &a->tensors[i];
-		if (!nf_arch_present(t, cfg))
+		if (!nf_arch_present(t, cfg) || (layers_only && !t->per_layer))
 			continue;
 		*nf_model_slot(m, t->id) = p;
 		p += n[t->id];
@@ -158,10 +162,19 @@ int nf_model_alloc(nf_model **out, const nf_model_config *cfg)
 	if (cfg->shared_classifier)
 		m->w.wcls = m->w.token_embedding;
 	*out = m;
-	m = NULL;
-done:
-	nf_model_free(m);
-	return err;
+	return 0;
+}
+
+int nf_model_alloc(nf_model **out, const nf_model_config *cfg)
+{
+	return alloc_tensors(out, cfg, false);
+}
+
+int nf_model_alloc_layer(nf_model **out, const nf_model_config *cfg)
+{
+	nf_model_config one = *cfg;
+	one.n_layers = 1;
+	return alloc_tensors(out, &one, true);
 }
 
 /* ---- the checkpoint's own blocks ---- */

@@ -121,6 +121,10 @@ int nf_model_param_count(size_t *out, const nf_model_config *cfg);
  * token_embedding when shared; absent tensors are NULL).  Caller owns *out. */
 int nf_model_alloc(nf_model **out, const nf_model_config *cfg);
 
+/* A zeroed model of one layer of cfg: its config with n_layers 1, the
+ * per-layer tensors only (the embedding, final norm and classifier NULL),
+ * for the builders that work a layer at a time. */
+int nf_model_alloc_layer(nf_model **out, const nf_model_config *cfg);
 /* The slot of tensor `id` (an nf_arch_tensor id) in m->w, or NULL for an id
  * out of range. */
 float **nf_model_slot(nf_model *m, int id);

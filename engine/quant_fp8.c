@@ -11,70 +11,16 @@
 #include "engine/quant.h"
 
 #include <math.h>
-#include <string.h>
+
+#include "engine/kmath/dequant.h"
 
 #include "util/error.h"
 #include "util/banned.h"
 
-#define E4M3_MAX_CODE 0x7e /* 448 = 2^8 * 1.75 */
-#define E4M3_NAN_CODE 0x7f
-#define E4M3_MIN_NORMAL 0.015625f /* 2^-6 */
+/* The conversions are engine/kmath/dequant.h's, shared with the CUDA kernels. */
+float nf_fp8_e4m3_to_f32(uint8_t code) { return nf_km_e4m3_to_f32(code); }
 
-static uint32_t f32_bits(float x)
-{
-	uint32_t u;
-	memcpy(&u, &x, sizeof u);
-	return u;
-}
-
-static float f32_from_bits(uint32_t u)
-{
-	float x;
-	memcpy(&x, &u, sizeof x);
-	return x;
-}
-
-float nf_fp8_e4m3_to_f32(uint8_t code)
-{
-	uint32_t sign = (uint32_t)(code & 0x80) << 24;
-	uint32_t e = (code >> 3) & 0xf, m = code & 7;
-	if (e == 0xf && m == 7)
-		return f32_from_bits(sign | 0x7fc00000u);
-	if (e == 0) /* subnormal: m * 2^-9, exact in float */
-		return f32_from_bits(sign | f32_bits((float)m * 0.001953125f));
-	/* normal: rebias the exponent from 7 to 127, the mantissa on top */
-	return f32_from_bits(sign | (e + 120) << 23 | m << 20);
-}
-
-/* |x| (as its bits a, finite, below 2^-6) on the subnormal grid k * 2^-9:
- * |x| * 512 is exact, and nf_round_even rounds ties to even.  k = 8 is the
- * code of 2^-6, the smallest normal, so k is the code either way. */
-static uint8_t encode_subnormal(float ax)
-{
-	return (uint8_t)nf_round_even(ax * 512.0f);
-}
-
-/* A normal |x| (bits a, 2^-6 <= |x|): keep 3 of float's 23 mantissa bits,
- * rounding the 20 dropped ones to nearest even (a carry out of the mantissa
- * lands in the exponent, as it should), then rebias the exponent. */
-static uint8_t encode_normal(uint32_t a)
-{
-	uint32_t rounded = a + 0x7ffffu + ((a >> 20) & 1);
-	uint32_t code = (rounded >> 20) - (120u << 3);
-	return code > E4M3_MAX_CODE ? E4M3_MAX_CODE : (uint8_t)code;
-}
-
-uint8_t nf_fp8_e4m3_from_f32(float x)
-{
-	uint32_t bits = f32_bits(x), a = bits & 0x7fffffffu;
-	uint8_t sign = (uint8_t)(bits >> 24 & 0x80);
-	if (a > 0x7f800000u)
-		return sign | E4M3_NAN_CODE;
-	if (a >= 0x43e00000u) /* 448 and beyond, infinity included: saturate */
-		return sign | E4M3_MAX_CODE;
-	float ax = f32_from_bits(a);
-	return sign | (ax < E4M3_MIN_NORMAL ? encode_subnormal(ax) : encode_normal(a));
-}
+uint8_t nf_fp8_e4m3_from_f32(float x) { return nf_km_e4m3_from_f32(x); }
 
 float nf_fp8_e4m3_round(float x)
 {

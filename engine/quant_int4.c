@@ -17,6 +17,7 @@
 
 #include "engine/cpu/cpu.h"
 #include "engine/gguf.h"
+#include "engine/kmath/dequant.h"
 #include "engine/safetensors.h" /* nf_f16_to_f32, nf_f32_to_f16 */
 #include "util/checked.h"
 #include "util/error.h"
@@ -41,9 +42,6 @@ size_t nf_quant_int4_groups(size_t cols, int group)
 	return group > 0 ? (cols + (size_t)group - 1) / (size_t)group : 0;
 }
 
-/* Byte of a row holding column c, and the shift of its nibble. */
-static inline size_t nibble_byte(size_t c) { return c / Q4_BLOCK * Q4_BLOCK_BYTES + c % 16; }
-static inline unsigned nibble_shift(size_t c) { return c % Q4_BLOCK >= 16 ? 4 : 0; }
 
 static int check_shape(size_t cols, int group)
 {
@@ -96,7 +94,7 @@ static void pack_group(uint8_t *row, size_t c0, const float *x, size_t n, float 
 		}
 		__m128i lo = levels16(b, vm, vi), hi = levels16(b + 16, vm, vi);
 		/* levels <= 15: the shift moves no bits across bytes */
-		_mm_storeu_si128((__m128i *)(row + nibble_byte(c0 + i)),
+		_mm_storeu_si128((__m128i *)(row + nf_km_q4_byte(c0 + i)),
 				 _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
 	}
 }
@@ -263,8 +261,7 @@ void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gs
 	for (size_t c = 0; c < cols; c++) {
 		size_t g = c / (size_t)group;
 		float s = nf_f16_to_f32(sm[2 * g]), m = nf_f16_to_f32(sm[2 * g + 1]);
-		float sq = s * (float)((row[nibble_byte(c)] >> nibble_shift(c)) & 0x0f);
-		out[c] = sq + m;
+		out[c] = nf_km_q4_dequant(nf_km_q4_level(row, c), s, m);
 	}
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/checked.h"
 #include "util/error.h"
@@ -328,6 +329,11 @@ struct nf_st_writer {
 	st_entry *e;
 	size_t n, cap;
 	json_t *metadata; /* insertion-ordered object */
+	/* between begin and commit */
+	nf_atomic_file af;
+	bool begun;
+	uint64_t *begins;     /* (n) each tensor's offset in the data section */
+	uint64_t data_start;  /* file offset of the data section */
 };
 
 int nf_st_writer_new(nf_st_writer **out)
@@ -336,6 +342,7 @@ int nf_st_writer_new(nf_st_writer **out)
 	*out = NULL;
 	if (!w)
 		return nf_error_set(NF_ENOMEM, "safetensors writer: out of memory");
+	w->af.fd = -1;
 	*out = w;
 	return 0;
 }
@@ -344,19 +351,25 @@ void nf_st_writer_free(nf_st_writer *w)
 {
 	if (!w)
 		return;
+	if (w->begun)
+		nf_atomic_abort(&w->af);
 	for (size_t i = 0; i < w->n; i++)
 		free(w->e[i].name);
 	free(w->e);
+	free(w->begins);
 	json_decref(w->metadata);
 	free(w);
 }
 
-int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
+/* A new entry; data NULL means reserved (written later with put). */
+static int add_entry(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
 		     const uint64_t *shape, const void *data, uint64_t nbytes)
 {
 	uint64_t count = 1, want;
 	st_entry *e;
 
+	if (w->begun)
+		return nf_error_set(NF_EINTERNAL, "safetensors writer: %s added after begin", name);
 	if (!name || !*name || strcmp(name, "__metadata__") == 0)
 		return nf_error_set(NF_EINTERNAL, "safetensors writer: invalid tensor name");
 	if ((unsigned)dtype >= N_DTYPES)
@@ -371,8 +384,6 @@ int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim
 		return nf_error_set(NF_EINTERNAL,
 				    "safetensors writer: %s: %llu bytes given, shape needs %llu",
 				    name, (unsigned long long)nbytes, (unsigned long long)want);
-	if (nbytes && !data)
-		return nf_error_set(NF_EINTERNAL, "safetensors writer: %s: no data", name);
 	for (size_t i = 0; i < w->n; i++)
 		if (strcmp(w->e[i].name, name) == 0)
 			return nf_error_set(NF_EINTERNAL, "safetensors writer: duplicate tensor %s",
@@ -399,6 +410,21 @@ int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim
 	return 0;
 }
 
+int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
+		     const uint64_t *shape, const void *data, uint64_t nbytes)
+{
+	if (nbytes && !data)
+		return nf_error_set(NF_EINTERNAL, "safetensors writer: %s: no data",
+				    name ? name : "");
+	return add_entry(w, name, dtype, ndim, shape, data, nbytes);
+}
+
+int nf_st_writer_reserve(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
+			 const uint64_t *shape, uint64_t nbytes)
+{
+	return add_entry(w, name, dtype, ndim, shape, NULL, nbytes);
+}
+
 int nf_st_writer_set_metadata(nf_st_writer *w, const char *key, const char *value)
 {
 	json_t *s;
@@ -411,74 +437,118 @@ int nf_st_writer_set_metadata(nf_st_writer *w, const char *key, const char *valu
 
 static uint64_t align_up(uint64_t x) { return (x + ST_ALIGN - 1) / ST_ALIGN * ST_ALIGN; }
 
+/* One tensor's header entry at data offsets [off, off + nbytes). */
+static int header_entry(json_t *root, const st_entry *e, uint64_t off)
+{
+	json_t *t = json_object(), *shape = json_array(), *offs = json_array();
+	if (!t || json_object_set_new(root, e->name, t) < 0 || !shape || !offs) {
+		json_decref(shape);
+		json_decref(offs);
+		return -1;
+	}
+	if (json_object_set_new(t, "dtype", json_string(nf_dtype_name(e->dtype))) < 0 ||
+	    json_object_set_new(t, "shape", shape) < 0) {
+		json_decref(offs);
+		return -1;
+	}
+	for (int d = 0; d < e->ndim; d++)
+		if (json_array_append_new(shape, json_integer((json_int_t)e->shape[d])) < 0) {
+			json_decref(offs);
+			return -1;
+		}
+	if (json_object_set_new(t, "data_offsets", offs) < 0 ||
+	    json_array_append_new(offs, json_integer((json_int_t)off)) < 0 ||
+	    json_array_append_new(offs, json_integer((json_int_t)(off + e->nbytes))) < 0)
+		return -1;
+	return 0;
+}
+
+/* The header (8-byte length, JSON, spaces to a 64-byte boundary) into
+ * *buf, with every tensor's offset in w->begins and the data section's
+ * end in *end. */
+static int layout(nf_st_writer *w, char **buf, size_t *len, uint64_t *end)
+{
+	json_t *root = json_object();
+	char *hdr = NULL;
+	uint64_t off = 0;
+	int ok = root && (w->begins = calloc(w->n ? w->n : 1, sizeof *w->begins)) &&
+		 (!w->metadata || json_object_set(root, "__metadata__", w->metadata) == 0);
+	for (size_t i = 0; ok && i < w->n; i++) {
+		off = align_up(off);
+		w->begins[i] = off;
+		ok = header_entry(root, &w->e[i], off) == 0;
+		off += w->e[i].nbytes;
+	}
+	if (ok && (hdr = json_dumps(root, JSON_COMPACT))) {
+		size_t hlen = strlen(hdr);
+		size_t padded = (size_t)align_up(8 + hlen) - 8; /* data starts on a 64-byte boundary */
+		if ((*buf = malloc(8 + padded))) {
+			for (int i = 0; i < 8; i++)
+				(*buf)[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);
+			memcpy(*buf + 8, hdr, hlen);
+			memset(*buf + 8 + hlen, ' ', padded - hlen);
+			*len = 8 + padded;
+			*end = off;
+		}
+	}
+	json_decref(root);
+	free(hdr);
+	return *buf ? 0 : nf_error_set(NF_ENOMEM, "safetensors writer: out of memory building "
+				       "the header");
+}
+
+int nf_st_writer_begin(nf_st_writer *w, const char *path)
+{
+	char *buf = NULL;
+	size_t hlen = 0;
+	uint64_t end = 0;
+	int err;
+	if (w->begun)
+		return nf_error_set(NF_EINTERNAL, "safetensors writer: begun twice");
+	if ((err = layout(w, &buf, &hlen, &end)) || (err = nf_atomic_open(&w->af, path, 0644))) {
+		free(buf);
+		return err;
+	}
+	w->begun = true;
+	w->data_start = hlen;
+	err = nf_atomic_pwrite(&w->af, buf, hlen, 0);
+	free(buf);
+	for (size_t i = 0; !err && i < w->n; i++)
+		if (w->e[i].data && w->e[i].nbytes)
+			err = nf_atomic_pwrite(&w->af, w->e[i].data, (size_t)w->e[i].nbytes,
+					       w->data_start + w->begins[i]);
+	/* reserved tensors and the padding read as zeros until written */
+	if (!err && ftruncate(w->af.fd, (off_t)(w->data_start + end)) < 0)
+		err = nf_error_set(errno == ENOSPC || errno == EFBIG ? NF_EENV : NF_EIO, "%s: %s",
+				   path, strerror(errno));
+	return err;
+}
+
+int nf_st_writer_put(nf_st_writer *w, const char *name, uint64_t off, const void *data,
+		     size_t len)
+{
+	for (size_t i = 0; w->begun && i < w->n; i++) {
+		const st_entry *e = &w->e[i];
+		if (strcmp(e->name, name) != 0)
+			continue;
+		if (e->data || off > e->nbytes || len > e->nbytes - off)
+			return nf_error_set(NF_EINTERNAL, "safetensors writer: %s: bytes [%llu, +%zu) "
+					    "are not reserved", name, (unsigned long long)off, len);
+		return nf_atomic_pwrite(&w->af, data, len, w->data_start + w->begins[i] + off);
+	}
+	return nf_error_set(NF_EINTERNAL, "safetensors writer: no reserved tensor %s", name);
+}
+
+int nf_st_writer_commit(nf_st_writer *w)
+{
+	if (!w->begun)
+		return nf_error_set(NF_EINTERNAL, "safetensors writer: commit before begin");
+	w->begun = false;
+	return nf_atomic_commit(&w->af);
+}
+
 int nf_st_writer_finish(nf_st_writer *w, const char *path)
 {
-	int err = 0;
-	json_t *root = NULL, *t, *shape, *offs;
-	char *hdr = NULL, *buf = NULL;
-	uint64_t off = 0, *begins = NULL;
-	size_t hlen, padded;
-	nf_atomic_file af = {.fd = -1};
-	bool opened = false;
-	static const unsigned char zeros[ST_ALIGN];
-
-	begins = calloc(w->n ? w->n : 1, sizeof(*begins));
-	if (!begins || !(root = json_object()))
-		goto nomem;
-	if (w->metadata && json_object_set(root, "__metadata__", w->metadata) < 0)
-		goto nomem;
-	for (size_t i = 0; i < w->n; i++) {
-		const st_entry *e = &w->e[i];
-		off = align_up(off);
-		begins[i] = off;
-		if (!(t = json_object()) || json_object_set_new(root, e->name, t) < 0)
-			goto nomem;
-		if (!(shape = json_array()) || json_object_set_new(t, "dtype", json_string(nf_dtype_name(e->dtype))) < 0 ||
-		    json_object_set_new(t, "shape", shape) < 0)
-			goto nomem;
-		for (int d = 0; d < e->ndim; d++)
-			if (json_array_append_new(shape, json_integer((json_int_t)e->shape[d])) < 0)
-				goto nomem;
-		if (!(offs = json_array()) || json_object_set_new(t, "data_offsets", offs) < 0 ||
-		    json_array_append_new(offs, json_integer((json_int_t)off)) < 0 ||
-		    json_array_append_new(offs, json_integer((json_int_t)(off + e->nbytes))) < 0)
-			goto nomem;
-		off += e->nbytes;
-	}
-	if (!(hdr = json_dumps(root, JSON_COMPACT)))
-		goto nomem;
-	hlen = strlen(hdr);
-	padded = (size_t)align_up(8 + hlen) - 8; /* data section starts on a 64-byte boundary */
-	if (!(buf = malloc(8 + padded)))
-		goto nomem;
-	for (int i = 0; i < 8; i++)
-		buf[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);
-	memcpy(buf + 8, hdr, hlen);
-	memset(buf + 8 + hlen, ' ', padded - hlen);
-	if ((err = nf_atomic_open(&af, path, 0644)))
-		goto done;
-	opened = true;
-	if ((err = nf_atomic_write(&af, buf, 8 + padded)))
-		goto done;
-	off = 0;
-	for (size_t i = 0; i < w->n; i++) {
-		if (begins[i] > off && (err = nf_atomic_write(&af, zeros, (size_t)(begins[i] - off))))
-			goto done;
-		if (w->e[i].nbytes && (err = nf_atomic_write(&af, w->e[i].data, (size_t)w->e[i].nbytes)))
-			goto done;
-		off = begins[i] + w->e[i].nbytes;
-	}
-	opened = false;
-	err = nf_atomic_commit(&af);
-	goto done;
-nomem:
-	err = nf_error_set(NF_ENOMEM, "%s: out of memory building the header", path);
-done:
-	if (opened)
-		nf_atomic_abort(&af);
-	free(buf);
-	free(hdr);
-	free(begins);
-	json_decref(root);
-	return err;
+	int err = nf_st_writer_begin(w, path);
+	return err ? err : nf_st_writer_commit(w);
 }

@@ -63,7 +63,19 @@ int nf_st_writer_new(nf_st_writer **out);
 int nf_st_writer_add(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
 		     const uint64_t *shape, const void *data, uint64_t nbytes);
 int nf_st_writer_set_metadata(nf_st_writer *w, const char *key, const char *value);
+/* Write the file (atomically: path appears complete or not at all). */
 int nf_st_writer_finish(nf_st_writer *w, const char *path);
+/* The same in steps, for tensors too large to hold at once: reserve them
+ * (shape and size, no data), begin (header and every added tensor written
+ * to a temp file beside path), put each reserved tensor's bytes in any
+ * order, commit (rename onto path).  Freeing a begun writer discards it. */
+int nf_st_writer_reserve(nf_st_writer *w, const char *name, nf_dtype dtype, int ndim,
+			 const uint64_t *shape, uint64_t nbytes);
+int nf_st_writer_begin(nf_st_writer *w, const char *path);
+/* Bytes [off, off + len) of reserved tensor name. */
+int nf_st_writer_put(nf_st_writer *w, const char *name, uint64_t off, const void *data,
+		     size_t len);
+int nf_st_writer_commit(nf_st_writer *w);
 void nf_st_writer_free(nf_st_writer *w); /* NULL is fine */
 
 /* Half-precision conversions used by the loaders and quantizers. */

@@ -13,12 +13,15 @@
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
 #include "factory/cache.h"
+#include "factory/deploy.h"
 #include "factory/digest.h"
 #include "factory/fetch.h"
 #include "factory/gates.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
+#include "factory/remote_cache.h"
 #include "factory/report.h"
+#include "factory/gpu_profile.h"
 #include "factory/package.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -52,6 +55,8 @@ typedef struct build_ctx {
 	nf_gate_ref *ref;         /* the float32 reference, once per build */
 	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
 	nf_gate_results results;
+	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
+	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
 } build_ctx;
 
 static double now_seconds(void)
@@ -249,6 +254,10 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 		json_decref(prov);
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	}
+	if (p->is_gpu && (err = nf_gpu_profile_provenance(prov, p))) {
+		json_decref(prov);
+		return err;
+	}
 	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
 			 b->recipe->build.autotune);
 	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
@@ -261,24 +270,32 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
 	return err;
 }
 
-static int stage_compile(build_ctx *b, size_t i)
+/* The compile stage's folder from the local cache, else pulled from the
+ * remote one; *stage_dir NULL when neither has it (or --rebuild). */
+static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
+	*stage_dir = NULL;
+	if (b->opts->rebuild)
+		return;
+	if (nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0) {
+		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
+		return;
+	}
+	nf_error_clear();
+	if (b->remote_from &&
+	    nf_remote_cache_pull(stage_dir, b->remote_from, b->cache, "compile", st->key) == 0)
+		nf_log_stage_cached(b->log, "compile", "%s (pulled from %s, stage %.12s)", p->name,
+				    nf_remote_cache_ref(b->remote_from), st->key);
+}
+
+/* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
+static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
+			  const char *provenance, char **stage_dir)
+{
 	nf_cache_stage *cs = NULL;
-	char *provenance = NULL, *cached = NULL, *engine_dir = NULL, *report = NULL;
-	double t0 = now_seconds();
+	char *engine_dir = NULL, *report = NULL;
 	int err;
 
-	if ((err = compile_key(b, p, st->key, &provenance)))
-		goto done;
-	if (!b->opts->rebuild && nf_cache_stage_lookup(&cached, b->cache, st->key) == 0 && cached) {
-		p->engine_dir = cached;
-		cached = NULL;
-		st->cached = 1;
-		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
-		goto done;
-	}
 	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
 	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
 		goto done;
@@ -295,7 +312,8 @@ static int stage_compile(build_ctx *b, size_t i)
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
 		.threads = b->opts->threads,
-		.autotune = b->recipe->build.autotune,
+		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
+		.autotune = b->recipe->build.autotune && !p->is_gpu,
 		.tactics_report = report,
 		.group = b->recipe->build.quant.group_size,
 		.calib_text = b->calib_text,
@@ -303,31 +321,49 @@ static int stage_compile(build_ctx *b, size_t i)
 	};
 	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
 		goto done;
-	if ((err = nf_cache_stage_commit(&cached, cs)))
+	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
+			  (err = nf_gpu_profile_kernels(engine_dir, p))))
 		goto done;
+	err = nf_cache_stage_commit(stage_dir, cs);
 	cs = NULL;
-	p->engine_dir = nf_path_join(cached, "engine");
-	if (!p->engine_dir)
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	st->seconds = now_seconds() - t0;
-	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
 done:
-	if (cs)
-		nf_cache_stage_abort(cs);
-	if (st->cached && p->engine_dir) {
-		/* The stage folder holds the engine one level down. */
-		char *dir = nf_path_join(p->engine_dir, "engine");
-		free(p->engine_dir);
-		p->engine_dir = dir;
-		if (!dir)
-			err = nf_error_set(NF_ENOMEM, "out of memory");
+	nf_cache_stage_abort(cs);
+	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
+	free(engine_dir);
+	free(report);
+	return err;
+}
+
+static int stage_compile(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
+	char *provenance = NULL, *stage_dir = NULL;
+	double t0 = now_seconds();
+	int err;
+
+	if ((err = compile_key(b, p, st->key, &provenance)))
+		goto done;
+	lookup_compiled(b, p, st, &stage_dir);
+	st->cached = stage_dir != NULL;
+	if (!stage_dir && (err = compile_engine(b, p, st, provenance, &stage_dir)))
+		goto done;
+	if (!st->cached)
+		st->seconds = now_seconds() - t0;
+	/* The stage folder holds the engine one level down. */
+	if (!(p->engine_dir = nf_path_join(stage_dir, "engine"))) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
 	}
+	if (b->remote_to &&
+	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, stage_dir)))
+		nf_log_debug(b->log, "cache", "compile %s: stage %.12s in %s", p->name, st->key,
+			     nf_remote_cache_ref(b->remote_to));
+done:
 	if (err)
 		nf_error_wrap(err, "compile %s", p->name);
 	free(provenance);
-	free(cached);
-	free(engine_dir);
-	free(report);
+	free(stage_dir);
 	return err;
 }
 
@@ -592,6 +628,40 @@ static int stage_package(build_ctx *b)
 	return err;
 }
 
+/* The first profile whose gates did not all run (a GPU profile built where
+ * its GPU is not), or NULL. */
+static const nf_profile *first_skipped(const nf_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_profiles; i++)
+		if (plan->profiles[i].verdict == NF_VERDICT_SKIPPED)
+			return &plan->profiles[i];
+	return NULL;
+}
+
+/* The reason its performance gate (else any of its gates) gives. */
+static const char *skipped_reason(const nf_gate_results *rs, const nf_profile *p)
+{
+	const char *why = "not run";
+	for (size_t i = 0; i < rs->n; i++) {
+		const nf_gate_result *r = rs->items[i];
+		if (strcmp(r->profile_id, p->id) || r->verdict != NF_VERDICT_SKIPPED || !r->reason)
+			continue;
+		why = r->reason;
+		if (r->kind == NF_GATE_PERFORMANCE)
+			break;
+	}
+	return why;
+}
+
+/* After packaging: the chart's values and the plain manifests for the image
+ * just made (OUT/helm, OUT/k8s), by its digest. */
+static int stage_deploy(build_ctx *b, const char **note)
+{
+	char digest[sizeof("sha256:") + NF_SHA256_HEX_LEN];
+	snprintf(digest, sizeof(digest), "sha256:%s", nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1)->key);
+	return nf_deploy_write_build(b->out_tmp, b->recipe, b->plan, digest, note);
+}
+
 /* Put the assembled output in place of OUT, keeping the old one until then. */
 static int swap_output(build_ctx *b)
 {
@@ -643,12 +713,47 @@ static int prepare_output(build_ctx *b)
 	return err;
 }
 
+/* --cache-from and --cache-to: one client each (they may name the same repository). */
+static int open_remote_caches(build_ctx *b)
+{
+	const nf_build_opts *o = b->opts;
+	int err = 0;
+	if (o->cache_from)
+		err = nf_remote_cache_open(&b->remote_from, o->cache_from, o->cache_insecure, b->log);
+	if (!err && o->cache_to)
+		err = nf_remote_cache_open(&b->remote_to, o->cache_to, o->cache_insecure, b->log);
+	/* Before any stage: a cache we cannot pull from only costs time, one we
+	 * were asked to push to and cannot is an error now, not after a compile. */
+	if (!err && b->remote_from && nf_remote_cache_ping(b->remote_from))
+		nf_log_warn(b->log, "cache", "%s; nothing will be pulled", nf_error_last());
+	if (!err && b->remote_to)
+		err = nf_remote_cache_ping(b->remote_to);
+	return err;
+}
+
+/* One line on what the remote caches did, for the build log (and the tests). */
+static void log_remote_caches(build_ctx *b)
+{
+	if (b->remote_from) {
+		const nf_remote_cache_stats *s = nf_remote_cache_stats_of(b->remote_from);
+		nf_log_info(b->log, "cache", "from %s: %u pulled, %u missing, %u refused",
+			    nf_remote_cache_ref(b->remote_from), s->pulled, s->misses, s->refused);
+	}
+	if (b->remote_to) {
+		const nf_remote_cache_stats *s = nf_remote_cache_stats_of(b->remote_to);
+		nf_log_info(b->log, "cache", "to %s: %u pushed, %u already there",
+			    nf_remote_cache_ref(b->remote_to), s->pushed, s->present);
+	}
+}
+
 int nf_build_run(const nf_build_opts *o)
 {
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
 	char *cache_root = NULL;
 	double t0 = now_seconds();
-	int err, gate_failed = 0;
+	const char *deploy_note = NULL;
+	int err, gate_failed = 0, refused = 0;
+	const nf_profile *skipped = NULL;
 
 	nf_gate_results_init(&b.results);
 	nf_log_stage_begin(b.log, "recipe", "%s", o->recipe_path);
@@ -658,6 +763,8 @@ int nf_build_run(const nf_build_opts *o)
 	nf_log_stage_end(b.log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
 			 err ? o->recipe_path : b.recipe->model.name, b.plan ? b.plan->n_profiles : 0,
 			 b.plan ? b.plan->n_dropped : 0, b.plan ? b.plan->recipe_digest : "");
+	if (!err && o->profile)
+		err = nf_plan_select_profile(b.plan, o->profile);
 	if (err)
 		goto done;
 	for (size_t i = 0; i < b.plan->n_dropped; i++)
@@ -673,6 +780,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)
 		err = nf_cache_open(&b.cache, cache_root);
+	if (!err)
+		err = open_remote_caches(&b);
 	if (!err)
 		err = prepare_output(&b);
 	if (!err)
@@ -693,20 +802,28 @@ int nf_build_run(const nf_build_opts *o)
 		goto done;
 
 	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
-	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest};
+	skipped = first_skipped(b.plan);
+	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest,
+			       .skipped_gates = skipped != NULL,
+			       .allow_skipped_gates = o->allow_skipped_gates};
+	/* --profile makes no image: nothing to refuse */
+	refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
 	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
 		nf_report_print_table(stderr, &b.results);
 	err = nf_report_write(b.out_tmp, &b.results, &meta);
 	if (!err)
 		err = write_outputs(&b);
-	if (!err && !gate_failed)
+	if (!err && !gate_failed && !refused && !o->profile)
 		err = stage_package(&b);
+	if (!err && !gate_failed && !refused && !o->profile)
+		err = stage_deploy(&b, &deploy_note);
 	if (!err) {
 		/* Last, so it holds every stage's key and time, package included. */
 		json_t *plan = NULL;
 		err = nf_plan_to_json(&plan, b.plan);
 		if (!err) {
-			json_object_set_new(plan, "verdict", json_string(gate_failed ? "failed" : "passed"));
+			json_object_set_new(plan, "verdict",
+					    json_string(nf_verdict_name(nf_gate_results_verdict(&b.results))));
 			err = write_json_file(b.out_tmp, "plan.json", plan);
 		}
 		json_decref(plan);
@@ -716,13 +833,23 @@ int nf_build_run(const nf_build_opts *o)
 	if (!err && gate_failed)
 		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
 				   b.out_final);
+	if (!err && refused)
+		err = nf_error_set(NF_EGATE,
+				   "the gates of %s were skipped (%s); no image was made: "
+				   "--allow-skipped-gates packages profiles whose gates did not run",
+				   skipped->name, skipped_reason(&b.results, skipped));
 done:
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);
-	if (!err)
-		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)",
+	log_remote_caches(&b);
+	if (!err && o->profile)
+		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
+			    "image for one profile", o->profile, now_seconds() - t0, b.out_final);
+	else if (!err)
+		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
 			    b.recipe->model.name, now_seconds() - t0, b.out_final,
-			    b.recipe->image.repository, b.recipe->image.tag);
+			    b.recipe->image.repository, b.recipe->image.tag,
+			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
 	nf_gate_results_release(&b.results);
 	nf_gate_ref_free(b.ref);
 	nf_gate_result_free(b.perf_fp32);
@@ -738,6 +865,8 @@ done:
 	free(b.out_tmp);
 	free(cache_root);
 	nf_cache_free(b.cache);
+	nf_remote_cache_free(b.remote_from);
+	nf_remote_cache_free(b.remote_to);
 	nf_plan_free(b.plan);
 	nf_recipe_free(b.recipe);
 	return err;

@@ -25,12 +25,26 @@ typedef struct nf_build_opts {
 	const char *cache_dir; /* NULL: $NIMFACTORY_CACHE or the XDG default */
 	int threads;           /* engine threads for gates; 0 = all cores */
 	int rebuild;           /* 1: ignore cached stage results */
+	int allow_skipped_gates; /* 1: package profiles whose gates were skipped (a GPU
+				    profile built where its GPU is not); 0: such a build
+				    stops before packaging, like a failed gate */
 	const char *runtime_dir; /* folder holding nimserve for the runtime layer; NULL: beside
 				    the running nimfactory */
 	nf_log *log;           /* NULL: the default logger */
+	/* The remote cache (factory/remote_cache.h): HOST[:PORT]/NAME or NULL.
+	 * A stage missing locally is pulled from cache_from before it is run;
+	 * every stage result, made or found, is pushed to cache_to. */
+	const char *cache_from;
+	const char *cache_to;
+	int cache_insecure;    /* plain http to a loopback registry */
+	/* NULL: every profile.  A name: compile and gate that profile only, with
+	 * its reports, and make no image (a CI job per profile; the package job
+	 * then builds the whole recipe from the shared cache). */
+	const char *profile;
 } nf_build_opts;
 
-/* 0 built; NF_EGATE a gate failed (reports written); other codes as usual. */
+/* 0 built; NF_EGATE a gate failed, or was skipped without allow_skipped_gates
+ * (reports written, no image); other codes as usual. */
 int nf_build_run(const nf_build_opts *o);
 
 #endif

@@ -100,6 +100,14 @@ int nf_fetch_unpack(char **out_dir, nf_cache *c, const char *archive_path,
 		    const char *archive_hex, const nf_fetch_opts *o);
 
 /*
+ * Extract the archive file into root, an existing empty folder named by its
+ * real path, with the same checks as nf_fetch_unpack (nothing outside root,
+ * no device files, bounded entries and bytes); for callers that publish the
+ * folder themselves (factory/remote_cache.c).  o may be NULL (defaults).
+ */
+int nf_fetch_extract(const char *root, const char *archive_path, const nf_fetch_opts *o);
+
+/*
  * Check out commit of the git remote url into a stage keyed by url+commit,
  * through a bare mirror under <cache>/git/ (fetched only when the commit is not
  * already there).  *out_dir (caller owns) is the tree's root.

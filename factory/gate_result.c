@@ -182,40 +182,35 @@ void nf_gate_results_release(nf_gate_results *rs)
 	nf_gate_results_init(rs);
 }
 
-static nf_verdict combine(nf_verdict acc, bool *any_passed, nf_verdict v)
+/* Failed wins; then a skipped gate (one that did not run is never passed);
+ * passed only when every gate ran and passed; no gates at all: skipped. */
+static nf_verdict combine(nf_verdict acc, nf_verdict v)
 {
-	if (v == NF_VERDICT_FAILED)
+	if (acc == NF_VERDICT_FAILED || v == NF_VERDICT_FAILED)
 		return NF_VERDICT_FAILED;
-	if (v == NF_VERDICT_PASSED)
-		*any_passed = true;
-	return acc;
+	if (acc == NF_VERDICT_SKIPPED || v == NF_VERDICT_SKIPPED)
+		return NF_VERDICT_SKIPPED;
+	return NF_VERDICT_PASSED;
 }
 
 nf_verdict nf_gate_results_verdict(const nf_gate_results *rs)
 {
-	nf_verdict acc = NF_VERDICT_SKIPPED;
-	bool any_passed = false;
+	nf_verdict acc = NF_VERDICT_PENDING;
 	for (size_t i = 0; rs && i < rs->n; i++)
-		acc = combine(acc, &any_passed, rs->items[i]->verdict);
-	if (acc == NF_VERDICT_FAILED)
-		return acc;
-	return any_passed ? NF_VERDICT_PASSED : NF_VERDICT_SKIPPED;
+		acc = acc == NF_VERDICT_PENDING ? rs->items[i]->verdict : combine(acc, rs->items[i]->verdict);
+	return acc == NF_VERDICT_PENDING ? NF_VERDICT_SKIPPED : acc;
 }
 
 nf_verdict nf_gate_results_profile_verdict(const nf_gate_results *rs, const char *profile_id,
-						const char *profile_name)
+					   const char *profile_name)
 {
-	nf_verdict acc = NF_VERDICT_SKIPPED;
-	bool any_passed = false;
+	nf_verdict acc = NF_VERDICT_PENDING;
 	for (size_t i = 0; rs && i < rs->n; i++) {
 		const nf_gate_result *r = rs->items[i];
 		bool match = (profile_id && *profile_id) ? strcmp(r->profile_id, profile_id) == 0
 							 : profile_name && strcmp(r->profile_name, profile_name) == 0;
 		if (match)
-			acc = combine(acc, &any_passed, r->verdict);
+			acc = acc == NF_VERDICT_PENDING ? r->verdict : combine(acc, r->verdict);
 	}
-	if (acc == NF_VERDICT_FAILED)
-		return acc;
-	return any_passed ? NF_VERDICT_PASSED : NF_VERDICT_SKIPPED;
+	return acc == NF_VERDICT_PENDING ? NF_VERDICT_SKIPPED : acc;
 }
-

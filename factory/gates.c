@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "factory/gate_metrics.h"
+#include "factory/gpu_profile.h"
 #include "engine/tokenizer.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -374,7 +375,7 @@ int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const c
 
 	*out = NULL;
 	if (profile && profile->is_gpu)
-		return nf_gate_skipped(out, profile, NF_GATE_CORRECTNESS, nf_gate_gpu_skip_reason());
+		return nf_gpu_profile_gate(out, profile, engine_dir, NF_GATE_CORRECTNESS);
 	if (!engine_dir || !o || !o->ref)
 		return nf_error_set(NF_EINPUT, "correctness gate: need an engine and the float32 reference");
 	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_CORRECTNESS)) < 0)
@@ -625,7 +626,7 @@ int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 
 	*out = NULL;
 	if (profile && profile->is_gpu)
-		return nf_gate_skipped(out, profile, NF_GATE_PERFORMANCE, nf_gate_gpu_skip_reason());
+		return nf_gpu_profile_gate(out, profile, engine_dir, NF_GATE_PERFORMANCE);
 	if (!engine_dir || !o || o->max_tokens < 1 || o->runs < 0)
 		return nf_error_set(NF_EINPUT, "performance gate: need an engine and max_tokens >= 1");
 	memset(&pm, 0, sizeof(pm));

@@ -202,8 +202,9 @@ void nf_gate_results_init(nf_gate_results *rs);
 int nf_gate_results_add(nf_gate_results *rs, nf_gate_result *r);
 void nf_gate_results_release(nf_gate_results *rs); /* frees every result; rs reusable */
 
-/* Failed if any gate failed; passed if at least one passed and none failed;
- * skipped otherwise (nothing ran). */
+/* Failed if any gate failed; else skipped if any was skipped or there is
+ * none (a gate that did not run is never passed: a GPU profile's on a
+ * machine without its GPU); passed only when every gate ran and passed. */
 nf_verdict nf_gate_results_verdict(const nf_gate_results *rs);
 /* The verdict of one profile over its gates (matched by profile_id, then name). */
 nf_verdict nf_gate_results_profile_verdict(const nf_gate_results *rs, const char *profile_id,

@@ -182,13 +182,41 @@ static int add_weights_layer(nf_oci_image *img, const char *oci, const nf_packag
 	return err;
 }
 
+/* A GPU profile's cuda/ part (engine/cuda/cubin.h): the folder, the cubin
+ * of its arch and the PTX, those that exist. */
+static int add_cuda_part(nf_oci_layer *l, const char *src_dir, const char *dest_dir,
+			 const nf_profile *p)
+{
+	char *src = nf_path_join(src_dir, "cuda"), *dest = nf_path_join(dest_dir, "cuda");
+	char *cubin = nf_strdup_printf("%s.cubin", p->arch);
+	int err = src && dest && cubin ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err && p->is_gpu && nf_fs_is_dir(src)) {
+		const char *const files[] = {cubin, "kernels.ptx"};
+		err = nf_oci_layer_add_dir(l, dest, 0755);
+		for (size_t i = 0; !err && i < 2; i++) {
+			char *s = nf_path_join(src, files[i]), *d = nf_path_join(dest, files[i]);
+			if (!s || !d)
+				err = nf_error_set(NF_ENOMEM, "out of memory");
+			else if (nf_fs_exists(s))
+				err = nf_oci_layer_add_file(l, s, d, 0644);
+			free(s);
+			free(d);
+		}
+	}
+	free(src);
+	free(dest);
+	free(cubin);
+	return err;
+}
+
 /* What is per profile and small: config, tactics, the tokenizer files of
- * either kind (engine_tokenizer.h), and a link to the shared weights. */
+ * either kind (engine_tokenizer.h), a GPU profile's roofline model and
+ * cuda/ part, and a link to the shared weights. */
 static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package_opts *o,
 			    int64_t epoch, const nf_profile *p, const char *weights_hex)
 {
 	static const char *const files[] = {"config.json", "tactics.json", "tokenizer.bin",
-					    "tokenizer.json", "tokenizer_config.json"};
+					    "tokenizer.json", "tokenizer_config.json", "roofline.json"};
 	nf_oci_layer *l = NULL;
 	nf_oci_layer_desc ld;
 	char *src_dir = nf_strdup_printf("%s/engines/%s", o->out_dir, p->id);
@@ -210,6 +238,8 @@ static int add_engine_layer(nf_oci_image *img, const char *oci, const nf_package
 		free(src);
 		free(dest);
 	}
+	if (!err)
+		err = add_cuda_part(l, src_dir, dest_dir, p);
 	if (!err) {
 		char *dest = nf_path_join(dest_dir, "weights.safetensors");
 		err = dest ? nf_oci_layer_add_symlink(l, dest, link) : nf_error_set(NF_ENOMEM, "out of memory");

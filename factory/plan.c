@@ -50,11 +50,17 @@ static json_t *source_identity(const nf_recipe_source *s)
 	}
 }
 
-/* Why this build cannot make the point yet (NULL when it can). */
+/* Why this build cannot make the point yet (NULL when it can).  A GPU
+ * profile is built on any machine (weights in its precision's format, the
+ * roofline model of its SKU: factory/gpu_profile.h); its gates run only
+ * where its GPU is. */
 static const char *not_buildable(const nf_sku *sku, nf_precision prec, int tp)
 {
+	if (sku->kind == NF_SKU_GPU && tp != 1)
+		return "tensor parallelism over several GPUs needs the multi-GPU runtime, which this "
+		       "nimfactory does not build yet";
 	if (sku->kind == NF_SKU_GPU)
-		return "GPU engines need the CUDA backend, which this nimfactory does not build yet";
+		return NULL;
 	if (!nf_precision_cpu_supported(prec))
 		return "the CPU backend serves fp32 and int8-wo only";
 	if (tp != 1)

@@ -72,6 +72,15 @@ void nf_plan_free(nf_plan *p); /* NULL is fine */
 /* The stage of a kind for a profile (-1 for profile-less stages), or NULL. */
 nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile);
 
+/*
+ * Narrow p to the profile named name (`build --profile`): the other profiles
+ * are released, the stages of no profile (fetch, convert) and those of this
+ * one (compile, gate) stay, renumbered, and the package stage goes (one
+ * profile makes no image).  NF_EINPUT naming the plan's profiles when there
+ * is no such profile (factory/plan_select.c).
+ */
+int nf_plan_select_profile(nf_plan *p, const char *name);
+
 /* The plan as JSON (profiles, dropped points with reasons, stages with keys). */
 int nf_plan_to_json(json_t **out, const nf_plan *p);
 

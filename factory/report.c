@@ -157,6 +157,8 @@ int nf_report_json(char **out, const nf_gate_results *rs, const nf_report_meta *
 	if (meta && meta->recipe)
 		jset(root, "recipe", jstr(meta->recipe), &bad);
 	jset(root, "verdict", jstr(nf_verdict_name(nf_gate_results_verdict(rs))), &bad);
+	if (meta && meta->skipped_gates)
+		jset(root, "allow_skipped_gates", json_boolean(meta->allow_skipped_gates), &bad);
 	jset(root, "summary", summary_json(rs, &bad), &bad);
 	for (size_t i = 0; profiles && i < rs->n; i++) {
 		if (!nf_report_first_of_profile(rs, i))

@@ -47,6 +47,8 @@ typedef struct nf_report_meta {
 	const char *model;        /* model name; NULL = omitted */
 	const char *recipe;       /* recipe path or digest; NULL = omitted */
 	const char *generated_at; /* ISO 8601 time; NULL = now (UTC).  Tests pin it. */
+	bool skipped_gates;       /* some gate was skipped: gates.json records the next */
+	bool allow_skipped_gates; /* the build packages such profiles (--allow-skipped-gates) */
 } nf_report_meta;
 
 /* The three documents as new NUL-terminated strings (caller frees *out).

@@ -222,6 +222,16 @@ done:
 	return err;
 }
 
+int nf_fetch_extract(const char *root, const char *archive_path, const nf_fetch_opts *o)
+{
+	nf_fetch_opts defaults;
+	if (!o) {
+		nf_fetch_opts_init(&defaults);
+		o = &defaults;
+	}
+	return extract(root, archive_path, o);
+}
+
 int nf_fetch_unpack(char **out_dir, nf_cache *c, const char *archive_path,
 		    const char *archive_hex, const nf_fetch_opts *o)
 {

@@ -21,8 +21,10 @@
 
 #include "engine/tokenizer.h"
 #include "serve/framing.h"
+#include "serve/logprobs.h"
 #include "serve/request.h"
 #include "serve/sbuf.h"
+#include "serve/tokenize.h"
 #include "serve/workq.h"
 #include "util/error.h"
 #include "util/version.h"
@@ -59,6 +61,10 @@ typedef struct sock {
 	struct sock *prev, *next;
 } sock;
 
+/* Compiled guides kept for later requests beyond those in use: a service
+ * answers a handful of schemas again and again. */
+#define GUIDES_KEPT 16
+
 struct nf_server {
 	struct MHD_Daemon *d;
 	int port;
@@ -70,6 +76,7 @@ struct nf_server {
 	nf_metrics *metrics;
 	nf_engine *engine;   /* set once ready */
 	nf_sched *sched;
+	nf_guides *guides;   /* compiled grammars of guided requests (guide.h) */
 	char *metadata;      /* JSON, built when ready */
 	atomic_int ready;
 	atomic_int quiesced;
@@ -97,6 +104,8 @@ struct nf_server {
 
 /* Where a completion is with the worker (conn.prep). */
 enum { PREP_NONE, PREP_QUEUED, PREP_DONE };
+/* What the worker prepares (conn.kind). */
+enum { WORK_COMPLETION, WORK_TOKENIZE, WORK_DETOKENIZE };
 
 /* Per-request state (MHD's con_cls). */
 typedef struct conn {
@@ -111,13 +120,18 @@ typedef struct conn {
 	struct MHD_Connection *mc;
 	atomic_int prep;   /* PREP_*: PREP_DONE is stored last by the worker */
 	nf_serve_req *req; /* the worker's, then read here */
+	nf_guide *guide;   /* the worker's: req's compiled guide, or NULL */
 	nf_api_error err;  /* status != 0: the answer */
-	nf_job *job;       /* submitted, until a stream or w takes it */
+	int kind;          /* WORK_* */
+	char *reply;       /* WORK_(DE)TOKENIZE: the worker's JSON answer */
+	nf_job *jobs[NF_REQ_MAX_N]; /* one per choice (n), owned until a stream takes them */
+	int n_jobs;
+	int last_prompt_token; /* the token before the first generated one (logprobs' text) */
 	int dropped;       /* the client left while queued */
 	unsigned long long idn;
-	/* a non-streamed completion waiting for its job */
-	waiter w;          /* w.job set once submitted */
-	nf_sbuf text;
+	/* a non-streamed completion waiting for its jobs, one after the other */
+	waiter w;          /* w.job: the one waited for, set once submitted */
+	int wait_k;        /* its index */
 	int chat;
 	char id[48];
 } conn;
@@ -125,7 +139,18 @@ typedef struct conn {
 /* A streamed response's state (the content reader's cls). */
 typedef struct stream {
 	nf_server *srv;
-	nf_job *job;
+	nf_job *jobs[NF_REQ_MAX_N]; /* owned: one per choice, streamed one after the other */
+	int n_jobs;
+	int k;              /* the choice being streamed */
+	nf_job *job;        /* jobs[k] */
+	nf_job_result total;/* the usage of the choices streamed so far */
+	int logprobs;       /* content chunks carry their tokens' logprobs (chat and completions) */
+	size_t lp_sent;     /* of jobs[k]'s logprobs */
+	nf_logprob_cursor lp_at;
+	int last_prompt_token;
+	const char *echo;   /* completions' echo: the prompt, borrowed from the request */
+	size_t echo_len;
+	nf_serve_req *req;  /* owned: what the chunks need of the request */
 	waiter w;
 	nf_sbuf out;        /* formatted bytes not yet handed to MHD */
 	size_t out_off;
@@ -261,6 +286,12 @@ static enum MHD_Result send_json(struct MHD_Connection *c, nf_server *srv, const
 	return ret;
 }
 
+static int takes_post(const char *endpoint)
+{
+	return !strcmp(endpoint, "/v1/completions") || !strcmp(endpoint, "/v1/chat/completions") ||
+	       !strcmp(endpoint, "/tokenize") || !strcmp(endpoint, "/detokenize");
+}
+
 static enum MHD_Result send_error(struct MHD_Connection *c, nf_server *srv, const char *endpoint,
 				  const nf_api_error *e)
 {
@@ -272,8 +303,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, nf_server *srv, cons
 		v1 = "1";
 	} else if (e->status == 405) {
 		h1 = "Allow";
-		v1 = !strcmp(endpoint, "/v1/completions") || !strcmp(endpoint, "/v1/chat/completions")
-			     ? "POST" : "GET, HEAD";
+		v1 = takes_post(endpoint) ? "POST" : "GET, HEAD";
 	}
 	if (!s)
 		return MHD_NO;
@@ -308,12 +338,44 @@ static json_t *usage_json(const nf_job_result *r)
 			 "prompt_tokens_details", "cached_tokens", r->cached_tokens);
 }
 
-/* One SSE event carrying a chunk. */
-static int stream_chunk(stream *st, const char *text, size_t len, const nf_job_result *final)
+/* Add one choice's result to a request's usage: the prompt counted once
+ * (the choices share it), their completions summed. */
+static void usage_add(nf_job_result *total, const nf_job_result *r, int first)
 {
-	json_t *choice, *o, *t;
-	char *s;
+	if (first) {
+		total->prompt_tokens = r->prompt_tokens;
+		total->cached_tokens = r->cached_tokens;
+		total->completion_tokens = 0;
+	}
+	total->completion_tokens += r->completion_tokens;
+}
+
+/* The envelope of a stream's chunks around choices (stolen). */
+static json_t *chunk_envelope(const stream *st, json_t *choices)
+{
+	return json_pack("{s:s,s:s,s:I,s:s,s:o,s:s}", "id", st->id, "object",
+			 st->chat ? "chat.completion.chunk" : "text_completion", "created",
+			 (json_int_t)st->created, "model", st->srv->manifest->model_name, "choices", choices,
+			 "system_fingerprint", st->srv->profile->id);
+}
+
+static int stream_event(stream *st, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	int rc;
+	json_decref(o);
+	if (!s)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	rc = nf_sbuf_printf(&st->out, "data: %s\n\n", s);
+	free(s);
+	return rc;
+}
+
+/* One SSE event carrying a chunk of choice st->k: text, its tokens'
+ * logprobs (stolen; NULL: null) and, in its last chunk, finish. */
+static int stream_chunk(stream *st, const char *text, size_t len, json_t *logprobs, const char *finish)
+{
+	json_t *choice, *t;
 	t = json_stringn(text ? text : "", text ? len : 0);
 	if (!t)
 		t = json_string("");
@@ -323,41 +385,52 @@ static int stream_chunk(stream *st, const char *text, size_t len, const nf_job_r
 			json_object_set_new(delta, "role", json_string("assistant"));
 			st->sent_role = 1;
 		}
-		if (!final || len)
+		if (!finish || len)
 			json_object_set_new(delta, "content", t);
 		else
 			json_decref(t);
-		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
-				   "finish_reason", final ? json_string(final->finish_reason) : json_null());
+		choice = json_pack("{s:i,s:o,s:o,s:o}", "index", st->k, "delta", delta, "logprobs",
+				   logprobs ? logprobs : json_null(),
+				   "finish_reason", finish ? json_string(finish) : json_null());
 	} else {
-		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", t, "logprobs",
-				   "finish_reason", final ? json_string(final->finish_reason) : json_null());
+		choice = json_pack("{s:i,s:o,s:o,s:o}", "index", st->k, "text", t, "logprobs",
+				   logprobs ? logprobs : json_null(),
+				   "finish_reason", finish ? json_string(finish) : json_null());
 	}
-	o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:s}", "id", st->id, "object",
-		      st->chat ? "chat.completion.chunk" : "text_completion", "created",
-		      (json_int_t)st->created, "model", st->srv->manifest->model_name, "choices", choice,
-		      "system_fingerprint", st->srv->profile->id);
-	if (o && final)
-		json_object_set_new(o, "usage", usage_json(final));
-	s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!s)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	rc = nf_sbuf_printf(&st->out, "data: %s\n\n", s);
-	free(s);
-	if (rc == 0 && final && st->include_usage) {
-		o = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", st->id, "object",
-			      st->chat ? "chat.completion.chunk" : "text_completion", "created",
-			      (json_int_t)st->created, "model", st->srv->manifest->model_name, "choices",
-			      "usage", usage_json(final));
-		s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-		json_decref(o);
-		if (!s)
-			return nf_error_set(NF_ENOMEM, "out of memory");
-		rc = nf_sbuf_printf(&st->out, "data: %s\n\n", s);
-		free(s);
+	return stream_event(st, chunk_envelope(st, json_pack("[o]", choice)));
+}
+
+/* stream_options.include_usage: the request's usage, once, in a last
+ * chunk with no choices (no other chunk carries usage). */
+static int stream_usage(stream *st)
+{
+	return stream_event(st, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o,s:s}", "id", st->id, "object",
+					  st->chat ? "chat.completion.chunk" : "text_completion", "created",
+					  (json_int_t)st->created, "model", st->srv->manifest->model_name,
+					  "choices", "usage", usage_json(&st->total), "system_fingerprint",
+					  st->srv->profile->id));
+}
+
+/* The logprobs of choice st->k's tokens generated since its last chunk,
+ * in the endpoint's shape (NULL without logprobs or memory). */
+static json_t *stream_logprobs(stream *st)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(st->srv->engine);
+	json_t *lp = st->chat ? json_pack("{s:[],s:n}", "content", "refusal") : nf_logprobs_completion_new();
+	nf_token_logprob batch[32];
+	size_t n;
+	if (!st->logprobs || !lp) {
+		json_decref(lp);
+		return NULL;
 	}
-	return rc;
+	while ((n = nf_job_copy_logprobs(st->job, st->lp_sent, batch, sizeof batch / sizeof *batch)) > 0) {
+		int rc = st->chat ? nf_logprobs_chat_add(json_object_get(lp, "content"), tok, &st->lp_at, batch, n)
+				  : nf_logprobs_completion_add(lp, tok, &st->lp_at, batch, n);
+		if (rc < 0)
+			break;
+		st->lp_sent += n;
+	}
+	return lp;
 }
 
 /* Split a content chunk, formatted once by jansson around a marker text,
@@ -370,7 +443,7 @@ static int stream_template(stream *st)
 	const char *choices, *at;
 	int rc;
 	nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
-	rc = stream_chunk(st, "\x01\x02\x03", 3, NULL);
+	rc = stream_chunk(st, "\x01\x02\x03", 3, NULL, NULL);
 	if (rc < 0)
 		goto done;
 	choices = strstr(st->out.data, "\"choices\":");
@@ -449,9 +522,75 @@ static int stream_content(stream *st, const char *text, size_t len)
 	return 0;
 }
 
+/* Text of choice st->k: through the chunk template, or with its tokens' logprobs. */
+static int stream_text(stream *st, const char *text, size_t len)
+{
+	if (st->logprobs)
+		return stream_chunk(st, text, len, stream_logprobs(st), NULL);
+	return stream_content(st, text, len);
+}
+
+/* The first chunks of choice st->k: chat's role, completions' echo. */
+static int stream_choice_start(stream *st)
+{
+	st->job = st->jobs[st->k];
+	st->lp_sent = 0;
+	st->lp_at = (nf_logprob_cursor){st->last_prompt_token, 0};
+	st->sent_role = 0;
+	if (st->chat)
+		return stream_chunk(st, "", 0, NULL, NULL);
+	if (st->echo_len)
+		return stream_content(st, st->echo, st->echo_len);
+	return 0;
+}
+
+/* Point the parked waiter at another job (the waiter list reads w->job). */
+static void waiter_retarget(waiter *w, nf_job *job)
+{
+	pthread_mutex_lock(&w->srv->waiters_mu);
+	w->job = job;
+	pthread_mutex_unlock(&w->srv->waiters_mu);
+}
+
+/* Choice st->k is over (text: its last piece): its last chunk, then the
+ * next choice, or the usage and the end of the stream. */
+static int stream_choice_end(stream *st, const nf_sbuf *text)
+{
+	nf_job_result r;
+	nf_job_get_result(st->job, &r);
+	if (strcmp(r.finish_reason, "stop") && strcmp(r.finish_reason, "length")) {
+		nf_sbuf_printf(&st->out, "data: {\"error\":{\"message\":\"generation %s\","
+			       "\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n",
+			       !strcmp(r.finish_reason, "cancelled") ? "cancelled: the server is stopping" : "failed");
+		goto end;
+	}
+	if (stream_chunk(st, text->data, text->len, stream_logprobs(st), r.finish_reason) < 0)
+		return NF_ENOMEM;
+	usage_add(&st->total, &r, st->k == 0);
+	if (st->k + 1 < st->n_jobs) {
+		st->k++;
+		waiter_retarget(&st->w, st->jobs[st->k]);
+		free(st->pre);
+		free(st->post);
+		st->pre = st->post = NULL;
+		st->sent_role = 1; /* the template's delta carries content only */
+		if (stream_template(st) < 0)
+			return NF_ENOMEM;
+		return stream_choice_start(st);
+	}
+	if (st->include_usage && stream_usage(st) < 0)
+		return NF_ENOMEM;
+end:
+	nf_sbuf_adds(&st->out, "data: [DONE]\n\n");
+	st->finished = 1;
+	return 0;
+}
+
 /* MHD's content reader, on the event-loop thread: never blocks.  Without
  * text to send it parks the connection and returns 0; the scheduler resumes
- * it at the next text (all the text ready then goes out as one chunk). */
+ * it at the next text (all the text ready then goes out as one chunk).
+ * The n choices are streamed one after the other (they run together in
+ * the scheduler; each chunk says its choice's index). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	stream *st = cls;
@@ -475,21 +614,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (parked)
 			return 0;
-		if (text->len && !fin && stream_content(st, text->data, text->len) < 0)
+		if (text->len && !fin && stream_text(st, text->data, text->len) < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (fin) {
-			nf_job_result r;
-			nf_job_get_result(st->job, &r);
-			if (!strcmp(r.finish_reason, "stop") || !strcmp(r.finish_reason, "length")) {
-				if (stream_chunk(st, text->data, text->len, &r) < 0)
-					return MHD_CONTENT_READER_END_WITH_ERROR;
-			} else {
-				nf_sbuf_printf(&st->out, "data: {\"error\":{\"message\":\"generation %s\","
-					       "\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n",
-					       !strcmp(r.finish_reason, "cancelled") ? "cancelled: the server is stopping" : "failed");
-			}
-			nf_sbuf_adds(&st->out, "data: [DONE]\n\n");
-			st->finished = 1;
+			if (stream_choice_end(st, text) < 0)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
 		} else if (!text->len) {
 			return MHD_CONTENT_READER_END_WITH_ERROR; /* could not park: the server stops */
 		}
@@ -509,12 +638,14 @@ static void stream_free(void *cls)
 {
 	stream *st = cls;
 	waiter_unlink(&st->w);
-	if (!st->finished) {
-		nf_job_cancel(st->job); /* the client went away mid-stream */
-	}
 	if (st->srv->metrics)
 		nf_metrics_observe(st->srv->metrics, NF_HIST_REQUEST, nf_sched_now() - st->t_start);
-	nf_job_release(st->job);
+	for (int k = 0; k < st->n_jobs; k++) {
+		if (!st->finished)
+			nf_job_cancel(st->jobs[k]); /* the client went away mid-stream */
+		nf_job_release(st->jobs[k]);
+	}
+	nf_serve_req_free(st->req);
 	nf_sbuf_release(&st->out);
 	nf_sbuf_release(&st->text);
 	free(st->pre);
@@ -522,52 +653,103 @@ static void stream_free(void *cls)
 	free(st);
 }
 
-/* A non-streamed completion, called again each time its connection is
- * resumed: take the text so far; park again, or answer once the job is over. */
-static enum MHD_Result answer_pending(struct MHD_Connection *c, nf_server *srv, conn *cn)
+/* One choice of a finished job: its text (after the echoed prompt) and
+ * logprobs in the endpoint's shape. */
+static json_t *choice_json(nf_server *srv, conn *cn, int k, const nf_job_result *res)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(srv->engine);
+	const nf_serve_req *req = cn->req;
+	nf_logprob_cursor at = {cn->last_prompt_token, 0};
+	const nf_token_logprob *lp;
+	json_t *t, *logprobs = json_null();
+	nf_sbuf text;
+	size_t n;
+	int fin = 0, parked = 0;
+	nf_sbuf_init(&text, MAX_RESPONSE_TEXT);
+	if (req->echo)
+		nf_sbuf_add_utf8(&text, req->prompt, req->prompt_len);
+	/* the job is over: all its text is ready, nothing parks */
+	nf_job_poll(cn->jobs[k], &text, &fin, &parked, waiter_park, waiter_wake, &cn->w);
+	t = json_stringn(text.data ? text.data : "", text.len);
+	nf_sbuf_release(&text);
+	if (req->logprobs && req->chat) {
+		json_decref(logprobs);
+		logprobs = json_pack("{s:[],s:n}", "content", "refusal");
+		lp = nf_job_final_logprobs(cn->jobs[k], 0, &n);
+		if (logprobs && n)
+			nf_logprobs_chat_add(json_object_get(logprobs, "content"), tok, &at, lp, n);
+	} else if (req->logprobs) {
+		json_decref(logprobs);
+		logprobs = nf_logprobs_completion_new();
+		if (logprobs && req->echo) { /* the first choice's job computed the prompt's */
+			at.prev = -1;
+			lp = nf_job_final_logprobs(cn->jobs[0], 1, &n);
+			nf_logprobs_completion_add(logprobs, tok, &at, lp, n);
+		}
+		lp = nf_job_final_logprobs(cn->jobs[k], 0, &n);
+		if (logprobs && n)
+			nf_logprobs_completion_add(logprobs, tok, &at, lp, n);
+	}
+	if (cn->chat)
+		return json_pack("{s:i,s:{s:s,s:o*},s:o*,s:s}", "index", k, "message", "role", "assistant",
+				 "content", t, "logprobs", logprobs, "finish_reason", res->finish_reason);
+	return json_pack("{s:i,s:o*,s:o*,s:s}", "index", k, "text", t, "logprobs", logprobs,
+			 "finish_reason", res->finish_reason);
+}
+
+/* Every job is over: the answer with one choice per job, or the error of
+ * the first that failed. */
+static enum MHD_Result answer_choices(struct MHD_Connection *c, nf_server *srv, conn *cn)
 {
 	const char *ep = cn->endpoint;
-	nf_job *job = cn->w.job;
-	nf_job_result res;
-	json_t *choice, *o, *t;
-	enum MHD_Result ret;
-	int fin = 0, parked = 0;
-	if (atomic_exchange(&cn->w.kicked, 0) && client_gone(c))
-		return MHD_NO; /* nobody to answer: on_completed cancels (499) */
-	/* park until the job is over, then take all its text */
-	if (nf_job_poll(job, NULL, &fin, &parked, waiter_park, waiter_wake, &cn->w) < 0)
-		return MHD_NO;
-	if (parked)
-		return MHD_YES;
-	if (fin && nf_job_poll(job, &cn->text, &fin, &parked, waiter_park, waiter_wake, &cn->w) < 0)
-		fin = 0;
-	waiter_unlink(&cn->w);
-	nf_job_get_result(job, &res);
-	if (!fin || (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length"))) {
-		if (!fin)
-			nf_job_cancel(job);
-		if (fin && !strcmp(res.finish_reason, "cancelled"))
-			ret = fail(c, srv, ep, 503, "service_unavailable", "shutting_down",
-				   "the server stopped before the completion finished");
-		else
-			ret = fail(c, srv, ep, 500, "server_error", NULL, "generation failed");
-		return ret;
+	nf_job_result res, total = {0};
+	json_t *choices = json_array(), *o;
+	for (int k = 0; k < cn->n_jobs; k++) {
+		nf_job_get_result(cn->jobs[k], &res);
+		if (strcmp(res.finish_reason, "stop") && strcmp(res.finish_reason, "length")) {
+			json_decref(choices);
+			if (!strcmp(res.finish_reason, "cancelled"))
+				return fail(c, srv, ep, 503, "service_unavailable", "shutting_down",
+					    "the server stopped before the completion finished");
+			return fail(c, srv, ep, 500, "server_error", NULL, "generation failed");
+		}
+		usage_add(&total, &res, k == 0);
+		json_array_append_new(choices, choice_json(srv, cn, k, &res));
 	}
-	t = json_stringn(cn->text.data ? cn->text.data : "", cn->text.len);
-	if (cn->chat)
-		choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
-				   "assistant", "content", t, "logprobs", "finish_reason",
-				   res.finish_reason);
-	else
-		choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", t, "logprobs",
-				   "finish_reason", res.finish_reason);
-	o = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:s}", "id", cn->id, "object",
+	o = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:s}", "id", cn->id, "object",
 		      cn->chat ? "chat.completion" : "text_completion", "created",
-		      (json_int_t)time(NULL), "model", srv->manifest->model_name, "choices", choice,
-		      "usage", usage_json(&res), "system_fingerprint", srv->profile->id);
+		      (json_int_t)time(NULL), "model", srv->manifest->model_name, "choices", choices,
+		      "usage", usage_json(&total), "system_fingerprint", srv->profile->id);
 	if (srv->metrics)
 		nf_metrics_observe(srv->metrics, NF_HIST_REQUEST, nf_sched_now() - cn->t_start);
 	return send_json(c, srv, ep, 200, o);
+}
+
+/* A non-streamed completion, called again each time its connection is
+ * resumed: park on the first job not over yet (the text is taken at the
+ * end); answer once they all are. */
+static enum MHD_Result answer_pending(struct MHD_Connection *c, nf_server *srv, conn *cn)
+{
+	int fin = 0, parked = 0;
+	if (atomic_exchange(&cn->w.kicked, 0) && client_gone(c))
+		return MHD_NO; /* nobody to answer: on_completed cancels (499) */
+	for (;;) {
+		if (nf_job_poll(cn->jobs[cn->wait_k], NULL, &fin, &parked, waiter_park, waiter_wake, &cn->w) < 0)
+			return MHD_NO;
+		if (parked)
+			return MHD_YES;
+		if (!fin || cn->wait_k + 1 == cn->n_jobs)
+			break;
+		cn->wait_k++;
+		waiter_retarget(&cn->w, cn->jobs[cn->wait_k]);
+	}
+	waiter_unlink(&cn->w);
+	if (!fin) { /* could not park: the server stops */
+		for (int k = 0; k < cn->n_jobs; k++)
+			nf_job_cancel(cn->jobs[k]);
+		return fail(c, srv, cn->endpoint, 500, "server_error", NULL, "generation failed");
+	}
+	return answer_choices(c, srv, cn);
 }
 
 /* The request's one call of the tokenizer: the special tokens the model's
@@ -579,29 +761,103 @@ static int tokenize_prompt(const nf_server *srv, const nf_serve_req *req, int **
 				   NF_TOK_ADD_SPECIAL | NF_TOK_PARSE_SPECIAL, tokens, n_tokens);
 }
 
-/* Worker: queue the tokens on the scheduler (cn->job) or fill cn->err.
- * submit_mu makes nf_server_quiesce a barrier: once it returns no submit
- * runs or starts, so the scheduler can be freed. */
-static void prep_submit(nf_server *srv, conn *cn, const int *tokens, size_t n_tokens)
+/* A prompt given as token ids is used as given (ids checked against the
+ * vocabulary already); its text, for echo, is what they decode to. */
+static int prompt_from_ids(const nf_server *srv, nf_serve_req *req, int **tokens, size_t *n_tokens)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(srv->engine);
+	nf_sbuf raw, text;
+	int rc = 0;
+	if (!(*tokens = malloc(req->n_prompt_ids * sizeof **tokens)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	memcpy(*tokens, req->prompt_ids, req->n_prompt_ids * sizeof **tokens);
+	*n_tokens = req->n_prompt_ids;
+	nf_sbuf_init(&raw, MAX_RESPONSE_TEXT);
+	nf_sbuf_init(&text, 4 * MAX_RESPONSE_TEXT);
+	for (size_t i = 0; i < req->n_prompt_ids && rc == 0; i++) {
+		size_t len = 0;
+		const char *piece = nf_tokenizer_decode(tok, i ? req->prompt_ids[i - 1] : -1, req->prompt_ids[i], &len);
+		rc = nf_sbuf_add(&raw, piece, len);
+	}
+	if (rc == 0 && (rc = nf_sbuf_add_utf8(&text, raw.data ? raw.data : "", raw.len)) == 0 &&
+	    (rc = nf_sbuf_add(&text, "", 0)) == 0) {
+		free(req->prompt);
+		req->prompt = nf_sbuf_detach(&text, &req->prompt_len);
+	}
+	nf_sbuf_release(&raw);
+	nf_sbuf_release(&text);
+	return rc < 0 ? nf_error_set(NF_EINPUT, "the prompt's text exceeds %u bytes", MAX_RESPONSE_TEXT) : 0;
+}
+
+/* The scheduler's parameters of choice k of the request. */
+static void job_params(nf_job_params *jp, const nf_server *srv, const conn *cn, int k)
 {
 	const nf_serve_req *req = cn->req;
 	const nf_model_config *cfg = nf_engine_config(srv->engine);
+	memset(jp, 0, sizeof *jp);
+	jp->max_tokens = req->max_tokens > 0 ? req->max_tokens : cn->chat ? cfg->max_seq_len : 16;
+	jp->temperature = req->temperature;
+	jp->top_p = req->top_p;
+	/* choices differ by seed: seed + k, so a seeded request is reproducible */
+	jp->seed = (req->has_seed ? req->seed
+				  : ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) ^
+					    (cn->idn * 0xBF58476D1CE4E5B9ull)) + (uint64_t)k;
+	jp->stop = req->stop;
+	jp->n_stop = req->n_stop;
+	jp->t_arrival = cn->t_start;
+	jp->sampling = &req->sampling;
+	jp->min_tokens = req->min_tokens;
+	jp->ignore_eos = req->ignore_eos;
+	jp->stop_ids = req->stop_token_ids;
+	jp->n_stop_ids = req->n_stop_token_ids;
+	jp->logprobs = req->logprobs;
+	jp->top_logprobs = req->top_logprobs;
+	/* the choices share one prompt: the first computes its logprobs */
+	jp->prompt_logprobs = k == 0 && req->echo && req->logprobs && !req->chat;
+	jp->guide = cn->guide;
+}
+
+/* Worker: the request's guide compiled (or found in the cache); 400 naming
+ * the part of the schema or pattern that cannot be. */
+static int compile_guide(nf_server *srv, conn *cn)
+{
+	if (cn->req->guide.kind == NF_GUIDE_NONE)
+		return 0;
+	if (nf_guides_get(&cn->guide, srv->guides, &cn->req->guide) < 0) {
+		nf_api_error_set(&cn->err, 400, "invalid_request_error", "invalid_guide",
+				 cn->req->guide.kind == NF_GUIDE_SCHEMA ? "response_format" : "nvext",
+				 "cannot constrain the answer: %s", nf_error_last());
+		return -1;
+	}
+	return 0;
+}
+
+/* Worker: queue the tokens on the scheduler, one job per choice (cn->jobs;
+ * the later ones copy the first one's prompt cache rows, sched.c's prefix
+ * sharing), or fill cn->err.  submit_mu makes nf_server_quiesce a barrier:
+ * once it returns no submit runs or starts, so the scheduler can be freed. */
+static void prep_submit(nf_server *srv, conn *cn, const int *tokens, size_t n_tokens)
+{
 	nf_job_params jp;
-	int rc;
-	memset(&jp, 0, sizeof jp);
-	jp.max_tokens = req->max_tokens > 0 ? req->max_tokens : cn->chat ? cfg->max_seq_len : 16;
-	jp.temperature = req->temperature;
-	jp.top_p = req->top_p;
+	int rc = 0;
 	cn->idn = atomic_fetch_add(&srv->ids, 1) + 1;
-	jp.seed = req->has_seed ? req->seed
-				: ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) ^ (cn->idn * 0xBF58476D1CE4E5B9ull);
-	jp.stop = req->stop;
-	jp.n_stop = req->n_stop;
-	jp.t_arrival = cn->t_start;
+	cn->last_prompt_token = tokens[n_tokens - 1];
 	pthread_mutex_lock(&srv->submit_mu);
-	rc = atomic_load(&srv->quiesced) ? NF_EUNSUPPORTED
-					 : nf_sched_submit(&cn->job, srv->sched, tokens, n_tokens, &jp);
+	for (int k = 0; k < cn->req->n && rc == 0; k++) {
+		job_params(&jp, srv, cn, k);
+		rc = atomic_load(&srv->quiesced) ? NF_EUNSUPPORTED
+						 : nf_sched_submit(&cn->jobs[k], srv->sched, tokens, n_tokens, &jp);
+		if (rc == 0)
+			cn->n_jobs++;
+	}
 	pthread_mutex_unlock(&srv->submit_mu);
+	if (rc < 0) { /* all or none */
+		for (int k = 0; k < cn->n_jobs; k++) {
+			nf_job_cancel(cn->jobs[k]);
+			nf_job_release(cn->jobs[k]);
+		}
+		cn->n_jobs = 0;
+	}
 	if (rc == NF_EENV)
 		nf_api_error_set(&cn->err, 429, "rate_limit_error", "queue_full", "",
 				 "too many requests in flight (%s); retry shortly", nf_error_last());
@@ -627,7 +883,11 @@ static void prep_completion(nf_server *srv, conn *cn)
 				 srv->manifest->model_name);
 		goto done;
 	}
-	if (tokenize_prompt(srv, cn->req, &tokens, &n_tokens) < 0) {
+	if (nf_serve_req_check_vocab(cn->req, &cn->err, cfg->vocab_size) < 0 ||
+	    compile_guide(srv, cn) < 0)
+		goto done;
+	if ((cn->req->n_prompt_ids ? prompt_from_ids(srv, cn->req, &tokens, &n_tokens)
+				   : tokenize_prompt(srv, cn->req, &tokens, &n_tokens)) < 0) {
 		nf_api_error_set(&cn->err, 400, "invalid_request_error", NULL, "", "cannot tokenize the prompt: %s",
 				 nf_error_last());
 		goto done;
@@ -655,6 +915,13 @@ static void prep_run(void *arg, int cancelled)
 		nf_api_error_set(&cn->err, 503, "service_unavailable", "shutting_down", "", "the server is shutting down");
 	else if (client_gone(cn->mc))
 		cn->dropped = 1; /* nobody to answer: not worth tokenizing */
+	else if (cn->kind == WORK_TOKENIZE)
+		nf_serve_tokenize(&cn->reply, &cn->err, nf_engine_tokenizer(cn->srv->engine),
+				  cn->srv->manifest->model_name, nf_engine_config(cn->srv->engine)->max_seq_len,
+				  &cn->srv->chat, cn->body.data ? cn->body.data : "", cn->body.len);
+	else if (cn->kind == WORK_DETOKENIZE)
+		nf_serve_detokenize(&cn->reply, &cn->err, nf_engine_tokenizer(cn->srv->engine),
+				    cn->srv->manifest->model_name, cn->body.data ? cn->body.data : "", cn->body.len);
 	else
 		prep_completion(cn->srv, cn);
 	atomic_store(&cn->prep, PREP_DONE);
@@ -680,21 +947,29 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, nf_server *srv, co
 	st->srv = srv;
 	st->conn = c;
 	st->t_sent = nf_sched_now();
-	st->job = cn->job;
-	cn->job = NULL;
-	waiter_link(srv, &st->w, st->job, c);
+	memcpy(st->jobs, cn->jobs, sizeof st->jobs);
+	st->n_jobs = cn->n_jobs;
+	cn->n_jobs = 0;
+	st->req = cn->req;
+	cn->req = NULL;
+	st->logprobs = st->req->logprobs;
+	st->last_prompt_token = cn->last_prompt_token;
+	if (st->req->echo) {
+		st->echo = st->req->prompt;
+		st->echo_len = st->req->prompt_len;
+	}
+	waiter_link(srv, &st->w, st->jobs[0], c);
 	nf_sbuf_init(&st->out, MAX_RESPONSE_TEXT);
 	nf_sbuf_init(&st->text, MAX_RESPONSE_TEXT);
 	st->chat = cn->chat;
-	st->include_usage = cn->req->include_usage;
+	st->include_usage = st->req->include_usage;
 	st->created = (long long)time(NULL);
 	st->t_start = cn->t_start;
 	memcpy(st->id, cn->id, sizeof st->id);
 	st->sent_role = 1; /* the template's delta carries content only */
 	if (stream_template(st) < 0)
 		goto fail;
-	st->sent_role = 0;
-	if (cn->chat && stream_chunk(st, "", 0, NULL) < 0) /* the role comes first */
+	if (stream_choice_start(st) < 0)
 		goto fail;
 	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
 	if (!r)
@@ -718,20 +993,23 @@ static enum MHD_Result finish_completion(struct MHD_Connection *c, nf_server *sr
 		return MHD_NO; /* on_completed counts the 499 */
 	if (cn->err.status)
 		return send_error(c, srv, cn->endpoint, &cn->err);
+	if (cn->kind != WORK_COMPLETION)
+		return send_body(c, srv->metrics, cn->endpoint, 200, "application/json", cn->reply,
+				 strlen(cn->reply), NULL, NULL);
 	snprintf(cn->id, sizeof cn->id, "%s-%016llx%08llx", cn->chat ? "chatcmpl" : "cmpl",
 		 (unsigned long long)srv->created, cn->idn);
 	if (cn->req->stream)
 		return start_stream(c, srv, cn);
-	/* not streamed: park the connection until the job ends (answer_pending) */
-	nf_sbuf_init(&cn->text, MAX_RESPONSE_TEXT);
-	waiter_link(srv, &cn->w, cn->job, c);
-	cn->job = NULL;
+	/* not streamed: park the connection until the jobs end (answer_pending) */
+	waiter_link(srv, &cn->w, cn->jobs[0], c);
 	return answer_pending(c, srv, cn);
 }
 
 /* The HTTP thread only checks that the server takes completions and queues
- * the request for the worker, with its connection suspended meanwhile. */
-static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn, int chat)
+ * the request (a completion, or kind's (de)tokenization) for the worker,
+ * with its connection suspended meanwhile. */
+static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *srv, conn *cn, int chat,
+					 int kind)
 {
 	const char *ep = cn->endpoint;
 	int rc;
@@ -740,6 +1018,7 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 			    atomic_load(&srv->ready) ? "the server is shutting down"
 						     : "the model is still loading; see /v1/health/ready");
 	cn->chat = chat;
+	cn->kind = kind;
 	cn->mc = c;
 	rc = nf_workq_push(srv->prep, prep_run, prep_park, cn);
 	if (rc == NF_EENV)
@@ -752,8 +1031,32 @@ static enum MHD_Result handle_completion(struct MHD_Connection *c, nf_server *sr
 	return MHD_YES;
 }
 
-static enum MHD_Result handle_get(struct MHD_Connection *c, nf_server *srv, const char *ep)
+/* The served model as /v1/models lists it. */
+static json_t *model_json(const nf_server *srv)
 {
+	return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", srv->manifest->model_name, "object", "model",
+			 "created", (json_int_t)srv->created, "owned_by", "nimfactory", "root",
+			 srv->profile->name);
+}
+
+/* GET /v1/models/{id}: the model, or 404 in OpenAI's shape. */
+static enum MHD_Result handle_model(struct MHD_Connection *c, nf_server *srv, const char *ep, const char *url)
+{
+	const char *id = url + strlen("/v1/models/");
+	nf_api_error e;
+	if (!strcmp(id, srv->manifest->model_name))
+		return send_json(c, srv, ep, 200, model_json(srv));
+	nf_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+			 "The model '%.128s' does not exist", id);
+	return send_error(c, srv, ep, &e);
+}
+
+static enum MHD_Result handle_get(struct MHD_Connection *c, nf_server *srv, const char *ep, const char *url)
+{
+	if (!strcmp(ep, "/v1/models/{id}"))
+		return handle_model(c, srv, ep, url);
+	if (!strcmp(ep, "/v1/version"))
+		return send_json(c, srv, ep, 200, json_pack("{s:s}", "version", NF_VERSION));
 	if (!strcmp(ep, "/v1/health/live"))
 		return send_json(c, srv, ep, 200, json_pack("{s:s}", "status", "live"));
 	if (!strcmp(ep, "/v1/health/ready")) {
@@ -763,11 +1066,7 @@ static enum MHD_Result handle_get(struct MHD_Connection *c, nf_server *srv, cons
 			    atomic_load(&srv->ready) ? "the server is shutting down" : "the model is still loading");
 	}
 	if (!strcmp(ep, "/v1/models"))
-		return send_json(c, srv, ep, 200,
-				 json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:s}]}", "object", "list", "data", "id",
-					   srv->manifest->model_name, "object", "model", "created",
-					   (json_int_t)srv->created, "owned_by", "nimfactory", "root",
-					   srv->profile->name));
+		return send_json(c, srv, ep, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_json(srv)));
 	if (!strcmp(ep, "/v1/metrics")) {
 		nf_sbuf b;
 		enum MHD_Result ret;
@@ -797,10 +1096,12 @@ static const char *known_endpoint(const char *url)
 {
 	static const char *const eps[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
 					  "/v1/health/live", "/v1/health/ready", "/v1/metrics",
-					  "/v1/metadata", NULL};
+					  "/v1/metadata", "/v1/version", "/tokenize", "/detokenize", NULL};
 	for (const char *const *e = eps; *e; e++)
 		if (!strcmp(url, *e))
 			return *e;
+	if (!strncmp(url, "/v1/models/", strlen("/v1/models/")) && url[strlen("/v1/models/")])
+		return "/v1/models/{id}";
 	return NULL;
 }
 
@@ -1029,15 +1330,18 @@ static enum MHD_Result route(struct MHD_Connection *c, nf_server *srv, conn *cn,
 	const char *ep = known_endpoint(url);
 	if (!ep)
 		return no_route(c, srv, method, url);
-	if (!strcmp(ep, "/v1/completions") || !strcmp(ep, "/v1/chat/completions")) {
+	if (takes_post(ep)) {
 		if (strcmp(method, "POST"))
 			return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed",
 				    "%s takes POST", ep);
-		return handle_completion(c, srv, cn, !strcmp(ep, "/v1/chat/completions"));
+		return handle_completion(c, srv, cn, !strcmp(ep, "/v1/chat/completions"),
+					 !strcmp(ep, "/tokenize")     ? WORK_TOKENIZE
+					 : !strcmp(ep, "/detokenize") ? WORK_DETOKENIZE
+								      : WORK_COMPLETION);
 	}
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return fail(c, srv, ep, 405, "invalid_request_error", "method_not_allowed", "%s takes GET or HEAD", ep);
-	return handle_get(c, srv, ep);
+	return handle_get(c, srv, ep, url);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -1076,22 +1380,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (!cn)
 		return;
 	if (cn->w.job) {
-		if (cn->w.linked) { /* closed before its answer: the client left (or the server stops) */
-			nf_job_cancel(cn->w.job);
-			if (srv->metrics)
-				nf_metrics_request(srv->metrics, cn->endpoint, 499);
-		}
+		if (cn->w.linked && srv->metrics) /* closed before its answer: the client left (or the server stops) */
+			nf_metrics_request(srv->metrics, cn->endpoint, 499);
 		waiter_unlink(&cn->w);
-		nf_job_release(cn->w.job);
 	}
 	if (cn->dropped && srv->metrics)
 		nf_metrics_request(srv->metrics, cn->endpoint, 499);
-	if (cn->job) { /* prepared, never answered (the server stops) */
-		nf_job_cancel(cn->job);
-		nf_job_release(cn->job);
+	for (int k = 0; k < cn->n_jobs; k++) { /* over, or never answered: the client left, the server stops */
+		nf_job_cancel(cn->jobs[k]);
+		nf_job_release(cn->jobs[k]);
 	}
 	nf_serve_req_free(cn->req);
-	nf_sbuf_release(&cn->text);
+	nf_guide_release(cn->guide);
+	free(cn->reply);
 	nf_sbuf_release(&cn->body);
 	free(cn);
 	*con_cls = NULL;
@@ -1225,6 +1526,8 @@ int nf_server_set_ready(nf_server *s, nf_engine *e, nf_sched *sched)
 	json_error_t jerr;
 	const char *cj = nf_engine_config_json(e);
 	int err = chat_format_init(s, e);
+	if (!err)
+		err = nf_guides_new(&s->guides, nf_engine_tokenizer(e), GUIDES_KEPT);
 	if (err)
 		return err;
 	s->engine = e;
@@ -1305,5 +1608,6 @@ void nf_server_free(nf_server *s)
 	free(s->metadata);
 	nf_jinja_free(s->chat_jinja);
 	free(s->reason);
+	nf_guides_free(s->guides); /* last: every job, and so every guide, is released */
 	free(s);
 }

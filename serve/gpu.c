@@ -1,69 +1,58 @@
 /*
- * gpu.c - GPU detection through the CUDA driver API reached with dlopen:
- * cuInit, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
- * cuDeviceComputeCapability.  No CUDA headers needed.
+ * gpu.c - GPU detection for profile selection, through the CUDA driver
+ * loader (engine/cuda/driver.h): the same dlopen, table and messages that
+ * `nimfactory run` and the engine's cubin loading use.
  */
 #include "serve/gpu.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/cuda/driver.h"
+#include "util/error.h"
 #include "util/banned.h"
 
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_count_fn)(int *);
-typedef int (*cu_get_fn)(int *, int);
-typedef int (*cu_name_fn)(char *, int, int);
-typedef int (*cu_cc_fn)(int *, int *, int);
+/* ", GPU 0 NVIDIA H100 80GB HBM3 = h100-sxm" for each GPU found. */
+static void describe(char *buf, size_t len, const nf_gpu_list *l)
+{
+	size_t used = strlen(buf);
+	for (int i = 0; i < l->count && used < len; i++) {
+		const nf_gpu *g = &l->gpus[i];
+		int w = snprintf(buf + used, len - used, "%sGPU %d %s = %s", i ? ", " : ": ", i, g->name,
+				 g->sku ? g->sku : "no SKU of the table");
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
 
 int nf_gpu_detect(nf_gpu_list *out)
 {
-	void *h = NULL;
-	cu_init_fn cu_init;
-	cu_count_fn cu_count;
-	cu_get_fn cu_get;
-	cu_name_fn cu_name;
-	cu_cc_fn cu_cc;
-	int n = 0, rc;
+	nf_cuda_driver *d = NULL;
+	int n = 0;
 
 	memset(out, 0, sizeof *out);
-	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		const char *e = dlerror();
-		snprintf(out->note, sizeof out->note, "no NVIDIA driver (%s): no GPUs",
-			 e ? e : "libcuda.so.1 not found");
-		goto done;
-	}
-	*(void **)&cu_init = dlsym(h, "cuInit");
-	*(void **)&cu_count = dlsym(h, "cuDeviceGetCount");
-	*(void **)&cu_get = dlsym(h, "cuDeviceGet");
-	*(void **)&cu_name = dlsym(h, "cuDeviceGetName");
-	*(void **)&cu_cc = dlsym(h, "cuDeviceComputeCapability");
-	if (!cu_init || !cu_count || !cu_get || !cu_name || !cu_cc) {
-		snprintf(out->note, sizeof out->note, "libcuda.so.1 lacks the driver API: no GPUs");
-		goto done;
-	}
-	if ((rc = cu_init(0)) != 0) {
-		snprintf(out->note, sizeof out->note, "cuInit failed (CUDA error %d): no GPUs", rc);
-		goto done;
-	}
-	if ((rc = cu_count(&n)) != 0 || n < 0) {
-		snprintf(out->note, sizeof out->note, "cuDeviceGetCount failed (CUDA error %d): no GPUs", rc);
+	if (nf_cuda_driver_open(&d) || nf_cuda_device_count(&n, d)) {
+		snprintf(out->note, sizeof out->note, "%s: no GPUs", nf_error_last());
 		goto done;
 	}
 	for (int i = 0; i < n && out->count < NF_GPU_MAX; i++) {
+		nf_cuda_device dev;
 		nf_gpu *g = &out->gpus[out->count];
-		int dev = 0;
-		if (cu_get(&dev, i) != 0 || cu_name(g->name, (int)sizeof g->name - 1, dev) != 0 ||
-		    cu_cc(&g->major, &g->minor, dev) != 0)
-			continue;
-		g->name[sizeof g->name - 1] = '\0';
+		const nf_sku *sku;
+		if (nf_cuda_device_query(&dev, d, i))
+			continue; /* a device the driver will not describe is one we cannot use */
+		snprintf(g->name, sizeof g->name, "%s", dev.name);
+		g->major = dev.major;
+		g->minor = dev.minor;
+		sku = nf_cuda_device_sku(&dev);
+		g->sku = sku ? sku->name : NULL;
 		out->count++;
 	}
-	snprintf(out->note, sizeof out->note, "%d GPU(s) found through the NVIDIA driver", out->count);
+	snprintf(out->note, sizeof out->note, "%d GPU(s) found through the NVIDIA driver (%s, CUDA %d)",
+		 out->count, nf_cuda_driver_path(d), nf_cuda_driver_version(d));
+	describe(out->note, sizeof out->note, out);
 done:
-	if (h)
-		dlclose(h);
+	nf_cuda_driver_free(d);
 	return 0;
 }

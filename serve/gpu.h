@@ -1,6 +1,7 @@
 /*
- * gpu.h - which NVIDIA GPUs this machine has, asked of the driver (libcuda,
- * loaded with dlopen, so nimserve starts where there is no driver at all).
+ * gpu.h - which NVIDIA GPUs this machine has, asked of the driver through
+ * engine/cuda/driver.h (libcuda loaded with dlopen, so nimserve starts where
+ * there is no driver at all; NF_LIBCUDA names another library).
  */
 #ifndef NF_SERVE_GPU_H
 #define NF_SERVE_GPU_H
@@ -10,6 +11,7 @@
 typedef struct nf_gpu {
 	char name[128]; /* "NVIDIA H100 80GB HBM3" */
 	int major, minor; /* compute capability */
+	const char *sku;  /* the device table's name for it ("h100-sxm"), or NULL */
 } nf_gpu;
 
 typedef struct nf_gpu_list {

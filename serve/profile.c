@@ -82,7 +82,9 @@ static void eval_one(nf_profile_fit *f, const nf_manifest_profile *p, const nf_g
 		for (int i = 0; i < g->count; i++)
 			if (g->gpus[i].major == major && g->gpus[i].minor == minor) {
 				found++;
-				named += sku_matches(p->device, g->gpus[i].name);
+				/* the driver loader's match when it made one ("l4" is not an L40S) */
+				named += g->gpus[i].sku ? !strcmp(g->gpus[i].sku, p->device)
+							: sku_matches(p->device, g->gpus[i].name);
 			}
 		if (found == 0) {
 			snprintf(f->reason, sizeof f->reason, "no GPU with compute capability %d.%d found (%s)",

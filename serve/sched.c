@@ -5,6 +5,7 @@
 #include "serve/sched.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,18 @@ struct nf_job {
 	int max_tokens;
 	nf_sampler sampler;
 	int have_sampler;
+	int min_tokens;    /* the end tokens are masked until this many are generated */
+	int ignore_eos;
+	int *stop_ids;
+	size_t n_stop_ids;
+	int want_logprobs, top_logprobs, want_prompt_logprobs;
+	nf_token_logprob *lp; /* under mu: one per generated token */
+	size_t n_lp, cap_lp;
+	nf_token_logprob *plp; /* the prompt's: written before the first token, read after the end */
+	size_t n_plp;
+	nf_guide *guide;   /* what the answer must match, or NULL */
+	nf_grammar_state *gstate; /* where the answer is in it */
+	uint32_t *gmask;   /* the tokens it allows next */
 	nf_seq *seq;
 	double t_arrival, t_last;
 	nf_job *next;      /* queue link, under the scheduler's mu */
@@ -69,6 +82,9 @@ struct nf_sched {
 	nf_seq **b_seqs;
 	int *b_tokens, *b_ntok, *b_pos, *b_job;
 	nf_stepcost cost;        /* thread only: what steps take here */
+	int *eog;                /* the end-of-generation tokens (and BOS), masked under min_tokens */
+	size_t n_eog;
+	float *lp_row;           /* (vocab) thread only: a processed row kept for its logprobs */
 };
 
 double nf_sched_now(void)
@@ -89,12 +105,18 @@ static void job_unref(nf_job *j)
 	if (!last)
 		return;
 	nf_seq_free(j->seq);
+	nf_grammar_state_free(j->gstate);
+	nf_guide_release(j->guide);
+	free(j->gmask);
 	if (j->have_sampler)
 		nf_sampler_release(&j->sampler);
 	nf_textstream_release(&j->text);
 	for (size_t i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
 	free(j->tokens);
+	free(j->stop_ids);
+	free(j->lp);
+	free(j->plp);
 	pthread_cond_destroy(&j->cv);
 	pthread_mutex_destroy(&j->mu);
 	free(j);
@@ -117,9 +139,20 @@ static void job_signal(nf_job *j, int text_only)
 	}
 }
 
-/* Scheduler side: the job is over. */
+/* Scheduler side: the job is over.  The metrics first, so that a client
+ * reading them after its answer finds its request counted. */
 static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 {
+	int first = 0;
+	pthread_mutex_lock(&j->mu);
+	first = !j->finished;
+	pthread_mutex_unlock(&j->mu);
+	if (s->metrics && first) {
+		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
+				  (size_t)j->cached, (size_t)j->generated);
+		if (!strcmp(reason, "cancelled"))
+			nf_metrics_cancelled(s->metrics);
+	}
 	pthread_mutex_lock(&j->mu);
 	if (!j->finished) {
 		j->finished = 1;
@@ -130,25 +163,44 @@ static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 	}
 	job_signal(j, 0);
 	pthread_mutex_unlock(&j->mu);
-	if (s->metrics) {
-		nf_metrics_tokens(s->metrics, (size_t)(j->pos >= j->n_prompt ? j->n_prompt : j->pos),
-				  (size_t)j->cached, (size_t)j->generated);
-		if (!strcmp(reason, "cancelled"))
-			nf_metrics_cancelled(s->metrics);
-	}
 	nf_seq_free(j->seq);
 	j->seq = NULL;
 }
 
-/* One generated token: decode, check stops and limits.  Returns 1 if the job is over. */
-static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
+static int is_stop_id(const nf_job *j, int token)
+{
+	for (size_t i = 0; i < j->n_stop_ids; i++)
+		if (j->stop_ids[i] == token)
+			return 1;
+	return 0;
+}
+
+/* Under j->mu: keep a generated token's logprob. */
+static int job_keep_logprob(nf_job *j, const nf_token_logprob *rec)
+{
+	if (j->n_lp == j->cap_lp) {
+		size_t cap = j->cap_lp ? 2 * j->cap_lp : 64, bytes;
+		nf_token_logprob *p;
+		if (!nf_size_mul(&bytes, cap, sizeof *p) || !(p = realloc(j->lp, bytes)))
+			return NF_ENOMEM;
+		j->lp = p;
+		j->cap_lp = cap;
+	}
+	j->lp[j->n_lp++] = *rec;
+	return 0;
+}
+
+/* One generated token (rec: its logprob, or NULL): decode, check stops
+ * and limits.  Returns 1 if the job is over. */
+static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now, const nf_token_logprob *rec)
 {
 	const nf_tokenizer *tok = nf_engine_tokenizer(s->engine);
 	int max_seq = nf_engine_config(s->engine)->max_seq_len;
 	size_t len = 0;
 	const char *piece;
 	int hit;
-	if (nf_tokenizer_is_eog(tok, token) || token == nf_tokenizer_bos(tok)) {
+	if ((!j->ignore_eos && (nf_tokenizer_is_eog(tok, token) || token == nf_tokenizer_bos(tok))) ||
+	    is_stop_id(j, token)) {
 		job_finish(s, j, "stop");
 		return 1;
 	}
@@ -162,6 +214,11 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 	pthread_mutex_lock(&j->mu);
 	if (j->generated == 1)
 		j->res.ttft = now - j->t_arrival;
+	if (rec && job_keep_logprob(j, rec) < 0) {
+		pthread_mutex_unlock(&j->mu);
+		job_finish(s, j, "error");
+		return 1;
+	}
 	piece = nf_tokenizer_decode(tok, prev, token, &len);
 	hit = nf_textstream_push(&j->text, piece, len);
 	if (hit != 0 || nf_textstream_ready(&j->text, 0) > 0)
@@ -181,16 +238,103 @@ static int job_token(nf_sched *s, nf_job *j, int token, int prev, double now)
 	return 0;
 }
 
+/* rec: token's logprob in a row of logits whose log-sum-exp is lse, with
+ * the row's top alternatives. */
+static void logprob_of_row(nf_token_logprob *rec, const float *row, int vocab, float lse, int token,
+			   int n_top)
+{
+	rec->token = token;
+	rec->logprob = token >= 0 && token < vocab ? row[token] - lse : NAN;
+	rec->n_top = nf_sampling_top_ids(row, vocab, n_top, rec->top_token);
+	for (int k = 0; k < rec->n_top; k++)
+		rec->top_logprob[k] = row[rec->top_token[k]] - lse;
+}
+
+#define PROMPT_LOGPROB_ROWS 64 /* rows of logits per pass: 12 MiB for a 49152-token vocabulary */
+
+/* Echo's prompt logprobs: every prompt token but the last is fed with
+ * logits at each position (row i predicts token i + 1), in passes of
+ * PROMPT_LOGPROB_ROWS, before the job joins the batch; the last token then
+ * runs as usual, for the first generated one.  The first token has none. */
+static int job_prompt_logprobs(nf_sched *s, nf_job *j)
+{
+	int vocab = nf_engine_config(s->engine)->vocab_size, fed = j->n_prompt - 1, rc = 0;
+	size_t rows_bytes;
+	float *rows = NULL;
+	j->plp = calloc((size_t)j->n_prompt, sizeof *j->plp);
+	if (!j->plp || !nf_size_mul(&rows_bytes, (size_t)PROMPT_LOGPROB_ROWS * sizeof *rows, (size_t)vocab) ||
+	    (fed > 0 && !(rows = malloc(rows_bytes)))) {
+		free(rows);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	j->plp[0] = (nf_token_logprob){.token = j->tokens[0], .logprob = NAN};
+	for (int p = 0; p < fed && rc == 0; p += PROMPT_LOGPROB_ROWS) {
+		int m = fed - p < PROMPT_LOGPROB_ROWS ? fed - p : PROMPT_LOGPROB_ROWS;
+		rc = nf_engine_prefill_logits(s->engine, j->seq, j->tokens + p, (size_t)m, p, rows);
+		for (int r = 0; r < m && rc == 0; r++) {
+			const float *row = rows + (size_t)r * (size_t)vocab;
+			logprob_of_row(&j->plp[p + r + 1], row, vocab, nf_sampling_logsumexp(row, vocab),
+				       j->tokens[p + r + 1], j->top_logprobs);
+		}
+	}
+	free(rows);
+	if (rc == 0) {
+		j->n_plp = (size_t)j->n_prompt;
+		j->pos = fed;
+		j->cached = 0;
+	}
+	return rc;
+}
+
 /* A new job's sequence: with the prefix cache, the kept one sharing the
  * longest prefix with its prompt (engine.h), which it then skips. */
 static int job_start(nf_sched *s, nf_job *j)
 {
 	size_t reused = 0;
-	int rc = s->opts.prefix_cache
-			 ? nf_seq_new_prefixed(&j->seq, s->engine, j->tokens, (size_t)j->n_prompt, &reused)
-			 : nf_seq_new(&j->seq, s->engine);
+	int use_cache = s->opts.prefix_cache && !j->want_prompt_logprobs;
+	int rc = use_cache ? nf_seq_new_prefixed(&j->seq, s->engine, j->tokens, (size_t)j->n_prompt, &reused)
+			   : nf_seq_new(&j->seq, s->engine);
 	j->pos = j->cached = (int)reused;
+	if (rc == 0 && j->want_prompt_logprobs)
+		rc = job_prompt_logprobs(s, j);
 	return rc;
+}
+
+/* Sample job j's next token from its row of logits: the sampler's
+ * transforms, the end tokens masked while under min_tokens, the logprobs
+ * read (into rec) before temperature, then the draw.  A guided job draws
+ * from the tokens its grammar allows (the mask, before everything else) and
+ * moves its grammar on by the token; -1 when the grammar fails (its
+ * automaton outgrew its bound) or allows nothing. */
+static int job_sample(nf_sched *s, nf_job *j, float *lg, nf_token_logprob *rec)
+{
+	int vocab = nf_engine_config(s->engine)->vocab_size, tok;
+	float lse = 0.0f;
+	size_t allowed = 0;
+	if (j->gstate) {
+		if (nf_grammar_state_mask(j->gstate, j->gmask, &allowed) < 0 || allowed == 0)
+			return -1;
+		nf_sampler_set_mask(&j->sampler, j->gmask);
+	}
+	nf_sampler_process(&j->sampler, lg);
+	/* a grammar that only allows the end wins over min_tokens */
+	if (j->generated < j->min_tokens && !(j->gstate && nf_grammar_state_finished(j->gstate))) {
+		for (size_t i = 0; i < s->n_eog; i++)
+			lg[s->eog[i]] = -INFINITY;
+		for (size_t i = 0; i < j->n_stop_ids; i++)
+			lg[j->stop_ids[i]] = -INFINITY;
+	}
+	if (j->want_logprobs) {
+		lse = nf_sampling_logsumexp(lg, vocab);
+		memcpy(s->lp_row, lg, (size_t)vocab * sizeof *lg);
+	}
+	tok = nf_sampler_pick(&j->sampler, lg);
+	nf_sampler_accept(&j->sampler, tok);
+	if (j->want_logprobs)
+		logprob_of_row(rec, s->lp_row, vocab, lse, tok, j->top_logprobs);
+	if (j->gstate && nf_grammar_state_advance(j->gstate, tok) < 0)
+		return -1;
+	return tok;
 }
 
 /* Prompt tokens of a and b in common, at most b's prompt less its last token. */
@@ -393,7 +537,8 @@ static void *sched_main(void *arg)
 				} else {
 					float *lg = s->logits + k * (size_t)vocab;
 					int prev;
-					int tok = nf_sampler_sample(&j->sampler, lg);
+					nf_token_logprob rec;
+					int tok = job_sample(s, j, lg, &rec);
 					if (j->pos < j->n_prompt)
 						j->pos = j->n_prompt - 1; /* the prompt's last token was fed */
 					prev = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
@@ -401,7 +546,8 @@ static void *sched_main(void *arg)
 						job_finish(s, j, "error");
 						over = 1;
 					} else {
-						over = job_token(s, j, tok, prev, now);
+						over = job_token(s, j, tok, prev, now,
+								 j->want_logprobs ? &rec : NULL);
 					}
 				}
 				if (over) {
@@ -431,6 +577,27 @@ static void *sched_main(void *arg)
 	return NULL;
 }
 
+/* The tokens that end a generation (EOS, end-of-turn, BOS), found once
+ * in the vocabulary: min_tokens masks them. */
+static int end_tokens(nf_sched *s)
+{
+	const nf_tokenizer *tok = nf_engine_tokenizer(s->engine);
+	int vocab = nf_engine_config(s->engine)->vocab_size;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t n = 0;
+		for (int t = 0; t < vocab; t++)
+			if (nf_tokenizer_is_eog(tok, t) || t == nf_tokenizer_bos(tok)) {
+				if (pass)
+					s->eog[n] = t;
+				n++;
+			}
+		if (!pass && n && !(s->eog = calloc(n, sizeof *s->eog)))
+			return NF_ENOMEM;
+		s->n_eog = pass ? n : 0;
+	}
+	return 0;
+}
+
 int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opts *o)
 {
 	nf_sched *s = NULL;
@@ -457,8 +624,9 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->b_ntok = calloc((size_t)o->max_batch, sizeof *s->b_ntok);
 	s->b_pos = calloc((size_t)o->max_batch, sizeof *s->b_pos);
 	s->b_job = calloc((size_t)o->max_batch, sizeof *s->b_job);
+	s->lp_row = calloc(vocab, sizeof *s->lp_row);
 	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_ntok || !s->b_pos ||
-	    !s->b_job) {
+	    !s->b_job || !s->lp_row || end_tokens(s) < 0) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -501,7 +669,47 @@ void nf_sched_free(nf_sched *s)
 	free(s->b_ntok);
 	free(s->b_pos);
 	free(s->b_job);
+	free(s->lp_row);
+	free(s->eog);
 	free(s);
+}
+
+/* The job's sampler and what the scheduler does beside it (min_tokens,
+ * stop ids, logprobs); needs j->tokens. */
+static int job_sampling_init(nf_job *j, nf_sched *s, const nf_job_params *p)
+{
+	int vocab = nf_engine_config(s->engine)->vocab_size, rc;
+	if (p->n_stop_ids > 4096 || p->top_logprobs < 0 || p->top_logprobs > NF_SAMPLING_MAX_TOP)
+		return nf_error_set(NF_EINPUT, "too many stop ids or top logprobs");
+	for (size_t i = 0; i < p->n_stop_ids; i++)
+		if (p->stop_ids[i] < 0 || p->stop_ids[i] >= vocab)
+			return nf_error_set(NF_EINPUT, "stop token %d is not in the vocabulary", p->stop_ids[i]);
+	if ((rc = nf_sampler_init(&j->sampler, vocab, p->temperature, p->top_p, p->seed)) < 0)
+		return rc;
+	j->have_sampler = 1;
+	if (p->sampling && ((rc = nf_sampler_configure(&j->sampler, p->sampling)) < 0 ||
+			    (rc = nf_sampler_set_prompt(&j->sampler, j->tokens, (size_t)j->n_prompt)) < 0))
+		return rc;
+	if (p->n_stop_ids) {
+		if (!(j->stop_ids = malloc(p->n_stop_ids * sizeof *j->stop_ids)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		memcpy(j->stop_ids, p->stop_ids, p->n_stop_ids * sizeof *j->stop_ids);
+		j->n_stop_ids = p->n_stop_ids;
+	}
+	if (p->guide) {
+		j->guide = nf_guide_retain(p->guide);
+		if ((rc = nf_guide_state_new(&j->gstate, j->guide)) < 0)
+			return rc;
+		if (!(j->gmask = calloc(nf_guide_mask_words(j->guide), sizeof *j->gmask)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	j->min_tokens = p->min_tokens;
+	/* a grammar decides where the answer ends */
+	j->ignore_eos = p->ignore_eos && !p->guide;
+	j->want_logprobs = p->logprobs;
+	j->top_logprobs = p->top_logprobs;
+	j->want_prompt_logprobs = p->prompt_logprobs;
+	return 0;
 }
 
 int nf_sched_submit(nf_job **out, nf_sched *s, const int *tokens, size_t n_tokens,
@@ -542,12 +750,10 @@ int nf_sched_submit(nf_job **out, nf_sched *s, const int *tokens, size_t n_token
 		goto done;
 	}
 	memcpy(j->tokens, tokens, n_tokens * sizeof *j->tokens);
-	if ((rc = nf_sampler_init(&j->sampler, nf_engine_config(s->engine)->vocab_size,
-				  p->temperature, p->top_p, p->seed)) < 0) {
+	if ((rc = job_sampling_init(j, s, p)) < 0) {
 		j->refs = 1;
 		goto done;
 	}
-	j->have_sampler = 1;
 	pthread_mutex_lock(&s->mu);
 	if (s->draining || s->stopping) {
 		pthread_mutex_unlock(&s->mu);
@@ -677,4 +883,24 @@ void nf_job_cancel(nf_job *j)
 	pthread_mutex_lock(&j->mu);
 	j->cancelled = 1;
 	pthread_mutex_unlock(&j->mu);
+}
+
+size_t nf_job_copy_logprobs(nf_job *j, size_t from, nf_token_logprob *out, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&j->mu);
+	if (from < j->n_lp) {
+		n = j->n_lp - from < max ? j->n_lp - from : max;
+		memcpy(out, j->lp + from, n * sizeof *out);
+	}
+	pthread_mutex_unlock(&j->mu);
+	return n;
+}
+
+const nf_token_logprob *nf_job_final_logprobs(nf_job *j, int prompt, size_t *n)
+{
+	pthread_mutex_lock(&j->mu);
+	*n = !j->finished ? 0 : prompt ? j->n_plp : j->n_lp;
+	pthread_mutex_unlock(&j->mu);
+	return *n ? (prompt ? j->plp : j->lp) : NULL;
 }

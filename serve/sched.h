@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/sampling.h"
+#include "serve/guide.h"
 #include "serve/metrics.h"
 #include "serve/sbuf.h"
 
@@ -42,7 +44,29 @@ typedef struct nf_job_params {
 	char *const *stop; /* copied */
 	size_t n_stop;
 	double t_arrival; /* nf_sched_now() when the request arrived */
+	const nf_sampling_params *sampling; /* copied; NULL: none */
+	int min_tokens;    /* end-of-generation and stop ids masked before this many */
+	int ignore_eos;    /* 1: end-of-generation tokens do not end the job */
+	const int *stop_ids; /* copied: tokens that end the job (not part of its text) */
+	size_t n_stop_ids;
+	int logprobs;      /* 1: record each generated token's logprob (nf_job_copy_logprobs) */
+	int top_logprobs;  /* and this many alternatives, 0..NF_SAMPLING_MAX_TOP */
+	int prompt_logprobs; /* 1: and the prompt's (echo); its prompt is then computed
+				whole, without the prefix cache */
+	nf_guide *guide;   /* NULL, or the grammar the answer must match (the job takes a
+			      reference): each token is drawn from those it allows */
 } nf_job_params;
+
+/* One token's log-probability: the log-softmax of the logits after the
+ * penalties, bias and mask, before temperature (prompt tokens: of the
+ * model's logits).  The first prompt token has none (logprob NAN). */
+typedef struct nf_token_logprob {
+	int token;
+	float logprob;
+	int n_top;
+	int top_token[NF_SAMPLING_MAX_TOP];
+	float top_logprob[NF_SAMPLING_MAX_TOP];
+} nf_token_logprob;
 
 typedef struct nf_job_result {
 	const char *finish_reason; /* "stop", "length", "cancelled", "error" (static) */
@@ -93,6 +117,12 @@ void nf_job_kick(nf_job *j);
 void nf_job_unpark(nf_job *j);
 /* Only valid once finished. */
 void nf_job_get_result(nf_job *j, nf_job_result *r);
+/* Copy the logprobs of generated tokens from, from + 1, ... (at most max)
+ * to out; returns how many.  Any time: a stream takes them as they come. */
+size_t nf_job_copy_logprobs(nf_job *j, size_t from, nf_token_logprob *out, size_t max);
+/* Once finished: the generated tokens' (prompt 0) or the prompt's
+ * (prompt 1) logprobs, owned by the job; *n their count. */
+const nf_token_logprob *nf_job_final_logprobs(nf_job *j, int prompt, size_t *n);
 /* The client went away: the scheduler drops the sequence at the next step. */
 void nf_job_cancel(nf_job *j);
 void nf_job_release(nf_job *j); /* NULL is fine */

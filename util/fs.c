@@ -119,11 +119,14 @@ int nf_atomic_open(nf_atomic_file *f, const char *path, int mode)
 	return 0;
 }
 
-int nf_fs_write_all(int fd, const void *data, size_t len, const char *name)
+/* write(2) at the file offset, or pwrite(2) at *off when off is given. */
+static int write_loop(int fd, const void *data, size_t len, const uint64_t *off,
+		      const char *name)
 {
 	const char *p = data;
+	uint64_t at = off ? *off : 0;
 	while (len > 0) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = off ? pwrite(fd, p, len, (off_t)at) : write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -131,8 +134,19 @@ int nf_fs_write_all(int fd, const void *data, size_t len, const char *name)
 					    strerror(errno));
 		p += n;
 		len -= (size_t)n;
+		at += (uint64_t)n;
 	}
 	return 0;
+}
+
+int nf_fs_write_all(int fd, const void *data, size_t len, const char *name)
+{
+	return write_loop(fd, data, len, NULL, name);
+}
+
+int nf_fs_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *name)
+{
+	return write_loop(fd, data, len, &off, name);
 }
 
 void nf_fs_fsync_dir(const char *path)
@@ -147,6 +161,11 @@ void nf_fs_fsync_dir(const char *path)
 int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len)
 {
 	return nf_fs_write_all(f->fd, data, len, f->final_path);
+}
+
+int nf_atomic_pwrite(nf_atomic_file *f, const void *data, size_t len, uint64_t off)
+{
+	return nf_fs_pwrite_all(f->fd, data, len, off, f->final_path);
 }
 
 int nf_atomic_commit(nf_atomic_file *f)

@@ -37,6 +37,8 @@ typedef struct nf_atomic_file {
 int nf_atomic_open(nf_atomic_file *f, const char *path, int mode);
 /* Write all of data (retries short writes). */
 int nf_atomic_write(nf_atomic_file *f, const void *data, size_t len);
+/* Write all of data at byte off of the temp file (the file grows to hold it). */
+int nf_atomic_pwrite(nf_atomic_file *f, const void *data, size_t len, uint64_t off);
 /* fsync, close and rename over the final path; frees f's strings. */
 int nf_atomic_commit(nf_atomic_file *f);
 /* close and unlink the temp file; frees f's strings.  Safe after a failed open. */
@@ -45,6 +47,8 @@ void nf_atomic_abort(nf_atomic_file *f);
 /* write(2) all of data to fd (retries short writes and EINTR); errors name `name`
  * (NF_EENV when the disk is full, else NF_EIO). */
 int nf_fs_write_all(int fd, const void *data, size_t len, const char *name);
+/* pwrite(2) all of data at off, with nf_fs_write_all's errors. */
+int nf_fs_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *name);
 
 /* fsync a folder so that a rename into it is durable (best effort: errors ignored). */
 void nf_fs_fsync_dir(const char *path);

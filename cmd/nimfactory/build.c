@@ -16,11 +16,23 @@
 
 static const char build_usage[] =
 	"usage: nimfactory build RECIPE [--out DIR] [--cache DIR] [--threads N] [--rebuild]\n"
+	"                        [--cache-from REF] [--cache-to REF] [--insecure] [--profile NAME]\n"
+	"                        [--allow-skipped-gates]\n"
 	"                        [--log-format auto|text|tty|json] [--log-level debug|info|warn|error]\n"
 	"\n"
 	"Builds every profile of RECIPE, gates it and writes the OCI image to DIR/oci\n"
 	"(default DIR: out/<model name>).  Exit status: 0 built, 2 bad input, 3 a gate\n"
-	"failed (reports in DIR/reports), 4 environment (network, disk, missing tool).\n";
+	"failed or was skipped (reports in DIR/reports), 4 environment (network, disk,\n"
+	"missing tool).\n"
+	"  --cache-from REF  pull a stage missing from the local cache from the registry\n"
+	"                    repository REF (HOST[:PORT]/NAME) before running it\n"
+	"  --cache-to REF    push every stage result to REF (docs/ci.md)\n"
+	"  --insecure        plain HTTP to the remote cache, for a loopback registry only\n"
+	"  --profile NAME    compile and gate that profile only, and make no image\n"
+	"  --allow-skipped-gates  package the profiles whose gates did not run: a GPU\n"
+	"                    profile is built on any machine, its gates skipped where its\n"
+	"                    GPU is not (with the roofline model's figures); gates.json\n"
+	"                    records the choice and never says passed (docs/cuda.md)\n";
 
 int nf_cmd_build(int argc, char **argv)
 {
@@ -29,8 +41,13 @@ int nf_cmd_build(int argc, char **argv)
 		{"cache", required_argument, NULL, 'c'},
 		{"threads", required_argument, NULL, 'j'},
 		{"rebuild", no_argument, NULL, 'r'},
+		{"allow-skipped-gates", no_argument, NULL, 'S'},
 		{"log-format", required_argument, NULL, 'F'},
 		{"log-level", required_argument, NULL, 'L'},
+		{"cache-from", required_argument, NULL, 'f'},
+		{"cache-to", required_argument, NULL, 't'},
+		{"insecure", no_argument, NULL, 'k'},
+		{"profile", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -47,6 +64,11 @@ int nf_cmd_build(int argc, char **argv)
 		case 'c': bo.cache_dir = optarg; break;
 		case 'j': err = nf_parse_long(&threads, optarg, 0, 1024, "--threads"); break;
 		case 'r': bo.rebuild = 1; break;
+		case 'S': bo.allow_skipped_gates = 1; break;
+		case 'f': bo.cache_from = optarg; break;
+		case 't': bo.cache_to = optarg; break;
+		case 'k': bo.cache_insecure = 1; break;
+		case 'p': bo.profile = optarg; break;
 		case 'F': err = nf_log_format_parse(&lo.format, optarg); break;
 		case 'L': err = nf_log_level_parse(&lo.level, optarg); break;
 		case 'h': fputs(build_usage, stdout); return NF_EXIT_OK;

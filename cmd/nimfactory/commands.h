@@ -25,5 +25,6 @@ int nf_cmd_detokenize(int argc, char **argv);
 int nf_cmd_inspect(int argc, char **argv);
 int nf_cmd_push(int argc, char **argv);
 int nf_cmd_promote(int argc, char **argv);
+int nf_cmd_bench_serve(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static const struct nf_command commands[] = {
 	{"convert", nf_cmd_convert, "rewrite a checkpoint (llama2.c <-> Hugging Face layout)"},
 	{"push", nf_cmd_push, "push an image of an OCI layout (with its gate report) to a registry"},
 	{"promote", nf_cmd_promote, "copy a gated image between registry repositories by mounting"},
+	{"bench-serve", nf_cmd_bench_serve, "benchmark an OpenAI-compatible server: latency, throughput, goodput"},
 	{"precisions", nf_cmd_precisions, "list the precisions: weight format, bits, devices"},
 	{"cache", nf_cmd_cache, "seed and inspect the local cache (add, path, ls)"},
 	{"version", nf_cmd_version, "print the version"},
@@ -35,7 +36,7 @@ static void usage(FILE *to)
 {
 	fprintf(to, "usage: nimfactory <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(to, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(to, "\nRun 'nimfactory <command> --help' for a command's options.\n");
 }
 

@@ -1,4 +1,7 @@
-/* plan.c - `nimfactory plan RECIPE`: the profiles and stages a build would run. */
+/*
+ * plan.c - `nimfactory plan RECIPE...`: the profiles and stages a build would
+ * run, or (--emit) the CI pipeline that builds the recipes (factory/pipeline.h).
+ */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -6,50 +9,59 @@
 #include <string.h>
 
 #include "cmd/nimfactory/commands.h"
+#include "factory/pipeline.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/banned.h"
 
-static const char plan_usage[] = "usage: nimfactory plan RECIPE [--json]\n";
+static const char plan_usage[] =
+	"usage: nimfactory plan RECIPE... [--json]\n"
+	"       nimfactory plan RECIPE... --emit gitlab|jenkins|json [--output FILE]\n"
+	"                       [--cache-ref REF] [--registry HOST[/PREFIX]] [--insecure]\n"
+	"  --emit FORMAT      the CI pipeline that builds the recipes: a GitLab child pipeline,\n"
+	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md)\n"
+	"  --output FILE      write it to FILE instead of stdout\n"
+	"  --cache-ref REF    the remote cache the jobs share (default: $NIMFACTORY_REMOTE_CACHE)\n"
+	"  --registry HOST    where the package jobs push (default: $NIMFACTORY_REGISTRY)\n"
+	"  --insecure         plain HTTP for the jobs' registry commands (loopback registries)\n";
 
-int nf_cmd_plan(int argc, char **argv)
+/* The recipes and their plans, loaded together. */
+typedef struct plan_set {
+	nf_recipe **recipes;
+	nf_plan **plans;
+	size_t n;
+} plan_set;
+
+static void plan_set_release(plan_set *s)
 {
-	static const struct option options[] = {
-		{"json", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	nf_recipe *recipe = NULL;
-	nf_plan *plan = NULL;
-	int as_json = 0, c, err;
+	for (size_t i = 0; i < s->n; i++) {
+		nf_plan_free(s->plans[i]);
+		nf_recipe_free(s->recipes[i]);
+	}
+	free(s->plans);
+	free(s->recipes);
+}
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (c) {
-		case 'J': as_json = 1; break;
-		case 'h': fputs(plan_usage, stdout); return NF_EXIT_OK;
-		default: fputs(plan_usage, stderr); return NF_EXIT_INPUT;
-		}
+static int plan_set_load(plan_set *s, char **paths, size_t n)
+{
+	int err = 0;
+	memset(s, 0, sizeof(*s));
+	s->recipes = calloc(n, sizeof(*s->recipes));
+	s->plans = calloc(n, sizeof(*s->plans));
+	if (!s->recipes || !s->plans)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (; !err && s->n < n; s->n++) {
+		err = nf_recipe_load(&s->recipes[s->n], paths[s->n]);
+		if (!err)
+			err = nf_plan_make(&s->plans[s->n], s->recipes[s->n]);
 	}
-	if (optind + 1 != argc) {
-		fputs(plan_usage, stderr);
-		return NF_EXIT_INPUT;
-	}
-	err = nf_recipe_load(&recipe, argv[optind]);
-	if (!err)
-		err = nf_plan_make(&plan, recipe);
-	if (err)
-		goto done;
-	if (as_json) {
-		json_t *j = NULL;
-		if (!(err = nf_plan_to_json(&j, plan))) {
-			json_dumpf(j, stdout, JSON_SORT_KEYS | JSON_INDENT(2));
-			fputc('\n', stdout);
-		}
-		json_decref(j);
-		goto done;
-	}
+	return err;
+}
+
+static void print_text(const nf_recipe *recipe, const nf_plan *plan)
+{
 	printf("recipe %s (sha256:%s)\n\nprofiles:\n", recipe->model.name, plan->recipe_digest);
 	for (size_t i = 0; i < plan->n_profiles; i++)
 		printf("  %-28s %s\n", plan->profiles[i].name, plan->profiles[i].id);
@@ -65,9 +77,111 @@ int nf_cmd_plan(int argc, char **argv)
 			printf("%s%zu", k ? "," : " after ", plan->stages[i].deps[k]);
 		printf("\n");
 	}
+}
+
+/* One plan as its JSON object; several as an array of them. */
+static int print_json(const plan_set *s)
+{
+	json_t *all = s->n > 1 ? json_array() : NULL, *j = NULL;
+	int err = s->n > 1 && !all ? nf_error_set(NF_ENOMEM, "out of memory") : 0;
+	for (size_t i = 0; !err && i < s->n; i++) {
+		if ((err = nf_plan_to_json(&j, s->plans[i])))
+			break;
+		if (!all)
+			all = j;
+		else if (json_array_append_new(all, j))
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	if (!err) {
+		json_dumpf(all, stdout, JSON_SORT_KEYS | JSON_INDENT(2));
+		fputc('\n', stdout);
+	}
+	json_decref(all);
+	return err;
+}
+
+/* The pipeline in fmt, to stdout or (atomically) to output. */
+static int emit(const plan_set *s, char **paths, nf_pipeline_format fmt, const nf_pipeline_opts *po,
+		const char *output)
+{
+	nf_pipeline_recipe *prs = calloc(s->n, sizeof(*prs));
+	json_t *graph = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = NULL;
+	int err = prs ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+
+	for (size_t i = 0; !err && i < s->n; i++)
+		prs[i] = (nf_pipeline_recipe){paths[i], s->recipes[i], s->plans[i]};
+	if (!err)
+		err = nf_pipeline_graph(&graph, prs, s->n, po);
+	if (!err && !(mem = open_memstream(&text, &len)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_pipeline_write(mem, graph, fmt);
+	if (mem && fclose(mem) && !err)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err && output)
+		err = nf_fs_write_atomic(output, text, len, 0644);
+	else if (!err && (fwrite(text, 1, len, stdout) != len || fflush(stdout)))
+		err = nf_error_set(NF_EIO, "stdout: write failed");
+	free(text);
+	free(prs);
+	json_decref(graph);
+	return err;
+}
+
+int nf_cmd_plan(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"emit", required_argument, NULL, 'e'},
+		{"output", required_argument, NULL, 'o'},
+		{"cache-ref", required_argument, NULL, 'c'},
+		{"registry", required_argument, NULL, 'r'},
+		{"insecure", no_argument, NULL, 'k'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	nf_pipeline_opts po = {0};
+	nf_pipeline_format fmt = NF_PIPELINE_JSON;
+	const char *output = NULL;
+	plan_set set = {0};
+	int as_json = 0, emitting = 0, c, err = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+		switch (c) {
+		case 'J': as_json = 1; break;
+		case 'e': emitting = 1; err = nf_pipeline_format_parse(&fmt, optarg); break;
+		case 'o': output = optarg; break;
+		case 'c': po.cache_ref = optarg; break;
+		case 'r': po.registry = optarg; break;
+		case 'k': po.insecure = true; break;
+		case 'h': fputs(plan_usage, stdout); return NF_EXIT_OK;
+		default: fputs(plan_usage, stderr); return NF_EXIT_INPUT;
+		}
+		if (err)
+			return nf_cmd_fail("plan", err);
+	}
+	if (optind >= argc || (!emitting && (output || po.cache_ref || po.registry || po.insecure))) {
+		fputs(plan_usage, stderr);
+		return NF_EXIT_INPUT;
+	}
+	if ((err = plan_set_load(&set, argv + optind, (size_t)(argc - optind))))
+		goto done;
+	if (emitting)
+		err = emit(&set, argv + optind, fmt, &po, output);
+	else if (as_json)
+		err = print_json(&set);
+	else
+		for (size_t i = 0; i < set.n; i++) {
+			if (i)
+				printf("\n");
+			print_text(set.recipes[i], set.plans[i]);
+		}
 done:
-	nf_plan_free(plan);
-	nf_recipe_free(recipe);
+	plan_set_release(&set);
 	if (err) {
 		fprintf(stderr, "%s\n", nf_error_last());
 		return nf_error_exit_status(err);

@@ -18,9 +18,11 @@
 #include "util/banned.h"
 
 static const char promote_usage[] =
-	"usage: nimfactory promote SRC_REF DST_REF [--insecure] [--force-unpassed] [--verbose]\n"
+	"usage: nimfactory promote SRC_REF DST_REF [--insecure] [--force-unpassed|--force] [--verbose]\n"
 	"  SRC_REF, DST_REF  HOST[:PORT]/NAME:TAG (or @sha256:...) on the same registry\n"
 	"  --force-unpassed  promote although the gate report is missing or did not pass\n"
+	"                    (a skipped gate, a GPU profile's built where its GPU is not,\n"
+	"                    is not passed); --force is the same\n"
 	"                    (recorded as " NF_OCI_ANN_PROMOTE_FORCED "=true on the copied report)\n"
 	"Exit 3 when the gate report is missing or did not pass.\n";
 
@@ -29,6 +31,7 @@ int nf_cmd_promote(int argc, char **argv)
 	static const struct option options[] = {
 		{"insecure", no_argument, NULL, 'k'},
 		{"force-unpassed", no_argument, NULL, 'f'},
+		{"force", no_argument, NULL, 'f'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},

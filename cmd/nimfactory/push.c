@@ -1,7 +1,9 @@
 /*
  * push.c - `nimfactory push OCI_DIR[:TAG] REF`: push the tagged image or
  * index of a layout, with all its blobs and the artifacts (gate report) that
- * refer to it, to a registry (images/registry.h).
+ * refer to it, to a registry (images/registry.h).  `nimfactory push --chart
+ * CHART_DIR REF`: package a Helm chart (OUT/helm) and push it where `helm
+ * push` would, REF/NAME:VERSION (factory/deploy.h).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -11,6 +13,7 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "cmd/nimfactory/registry_cli.h"
+#include "factory/deploy.h"
 #include "images/layout.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -18,13 +21,57 @@
 
 static const char push_usage[] =
 	"usage: nimfactory push OCI_DIR[:TAG] REF [--insecure] [--chunk-size N] [--mount-from REPO] [--verbose]\n"
+	"       nimfactory push --chart CHART_DIR HOST[:PORT][/NAMESPACE] [--insecure] [--verbose]\n"
 	"  REF             HOST[:PORT]/NAME[:TAG], e.g. 127.0.0.1:5000/team/model:1.0.0\n"
 	"                  (no TAG: the layout's TAG)\n"
 	"  --insecure      plain HTTP, for a loopback registry only\n"
 	"  --chunk-size N  blobs larger than N (bytes, or with k/M/G) go in resumable chunks (64M)\n"
 	"  --mount-from R  try a cross-repository mount from repository R before uploading\n"
 	"  --verbose       one line per request on stderr (never a secret)\n"
+	"  --chart         push the Helm chart in CHART_DIR (e.g. OUT/helm), packaged as `helm\n"
+	"                  package` does, to NAMESPACE/NAME:VERSION of its Chart.yaml, as Helm's\n"
+	"                  OCI artifact: `helm install oci://HOST/NAMESPACE/NAME --version VERSION`\n"
 	"Credentials: NIMFACTORY_REGISTRY_USER/NIMFACTORY_REGISTRY_PASSWORD, else docker's config.json.\n";
+
+/* The chart's reference: REF/NAME:VERSION, as `helm push CHART oci://REF` makes it. */
+static int chart_ref(nf_reg_ref *ref, const char *remote, const json_t *meta)
+{
+	char *full = nf_strdup_printf("%s/%s:%s", remote, json_string_value(json_object_get(meta, "name")),
+				      json_string_value(json_object_get(meta, "version")));
+	int err = full ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err && (strchr(remote, '@') || (strchr(remote, '/') && strchr(strchr(remote, '/'), ':'))))
+		err = nf_error_set(NF_EINPUT, "%s: give HOST[:PORT][/NAMESPACE]; the chart's tag is its version",
+				   remote);
+	if (!err)
+		err = nf_reg_ref_parse(ref, full);
+	free(full);
+	return err;
+}
+
+static int push_chart(const char *dir, const char *remote, bool insecure, bool verbose)
+{
+	json_t *meta = NULL;
+	nf_reg_client *c = NULL;
+	nf_reg_options o;
+	nf_cli_reg st;
+	nf_reg_ref ref;
+	nf_oci_desc d;
+	int err = nf_deploy_chart_meta(&meta, dir);
+
+	if (!err)
+		err = chart_ref(&ref, remote, meta);
+	json_decref(meta);
+	if (err)
+		return nf_cmd_fail("push", err);
+	nf_cli_reg_init(&o, &st, "push", insecure, verbose);
+	if (!(err = nf_reg_client_new(&c, ref.host, &o)))
+		err = nf_deploy_chart_push(&d, NULL, c, ref.name, dir);
+	nf_cli_reg_done(&st);
+	if (!err)
+		printf("pushed chart %s/%s:%s@%s\n", ref.host, ref.name, ref.tag, d.digest);
+	nf_reg_client_free(c);
+	return err ? nf_cmd_fail("push", err) : NF_EXIT_OK;
+}
 
 int nf_cmd_push(int argc, char **argv)
 {
@@ -33,10 +80,11 @@ int nf_cmd_push(int argc, char **argv)
 		{"chunk-size", required_argument, NULL, 'c'},
 		{"mount-from", required_argument, NULL, 'm'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"chart", no_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool insecure = false, verbose = false;
+	bool insecure = false, verbose = false, chart = false;
 	const char *mount_from = NULL;
 	uint64_t chunk = 0;
 	char *dir = NULL, *ltag = NULL;
@@ -53,6 +101,7 @@ int nf_cmd_push(int argc, char **argv)
 		switch (ch) {
 		case 'k': insecure = true; break;
 		case 'v': verbose = true; break;
+		case 'C': chart = true; break;
 		case 'm': mount_from = optarg; break;
 		case 'c':
 			if ((err = nf_cli_parse_size(&chunk, optarg, "--chunk-size")))
@@ -62,10 +111,12 @@ int nf_cmd_push(int argc, char **argv)
 		default: fputs(push_usage, stderr); return NF_EXIT_INPUT;
 		}
 	}
-	if (optind + 2 != argc) {
+	if (optind + 2 != argc || (chart && (mount_from || chunk))) {
 		fputs(push_usage, stderr);
 		return NF_EXIT_INPUT;
 	}
+	if (chart)
+		return push_chart(argv[optind], argv[optind + 1], insecure, verbose);
 	/* OCI_DIR or OCI_DIR:TAG */
 	dir = strdup(argv[optind]);
 	if (!dir)

@@ -11,7 +11,10 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "cmd/nimfactory/output.h"
+#include <jansson.h>
+
 #include "engine/chat.h"
+#include "engine/cuda/driver.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "util/error.h"
@@ -22,6 +25,28 @@ static const char run_usage[] =
 	"usage: nimfactory run ENGINE_DIR [--prompt TEXT | --chat TEXT] [--max-tokens N] [--temperature T]\n"
 	"                      [--top-p P] [--seed S] [--threads N] [--quiet]\n"
 	"       nimfactory run OUT_DIR --profile NAME|ID [options]   (a build's output)\n";
+
+/* A GPU profile's engine (config.json's profile.device is a GPU of the
+ * table): whether its GPU is here, through the CUDA driver loader, said in
+ * one line; the engine runs on the CPU either way until the CUDA backend is
+ * in (its weights are in a format the CPU runs). */
+static void say_where(const nf_engine *e, int quiet)
+{
+	json_t *root = json_loads(nf_engine_config_json(e), 0, NULL);
+	const char *device = json_string_value(json_object_get(json_object_get(root, "profile"), "device"));
+	const nf_sku *sku = nf_sku_find(device);
+	nf_cuda_device dev;
+	int exact = 0;
+
+	if (sku && sku->kind == NF_SKU_GPU && !quiet) {
+		if (nf_cuda_find_device(&dev, &exact, sku) != 0)
+			fprintf(stderr, "run: %s engine on the CPU: %s\n", sku->name, nf_error_last());
+		else
+			fprintf(stderr, "run: %s engine on the CPU: GPU %d (%s) is here, but this nimfactory "
+				"has no CUDA backend yet\n", sku->name, dev.ordinal, dev.name);
+	}
+	json_decref(root);
+}
 
 static int print_piece(void *user, int token, const char *piece, size_t len)
 {
@@ -87,6 +112,8 @@ int nf_cmd_run(int argc, char **argv)
 	err = nf_output_engine_dir(&engine_dir, argv[optind], profile);
 	if (!err)
 		err = nf_engine_open(&engine, engine_dir, (int)threads);
+	if (!err)
+		say_where(engine, quiet);
 	/* --chat: one user message through the model's own chat template */
 	if (!err && chat && !(err = nf_chat_render_user(&rendered, &rendered_len,
 							nf_engine_tokenizer(engine), chat,

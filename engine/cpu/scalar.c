@@ -1,12 +1,16 @@
 /*
  * scalar.c - the portable kernel family: plain C float32 and int8 kernels.
  * Its small ops (rmsnorm, rope, softmax, attention, swiglu) are also the
- * ones the SIMD families reuse, and the conformance tests' reference.
+ * ones the SIMD families reuse, and the conformance tests' reference; their
+ * per-element math is engine/kmath/'s, which the CUDA kernels share.
  */
 #include <math.h>
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/kmath/rmsnorm.h"
+#include "engine/kmath/rope.h"
+#include "engine/kmath/swiglu.h"
 #include "engine/layout.h"
 #include "engine/quant.h"
 #include "engine/safetensors.h"
@@ -64,19 +68,16 @@ void nf_cpu_rmsnorm_ref(float *out, const float *x, const float *w, int n, float
 	float ss = 0.0f;
 	for (int i = 0; i < n; i++)
 		ss += x[i] * x[i];
-	ss = 1.0f / sqrtf(ss / (float)n + eps);
+	float inv = nf_km_rms_inv(ss, n, eps);
 	for (int i = 0; i < n; i++)
-		out[i] = w[i] * (ss * x[i]);
+		out[i] = nf_km_rms_apply(x[i], w[i], inv);
 }
 
 void nf_cpu_rope_ref(float *v, int n, int head_size, const float *cs)
 {
 	for (int i = 0; i < n; i += 2) {
 		int j = (i % head_size) / 2;
-		float c = cs[2 * j], s = cs[2 * j + 1];
-		float a = v[i], b = v[i + 1];
-		v[i] = a * c - b * s;
-		v[i + 1] = a * s + b * c;
+		nf_km_rope_rotate(&v[i], &v[i + 1], cs[2 * j], cs[2 * j + 1]);
 	}
 }
 
@@ -185,10 +186,8 @@ void nf_cpu_to_f16_ref(uint16_t *h, const float *x, int n)
 
 void nf_cpu_swiglu_ref(float *h1, const float *h3, int n)
 {
-	for (int i = 0; i < n; i++) {
-		float g = h1[i];
-		h1[i] = g / (1.0f + expf(-g)) * h3[i];
-	}
+	for (int i = 0; i < n; i++)
+		h1[i] = nf_km_swiglu(h1[i], h3[i]);
 }
 
 static void scalar_add(float *y, const float *x, int n)

@@ -207,7 +207,11 @@ cases = [
     ({"seed": 2 ** 64 - 1}, 400, None), ({"seed": 1.5}, 400, "seed"),
     ({"stop": ["s%d" % i for i in range(100)]}, 400, "stop"), ({"stop": ""}, 400, "stop"),
     ({"stop": [""]}, 400, "stop"), ({"stop": []}, 200, None), ({"stop": "x" * 300}, 400, "stop"),
-    ({"n": 2}, 422, "n"), ({"logprobs": 3}, 422, "logprobs"),
+    ({"n": 16}, 200, None), ({"n": 17}, 400, "n"), ({"n": 0}, 400, "n"),
+    ({"logprobs": 20}, 200, None), ({"logprobs": 21}, 400, "logprobs"), ({"best_of": 2}, 422, "best_of"),
+    ({"logit_bias": {"511": 100}}, 200, None), ({"logit_bias": {"512": 1}}, 400, "logit_bias"),
+    ({"logit_bias": {"1": 100.5}}, 400, "logit_bias"), ({"top_k": -2}, 400, "top_k"),
+    ({"presence_penalty": 2.01}, 400, "presence_penalty"), ({"stop_token_ids": [512]}, 400, "stop_token_ids"),
 ]
 for extra, want, param in cases:
     st, _, body = completion(extra)

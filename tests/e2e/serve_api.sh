@@ -105,7 +105,7 @@ is "$(json 'd["error"]["type"]' <"$W/err.json")" "invalid_request_error" "error 
 is "$(code "$U/v1/completions" -d '{"model":"stories260k","prompt":"x","max_tokens":"9"}')" 400 "wrong type: 400"
 is "$(json 'd["error"]["param"]' <"$W/err.json")" "max_tokens" "error names the param"
 is "$(code "$U/v1/completions" -d '{"model":"stories260k","prompt":"x","frobnicate":1}')" 400 "unknown field: 400"
-is "$(code "$U/v1/completions" -d '{"model":"stories260k","prompt":"x","n":3}')" 422 "n=3: 422"
+is "$(code "$U/v1/completions" -d '{"model":"stories260k","prompt":"x","n":3,"best_of":4}')" 422 "best_of other than n: 422"
 is "$(code "$U/v1/completions" -d '{"model":"gpt-4","prompt":"x"}')" 404 "unknown model: 404"
 is "$(json 'd["error"]["code"]' <"$W/err.json")" "model_not_found" "model_not_found code"
 is "$(code "$U/v1/nothing")" 404 "unknown path: 404"

@@ -65,10 +65,10 @@ try:
 except openai.BadRequestError as e:
     t(e.code == "context_length_exceeded", "too long prompt raises BadRequestError", e)
 try:
-    c.completions.create(model="stories260k", prompt="x", n=2)
-    t(False, "n=2 raises UnprocessableEntityError")
+    c.completions.create(model="stories260k", prompt="x", n=1, best_of=2)
+    t(False, "best_of other than n raises UnprocessableEntityError")
 except openai.UnprocessableEntityError as e:
-    t(e.status_code == 422, "n=2 raises UnprocessableEntityError", e)
+    t(e.status_code == 422, "best_of other than n raises UnprocessableEntityError", e)
 print(f"1..{n}")
 sys.exit(1 if fails else 0)
 PY

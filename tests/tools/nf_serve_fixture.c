@@ -1,8 +1,9 @@
 /*
  * nf_serve_fixture.c - test fixtures for nimserve.
  *
- *   nf_serve_fixture build OUTDIR [PRECISION] [TEMPLATE]
- *       builds stories260K ($NF_SHARED/models/stories260K) into an engine under
+ *   nf_serve_fixture build OUTDIR [PRECISION] [TEMPLATE] [GGUF NAME]
+ *       builds stories260K ($NF_SHARED/models/stories260K), or the GGUF file
+ *       served as NAME (its own tokenizer and chat template), into an engine under
  *       OUTDIR/engines/<id> and writes OUTDIR/model_manifest.yaml naming it,
  *       plus a GPU profile (h100-sxm, sm_90) that can never fit a machine without one.
  *   nf_serve_fixture generate ENGINE_DIR MAX_TOKENS PROMPT
@@ -29,7 +30,8 @@ static int print_piece(void *user, int token, const char *piece, size_t len)
 	return 0;
 }
 
-static int build(const char *out, const char *prec_name, const char *tmpl)
+static int build(const char *out, const char *prec_name, const char *tmpl, const char *gguf,
+		 const char *name)
 {
 	const char *shared = getenv("NF_SHARED") ? getenv("NF_SHARED") : "/work/shared";
 	char *ckpt = nf_strdup_printf("%s/models/stories260K/stories260K.bin", shared);
@@ -37,6 +39,7 @@ static int build(const char *out, const char *prec_name, const char *tmpl)
 	char *profile_json = NULL, *engine_dir = NULL, *manifest = NULL, *yaml = NULL;
 	char id[NF_SHA256_HEX_LEN + 1], gpu_id[NF_SHA256_HEX_LEN + 1];
 	nf_model *m = NULL;
+	nf_tokenizer *gguf_tok = NULL;
 	nf_engine_build_opts bo;
 	int rc = 0;
 
@@ -51,9 +54,13 @@ static int build(const char *out, const char *prec_name, const char *tmpl)
 		goto fail;
 	engine_dir = nf_strdup_printf("%s/engines/%s", out, id);
 	manifest = nf_strdup_printf("%s/model_manifest.yaml", out);
-	if (!engine_dir || !manifest || (rc = nf_ckpt_load(&m, ckpt, NF_CKPT_LLAMA2C)) < 0)
+	if (!engine_dir || !manifest ||
+	    (rc = nf_ckpt_load(&m, gguf ? gguf : ckpt, gguf ? NF_CKPT_GGUF : NF_CKPT_LLAMA2C)) < 0)
 		goto fail;
-	bo.tokenizer_path = tok;
+	if (gguf && (rc = nf_ckpt_load_tokenizer(&gguf_tok, gguf, NF_CKPT_GGUF, NULL, m->cfg.vocab_size)) < 0)
+		goto fail;
+	bo.tokenizer_path = gguf ? NULL : tok;
+	bo.tokenizer = gguf_tok;
 	bo.profile_json = profile_json;
 	bo.threads = 1;
 	bo.autotune = 0;
@@ -62,7 +69,7 @@ static int build(const char *out, const char *prec_name, const char *tmpl)
 	yaml = nf_strdup_printf(
 		"apiVersion: nimfactory/v1\n"
 		"kind: ModelManifest\n"
-		"model: {name: stories260k, family: llama, version: \"1.0.0\"}\n"
+		"model: {name: %s, family: llama, version: \"1.0.0\"}\n"
 		"recipe_digest: sha256:%064d\n"
 		"serving:\n"
 		"  chat_template: %s\n"
@@ -85,7 +92,7 @@ static int build(const char *out, const char *prec_name, const char *tmpl)
 		"    tensor_parallel: 1\n"
 		"    engine: engines/%s\n"
 		"    gate: passed\n",
-		0, tmpl, prec_name, gpu_id, gpu_id, id, prec_name, prec_name, id);
+		name, 0, tmpl, prec_name, gpu_id, gpu_id, id, prec_name, prec_name, id);
 	if (!yaml || (rc = nf_fs_write_atomic(manifest, yaml, strlen(yaml), 0644)) < 0)
 		goto fail;
 	printf("%s\n", manifest);
@@ -97,6 +104,7 @@ fail:
 	fprintf(stderr, "nf_serve_fixture: %s\n", nf_error_last());
 done:
 	nf_model_free(m);
+	nf_tokenizer_free(gguf_tok);
 	free(ckpt);
 	free(tok);
 	free(profile_json);
@@ -127,10 +135,11 @@ static int generate(const char *dir, const char *max_tokens, const char *prompt)
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "build"))
-		return build(argv[2], argc > 3 ? argv[3] : "fp32", argc > 4 ? argv[4] : "plain") < 0 ? 1 : 0;
+		return build(argv[2], argc > 3 ? argv[3] : "fp32", argc > 4 ? argv[4] : "plain",
+			     argc > 6 ? argv[5] : NULL, argc > 6 ? argv[6] : "stories260k") < 0 ? 1 : 0;
 	if (argc == 5 && !strcmp(argv[1], "generate"))
 		return generate(argv[2], argv[3], argv[4]) < 0 ? 1 : 0;
-	fprintf(stderr, "usage: nf_serve_fixture build OUTDIR [PRECISION] [TEMPLATE]\n"
+	fprintf(stderr, "usage: nf_serve_fixture build OUTDIR [PRECISION] [TEMPLATE] [GGUF NAME]\n"
 			"       nf_serve_fixture generate ENGINE_DIR MAX_TOKENS PROMPT\n");
 	return 2;
 }

@@ -64,6 +64,18 @@ int main(void)
 		rules_ok &= strcmp(arch, s->cuda_arch) == 0;
 	}
 	ok(rules_ok, "every GPU follows the bf16 sm_80 / fp8 sm_89 / int4 sm_75 rules");
+	/* Every GPU's architecture has its per-SM limits (the CUDA static checks). */
+	int limits_ok = 1;
+	for (size_t i = 0; i < nf_sku_count(); i++) {
+		s = nf_sku_at(i);
+		const nf_sku_arch *a = s->kind == NF_SKU_GPU ? nf_sku_arch_of(s->sm) : NULL;
+		if (s->kind == NF_SKU_GPU)
+			limits_ok &= a && a->regs_per_sm == 65536 && a->max_threads_per_sm >= 1024 &&
+				     a->smem_per_block <= a->smem_per_sm;
+	}
+	ok(limits_ok, "every GPU's architecture has its per-SM limits");
+	ok(nf_sku_arch_of(120) && nf_sku_arch_of(120)->max_threads_per_sm == 1536 && !nf_sku_arch_of(70),
+	   "sm_120 (no SKU yet) has limits, sm_70 (not built) none");
 	ok(nf_sku_at(nf_sku_count()) == NULL, "nf_sku_at past the end is NULL");
 	ok(nf_sku_count() >= 11, "at least 11 entries");
 	int unique = 1;

@@ -168,7 +168,10 @@ static void test_verdicts(void)
 	nf_gate_results_add(&rs, r);
 	is_int(nf_gate_results_verdict(&rs), NF_VERDICT_SKIPPED, "only skipped gates: skipped");
 	nf_gate_results_add(&rs, mk_correctness(&cpu, 0));
-	is_int(nf_gate_results_verdict(&rs), NF_VERDICT_PASSED, "passed + skipped: passed");
+	is_int(nf_gate_results_verdict(&rs), NF_VERDICT_SKIPPED,
+	       "passed + skipped: skipped (a gate that did not run is never passed)");
+	is_int(nf_gate_results_profile_verdict(&rs, "aa", NULL), NF_VERDICT_PASSED,
+	       "the profile whose gates all ran and passed: passed");
 	nf_gate_results_add(&rs, mk_correctness(&cpu, 1));
 	is_int(nf_gate_results_verdict(&rs), NF_VERDICT_FAILED, "any failure: failed");
 	is_int(nf_gate_results_profile_verdict(&rs, "bb", NULL), NF_VERDICT_SKIPPED, "gpu profile skipped");

@@ -80,12 +80,95 @@ int main(void)
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":1}", 0, "stream"), 400, "stream not boolean");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", 0, "stream_options"),
 	       400, "stream_options without stream");
-	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"n\":2}", 0, "n"), 422, "n=2: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}", 0, "n"), 400, "n past 16: 400");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"n\":0}", 0, "n"), 400, "n=0: 400");
-	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", 0, "echo"), 422, "echo: 422");
-	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", 0, "logprobs"), 422, "logprobs: 422");
-	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":0.5}", 0, "frequency_penalty"), 422, "penalty: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"n\":2,\"best_of\":3}", 0, "best_of"), 422,
+	       "best_of other than n: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"echo\":1}", 0, "echo"), 400, "echo not boolean");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}", 0, "logprobs"), 400, "logprobs past 20");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":true}", 0, "logprobs"), 400,
+	       "completions logprobs is an integer");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":2.5}", 0, "frequency_penalty"), 400,
+	       "frequency penalty past 2");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}", 0, "repetition_penalty"), 400,
+	       "repetition penalty 0");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":-2}", 0, "top_k"), 400, "top_k -2");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1.5}", 0, "min_p"), 400, "min_p past 1");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", 0, "logit_bias"), 400,
+	       "logit_bias key not a token id");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", 0, "logit_bias"), 400,
+	       "logit_bias negative token id");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", 0, "logit_bias"), 400,
+	       "logit_bias past 100");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"stop_token_ids\":[1.5]}", 0, "stop_token_ids"), 400,
+	       "stop_token_ids not integers");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"ignore_eos\":\"yes\"}", 0, "ignore_eos"), 400,
+	       "ignore_eos not boolean");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"store\":\"yes\"}", 0, "store"), 400,
+	       "an ignored field is still type-checked");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"metadata\":{\"a\":1}}", 0, "metadata"), 400,
+	       "metadata values must be strings");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"metadata\":{\"a\":\"b\",\"c\":\"d\",\"e\":\"f\",\"g\":\"h\","
+			 "\"i\":\"j\",\"k\":\"l\",\"m\":\"n\",\"o\":\"p\",\"q\":\"r\",\"s\":\"t\",\"u\":\"v\",\"w\":\"x\","
+			 "\"y\":\"z\",\"1\":\"2\",\"3\":\"4\",\"5\":\"6\",\"7\":\"8\"}}", 0, "metadata"), 400,
+	       "metadata: at most 16 pairs");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+			 "\"include_obfuscation\":false}}", 0, NULL), 200, "stream_options.include_obfuscation accepted");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\",\"store\":true,\"metadata\":{\"a\":\"b\"},"
+			 "\"service_tier\":\"auto\",\"user\":\"u\",\"prompt_cache_key\":\"k\",\"safety_identifier\":\"s\"}",
+			 0, NULL), 200, "store, metadata, service_tier, user, prompt_cache_key, safety_identifier ignored");
+	body = "{\"model\":\"m\",\"prompt\":\"x\",\"n\":3,\"best_of\":3,\"echo\":true,\"logprobs\":5,"
+	       "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.2,\"top_k\":40,"
+	       "\"min_p\":0.05,\"logit_bias\":{\"7\":100,\"9\":-100},\"min_tokens\":4,\"ignore_eos\":true,"
+	       "\"stop_token_ids\":[2,13]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "every sampling field parses");
+	if (r) {
+		ok(r->n == 3 && r->echo && r->logprobs && r->top_logprobs == 5, "n, echo, logprobs 5");
+		ok(r->sampling.presence_penalty == 0.5f && r->sampling.frequency_penalty == -0.5f &&
+		   r->sampling.repetition_penalty == 1.2f && r->sampling.top_k == 40 && r->sampling.min_p == 0.05f,
+		   "penalties, top_k, min_p");
+		ok(r->sampling.n_bias == 2 && r->bias[0].token == 7 && r->bias[0].bias == 100 && r->bias[1].token == 9 &&
+		   r->bias[1].bias == -100, "logit_bias as token ids");
+		ok(r->min_tokens == 4 && r->ignore_eos && r->n_stop_token_ids == 2 && r->stop_token_ids[1] == 13,
+		   "min_tokens, ignore_eos, stop_token_ids");
+		memset(&e, 0, sizeof e);
+		is_int(nf_serve_req_check_vocab(r, &e, 14), 0, "token ids below the vocabulary pass");
+		ok(nf_serve_req_check_vocab(r, &e, 9) < 0 && e.status == 400 && !strcmp(e.param, "logit_bias"),
+		   "a logit_bias id past the vocabulary: 400 naming logit_bias");
+		ok(nf_serve_req_check_vocab(r, &e, 12) < 0 && !strcmp(e.param, "stop_token_ids"),
+		   "a stop token id past the vocabulary: 400 naming stop_token_ids");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	body = "{\"model\":\"m\",\"prompt\":\"x\",\"stop_token_ids\":[99]}";
+	if (nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}) == 0) {
+		ok(nf_serve_req_check_vocab(r, &e, 100) == 0 && nf_serve_req_check_vocab(r, &e, 99) < 0,
+		   "stop token id 99: vocabulary 100 takes it, 99 does not");
+		ok(r->n == 1 && !r->logprobs && r->sampling.repetition_penalty == 1.0f && r->sampling.top_k == 0,
+		   "defaults: n 1, no logprobs, no penalties");
+		nf_serve_req_free(r);
+		r = NULL;
+	} else {
+		ok(0, "stop_token_ids request parses");
+		ok(0, "defaults");
+	}
 	is_int(status_of("{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 0, "prompt"), 422, "two prompts: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[[1],[2]]}", 0, "prompt"), 422, "two prompts of ids: 422");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[]}", 0, "prompt"), 400, "an empty prompt list: 400");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[1,\"a\"]}", 0, "prompt"), 400, "ids mixed with text: 400");
+	is_int(status_of("{\"model\":\"m\",\"prompt\":[1,-2]}", 0, "prompt"), 400, "a negative token id: 400");
+	body = "{\"model\":\"m\",\"prompt\":[[1,403,407]]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "a prompt of token ids (in a one-prompt list) parses");
+	if (r) {
+		ok(r->n_prompt_ids == 3 && r->prompt_ids[0] == 1 && r->prompt_ids[2] == 407 && r->prompt_len == 0,
+		   "its ids, and no text");
+		ok(nf_serve_req_check_vocab(r, &e, 408) == 0 && nf_serve_req_check_vocab(r, &e, 407) < 0 &&
+		   !strcmp(e.param, "prompt"), "prompt ids checked against the vocabulary");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", 0, NULL), 400, "NUL in prompt");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"\xff\"}", 0, NULL), 400, "invalid UTF-8 body");
 
@@ -100,7 +183,64 @@ int main(void)
 	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}", 1, NULL),
 	       200, "text part accepted");
 	is_int(status_of("{\"model\":\"m\",\"prompt\":\"x\"}", 1, "prompt"), 400, "prompt on chat endpoint is unknown");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", 1, "echo"),
+	       400, "echo on the chat endpoint is unknown");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 1,
+			 "top_logprobs"), 400, "top_logprobs without logprobs");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", 1,
+			 "logprobs"), 400, "chat logprobs is a boolean");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+			 "\"top_logprobs\":20,\"parallel_tool_calls\":false,\"store\":false}", 1, NULL), 200,
+	       "chat logprobs with top_logprobs 20, ignored fields");
+	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":null}]}", 1, "messages[0]"), 400,
+	       "null content only for the assistant");
+	body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"A\"},"
+	       "{\"type\":\"text\",\"text\":\"B\"}]},{\"role\":\"assistant\",\"content\":null},"
+	       "{\"role\":\"user\",\"content\":\"C\"}]}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "multi-part content and an assistant turn with null content");
+	if (r) {
+		is_str(r->prompt, "A\nB\n\nC", "parts joined with a newline, null content empty");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
 	is_int(status_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 1, "tools"), 422, "tools: 422");
+
+	/* guides: response_format and nvext.guided_* */
+#define CHAT_X "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+	body = CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+		      "\"schema\":{\"type\":\"object\"},\"strict\":true}}}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "response_format json_schema parses");
+	if (r) {
+		ok(r->guide.kind == NF_GUIDE_SCHEMA && json_is_object(r->guide.value), "it is a schema guide");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	body = "{\"model\":\"m\",\"prompt\":\"x\",\"nvext\":{\"guided_choice\":[\"a\",\"b\"]}}";
+	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 0, &(nf_chat_format){.kind = NF_CHAT_PLAIN}), 0,
+	       "nvext.guided_choice on completions parses");
+	if (r) {
+		ok(r->guide.kind == NF_GUIDE_CHOICE && json_array_size(r->guide.value) == 2, "a choice guide of 2");
+		nf_serve_req_free(r);
+		r = NULL;
+	}
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"text\"}}", 1, NULL), 200, "response_format text");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"xml\"}}", 1, "response_format.type"), 400,
+	       "an unknown response_format type: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}", 1,
+			 "response_format.json_schema"), 400, "json_schema without a name: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":[]}}}",
+			 1, "response_format.json_schema.schema"), 400, "a schema that is not an object: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_json\":\"{not json\"}}", 1, "nvext.guided_json"), 400,
+	       "guided_json text that is not a schema: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]}}", 1, "nvext"), 400,
+	       "two nvext guides: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"guided_choice\":[]}}", 1, "nvext.guided_choice"), 400, "no choices: 400");
+	is_int(status_of(CHAT_X "\"nvext\":{\"top_k\":3}}", 1, "nvext.top_k"), 400, "an unknown nvext field: 400");
+	is_int(status_of(CHAT_X "\"response_format\":{\"type\":\"json_object\"},\"nvext\":{\"guided_regex\":\"a\"}}", 1,
+			 "nvext"), 400, "response_format and nvext together: 400");
+#undef CHAT_X
 
 	body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"}]}";
 	is_int(nf_serve_req_parse(&r, &e, body, strlen(body), 1, &(nf_chat_format){.kind = NF_CHAT_CHATML}), 0, "chatml request");

@@ -106,7 +106,7 @@ int main(void)
 
 	/* references first: the engine takes one caller at a time */
 	for (int i = 0; i < 4; i++) {
-		nf_gen_params gp = {lens[i], 0.0f, 1.0f, 0, 1};
+		nf_gen_params gp = {.max_tokens = lens[i], .top_p = 1.0f, .stop_at_eos = 1};
 		nf_generate(e, prompts[i], strlen(prompts[i]), &gp, collect, &want[i], NULL);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -149,7 +149,8 @@ int main(void)
 		 * still equal nf_generate; the two share the per-step budget */
 		static acc want_run, want_long[2];
 		char *longp[2] = {NULL, NULL};
-		nf_gen_params gp_run = {120, 0.0f, 1.0f, 0, 1}, gp_long = {40, 0.0f, 1.0f, 0, 1};
+		nf_gen_params gp_run = {.max_tokens = 120, .top_p = 1.0f, .stop_at_eos = 1},
+			      gp_long = {.max_tokens = 40, .top_p = 1.0f, .stop_at_eos = 1};
 		nf_job *run, *lj[2] = {NULL, NULL};
 		nf_sbuf b;
 		int fin = 0;
@@ -199,7 +200,7 @@ int main(void)
 		 * sequence; every text still equals nf_generate */
 		const char *p = "Lily and Tom went to the park and";
 		static acc want_p;
-		nf_gen_params gp = {30, 0.0f, 1.0f, 0, 1};
+		nf_gen_params gp = {.max_tokens = 30, .top_p = 1.0f, .stop_at_eos = 1};
 		nf_job *pj[4];
 		nf_generate(e, p, strlen(p), &gp, collect, &want_p, NULL);
 		for (int k = 0; k < 4; k++)

@@ -1,0 +1,284 @@
+/*
+ * roofline.c - the roofline cost model of a GPU decode step (see roofline.h).
+ */
+#include "engine/roofline.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/arch.h"
+#include "engine/wformat.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/banned.h"
+
+const int nf_roofline_batches[NF_ROOFLINE_BUCKETS] = {1, 2, 4, 8, 16, 32, 64};
+
+/* Kernels a layer launches besides its GEMVs: two RMSNorms, RoPE, the KV
+ * append, attention, SwiGLU and two residual adds. */
+#define LAYER_SMALL_KERNELS 8
+/* After the layers: the final RMSNorm and the argmax (the classifier is a GEMV). */
+#define TAIL_SMALL_KERNELS 2
+
+/* One GEMV shape of the model and how many a step runs. */
+typedef struct shape {
+	uint64_t rows, cols;
+	int count;
+	double bytes; /* of one matrix, in the precision's format */
+} shape;
+
+static double matrix_bytes(const nf_wformat *f, uint64_t rows, uint64_t cols, int group)
+{
+	double data = (double)nf_wformat_data_bytes(f, rows, cols);
+	double aux = (double)rows * (double)nf_wformat_aux_cols(f, cols, group) *
+		     (double)nf_wformat_aux_size(f);
+	return data + aux;
+}
+
+/* The matrices of the architecture's table, grouped by shape: the layers'
+ * (each n_layers times) and the classifier (the embedding when tied). */
+static int collect_shapes(shape *out, const nf_model_config *cfg, nf_precision p)
+{
+	const nf_arch *a = nf_arch_get(cfg->arch);
+	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p)->weights);
+	int group = nf_precision_group(p, 0), n = 0, has_cls = 0;
+
+	for (size_t i = 0; a && i < a->n_tensors; i++) {
+		const nf_arch_tensor *t = &a->tensors[i];
+		uint64_t rows, cols;
+		int k;
+		if (!t->matrix || t->id == NF_T_EMB || !nf_arch_present(t, cfg))
+			continue;
+		has_cls |= t->id == NF_T_WCLS;
+		rows = nf_arch_dim_value(t->rows, cfg);
+		cols = nf_arch_dim_value(t->cols, cfg);
+		for (k = 0; k < n && (out[k].rows != rows || out[k].cols != cols); k++)
+			;
+		if (k == n) {
+			if (n == NF_ROOFLINE_MAX_SHAPES)
+				return nf_error_set(NF_EINTERNAL, "roofline: more than %d GEMV shapes",
+						    NF_ROOFLINE_MAX_SHAPES);
+			out[n++] = (shape){rows, cols, 0, matrix_bytes(f, rows, cols, group)};
+		}
+		out[k].count += t->per_layer ? cfg->n_layers : 1;
+	}
+	if (!has_cls) {
+		/* tied: the classifier GEMV runs over the embedding, (vocab, dim) */
+		uint64_t rows = (uint64_t)cfg->vocab_size, cols = (uint64_t)cfg->dim;
+		if (n == NF_ROOFLINE_MAX_SHAPES)
+			return nf_error_set(NF_EINTERNAL, "roofline: too many GEMV shapes");
+		out[n++] = (shape){rows, cols, 1, matrix_bytes(f, rows, cols, group)};
+	}
+	return n;
+}
+
+/* One kernel under the roofline: max of its two limits, derated, plus its launch. */
+static double kernel_seconds(double bytes, double flops, double bw, double peak, double occ,
+			     int *compute_bound)
+{
+	double t_mem = bytes / bw, t_math = peak > 0 ? flops / peak : 0;
+	if (t_math > t_mem)
+		*compute_bound = 1;
+	return (t_math > t_mem ? t_math : t_mem) / occ + NF_ROOFLINE_LAUNCH_S;
+}
+
+static void model_bucket(nf_roofline_bucket *b, const shape *shapes, int n_shapes,
+			 const nf_model_config *cfg, nf_kv_kind kv, const nf_roofline *r)
+{
+	double bw = r->sku->mem_bw_gbs * 1e9, peak = nf_sku_peak_flops(r->sku, r->precision);
+	int head = cfg->dim / cfg->n_heads;
+	/* K and V rows of every KV head up to the context, per sequence and layer */
+	double kv_bytes = 2.0 * r->context * cfg->n_kv_heads * (double)nf_kv_row_bytes(kv, (size_t)head);
+	double attn_flops = 4.0 * r->context * cfg->dim;
+
+	b->step_seconds = b->bytes = b->flops = 0;
+	b->compute_bound = 0;
+	for (int i = 0; i < n_shapes; i++) {
+		double flops = 2.0 * (double)shapes[i].rows * (double)shapes[i].cols * b->batch;
+		b->step_seconds += shapes[i].count * kernel_seconds(shapes[i].bytes, flops, bw, peak,
+								    r->occupancy, &b->compute_bound);
+		b->bytes += shapes[i].count * shapes[i].bytes;
+		b->flops += shapes[i].count * flops;
+	}
+	/* attention reads each sequence's cache; its math runs on the fp16 units */
+	b->step_seconds += cfg->n_layers * kernel_seconds(kv_bytes * b->batch, attn_flops * b->batch, bw,
+							  r->sku->fp16_tflops * 1e12, r->occupancy,
+							  &b->compute_bound);
+	b->bytes += cfg->n_layers * kv_bytes * b->batch;
+	b->flops += cfg->n_layers * attn_flops * b->batch;
+	b->step_seconds += (cfg->n_layers * (LAYER_SMALL_KERNELS - 1) + TAIL_SMALL_KERNELS) *
+			   NF_ROOFLINE_LAUNCH_S;
+	b->tokens_per_s = b->batch / b->step_seconds;
+	b->hbm_fraction = (b->bytes / bw) / b->step_seconds;
+}
+
+/* ---- tactics: GEMV candidates at batch 1 ---- */
+
+static const int rows_per_block_choices[] = {4, 8, 16, 32};
+static const int split_k_choices[] = {1, 2, 4, 8};
+
+/* Warps an SM needs in flight to keep its share of HBM busy (enough loads
+ * outstanding to cover the memory latency), and the most it holds. */
+#define WARPS_TO_SATURATE 16
+#define WARPS_PER_SM 64
+
+/* A grid of `blocks` blocks of `warps` warps each (one row per warp) reaches
+ * the bandwidth in proportion to the SMs' warps it fills, and loses the
+ * idle part of its last wave. */
+static double grid_efficiency(const nf_sku *sku, double blocks, int warps)
+{
+	double per_wave = (double)sku->sm_count * (WARPS_PER_SM / warps);
+	double waves = blocks / per_wave, full = (double)(long)waves;
+	double fill = blocks * warps / ((double)sku->sm_count * WARPS_TO_SATURATE);
+	double tail = waves <= 1 ? 1 : waves / (full + (waves > full ? 1 : 0));
+	return (fill < 1 ? fill : 1) * tail;
+}
+
+static double candidate_seconds(const shape *s, int rpb, int split, const nf_roofline *r)
+{
+	double bw = r->sku->mem_bw_gbs * 1e9, peak = nf_sku_peak_flops(r->sku, r->precision);
+	double blocks = (double)((s->rows + (uint64_t)rpb - 1) / (uint64_t)rpb) * split;
+	double eff = grid_efficiency(r->sku, blocks, rpb) * r->occupancy;
+	double t_mem = s->bytes / (bw * eff), t_math = 2.0 * s->rows * s->cols / peak;
+	double t = (t_mem > t_math ? t_mem : t_math) + NF_ROOFLINE_LAUNCH_S;
+	if (split > 1) /* the parts add their float sums into the output with atomics */
+		t += (double)s->rows * split * sizeof(float) / bw;
+	return t;
+}
+
+static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r)
+{
+	t->rows = (int)s->rows;
+	t->cols = (int)s->cols;
+	t->count = s->count;
+	t->seconds = -1;
+	for (size_t i = 0; i < sizeof rows_per_block_choices / sizeof(int); i++)
+		for (size_t k = 0; k < sizeof split_k_choices / sizeof(int); k++) {
+			int rpb = rows_per_block_choices[i], split = split_k_choices[k];
+			double sec;
+			if ((uint64_t)split * 32 > s->cols) /* each part a warp's width at least */
+				continue;
+			sec = candidate_seconds(s, rpb, split, r);
+			if (t->seconds < 0 || sec < t->seconds) {
+				t->seconds = sec;
+				t->rows_per_block = rpb;
+				t->split_k = split;
+			}
+		}
+}
+
+int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision p, nf_kv_kind kv,
+		      const nf_sku *sku, int context, double occupancy)
+{
+	shape shapes[NF_ROOFLINE_MAX_SHAPES];
+	int n;
+
+	memset(out, 0, sizeof *out);
+	if (!sku || sku->kind != NF_SKU_GPU || !nf_sku_supports(sku, p) || sku->mem_bw_gbs <= 0 ||
+	    sku->sm_count <= 0)
+		return nf_error_set(NF_EINPUT, "roofline: %s is not a GPU that runs %s",
+				    sku ? sku->name : "(null)", nf_precision_name(p));
+	if (context < 1 || context > cfg->max_seq_len || !(occupancy > 0 && occupancy <= 1))
+		return nf_error_set(NF_EINPUT,
+				    "roofline: context %d must be in 1..%d and occupancy %g in (0, 1]",
+				    context, cfg->max_seq_len, occupancy);
+	if ((n = collect_shapes(shapes, cfg, p)) < 0)
+		return n;
+	out->sku = sku;
+	out->precision = p;
+	out->context = context;
+	out->occupancy = occupancy;
+	for (int i = 0; i < n; i++)
+		out->weight_bytes += shapes[i].count * shapes[i].bytes;
+	for (int i = 0; i < NF_ROOFLINE_BUCKETS; i++) {
+		out->buckets[i].batch = nf_roofline_batches[i];
+		model_bucket(&out->buckets[i], shapes, n, cfg, kv, out);
+	}
+	for (int i = 0; i < n; i++)
+		choose_tactic(&out->tactics[i], &shapes[i], out);
+	out->n_tactics = n;
+	return 0;
+}
+
+const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch)
+{
+	for (int i = 0; i < NF_ROOFLINE_BUCKETS; i++)
+		if (r->buckets[i].batch == batch)
+			return &r->buckets[i];
+	return NULL;
+}
+
+void nf_roofline_summary(char *buf, size_t len, const nf_roofline *r)
+{
+	const nf_roofline_bucket *b = &r->buckets[0];
+	double pct = 100 * b->hbm_fraction;
+	/* a launch-bound tiny model sits well under 1%: keep a digit that says how far */
+	snprintf(buf, len, "modelled %.0f tok/s at batch 1, %.*f%% of HBM roofline", b->tokens_per_s,
+		 pct < 1 ? 2 : 0, pct);
+}
+
+/* ---- the model as JSON ---- */
+
+static json_t *buckets_json(const nf_roofline *r)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < NF_ROOFLINE_BUCKETS; i++) {
+		const nf_roofline_bucket *b = &r->buckets[i];
+		if (json_array_append_new(a, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:b}", "batch",
+						       b->batch, "tokens_per_s", b->tokens_per_s,
+						       "step_ms", b->step_seconds * 1e3,
+						       "hbm_fraction", b->hbm_fraction, "bytes",
+						       b->bytes, "flops", b->flops, "compute_bound",
+						       b->compute_bound))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *tactics_json(const nf_roofline *r)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < r->n_tactics; i++) {
+		const nf_roofline_tactic *t = &r->tactics[i];
+		if (json_array_append_new(a, json_pack("{s:[i,i], s:i, s:s, s:i, s:i, s:s, s:f}", "shape",
+						       t->rows, t->cols, "count", t->count, "kernel",
+						       "gemv", "rows_per_block", t->rows_per_block,
+						       "split_k", t->split_k, "method", "modelled",
+						       "modelled_us", t->seconds * 1e6))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+int nf_roofline_json(char **out, const nf_roofline *r)
+{
+	char summary[128];
+	json_t *root;
+
+	nf_roofline_summary(summary, sizeof summary, r);
+	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*}", "method",
+			 "modelled", "sku", r->sku->name, "precision", nf_precision_name(r->precision),
+			 "context", r->context, "occupancy", r->occupancy, "weight_bytes",
+			 r->weight_bytes, "mem_bw_gbs", r->sku->mem_bw_gbs, "peak_tflops",
+			 nf_sku_peak_flops(r->sku, r->precision) / 1e12, "summary", summary,
+			 "decode", buckets_json(r), "tactics", tactics_json(r));
+	*out = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6)) : NULL;
+	json_decref(root);
+	return *out ? 0 : nf_error_set(NF_ENOMEM, "roofline: cannot build JSON");
+}
+
+int nf_roofline_write(const char *path, const nf_roofline *r)
+{
+	char *text = NULL;
+	int err = nf_roofline_json(&text, r);
+	if (!err)
+		err = nf_fs_write_atomic(path, text, strlen(text), 0644);
+	free(text);
+	return err;
+}

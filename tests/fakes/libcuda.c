@@ -1,0 +1,154 @@
+/*
+ * libcuda.c - a fake CUDA driver for the tests of engine/cuda/driver.c, built
+ * as build/tests/fakes/libcuda.so.1 and loaded through NF_LIBCUDA.  It
+ * exports every function the loader resolves, with canned answers: one
+ * device, "NVIDIA H100 80GB HBM3", sm_90, 80 GiB, 132 SMs.  The environment
+ * changes the answers, so one library serves every path of the tests:
+ *   FAKE_CUDA_INIT_ERROR=N  cuInit returns N
+ *   FAKE_CUDA_COUNT=N       devices (0: none)
+ *   FAKE_CUDA_NAME, FAKE_CUDA_CC (90 for sm_90), FAKE_CUDA_MEM_GIB
+ * cuModuleLoadData takes a CUDA ELF (EM_CUDA, 190) whose e_flags name the
+ * device's compute capability, as a cubin's do; anything else is
+ * rejected as the driver would (200 invalid image, 209 no binary for GPU).
+ * Memory is host memory; kernels, streams, events and graphs do nothing.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+
+enum {
+	OK = 0,
+	ERR_INVALID_VALUE = 1,
+	ERR_NO_DEVICE = 100,
+	ERR_INVALID_DEVICE = 101,
+	ERR_INVALID_IMAGE = 200,
+	ERR_NO_BINARY_FOR_GPU = 209,
+	ERR_NOT_FOUND = 500,
+};
+
+static int env_int(const char *name, int fallback)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : fallback;
+}
+
+static int cc(void) { return env_int("FAKE_CUDA_CC", 90); }
+
+CUresult cuInit(unsigned flags) { (void)flags; return env_int("FAKE_CUDA_INIT_ERROR", 0); }
+CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
+
+CUresult cuGetErrorString(CUresult e, const char **s)
+{
+	switch (e) {
+	case OK: *s = "no error"; return OK;
+	case 3: *s = "initialization error"; return OK;
+	case ERR_NO_DEVICE: *s = "no CUDA-capable device is detected"; return OK;
+	case ERR_INVALID_IMAGE: *s = "device kernel image is invalid"; return OK;
+	case ERR_NO_BINARY_FOR_GPU: *s = "no kernel image is available for execution on the device"; return OK;
+	case ERR_NOT_FOUND: *s = "named symbol not found"; return OK;
+	}
+	*s = NULL;
+	return ERR_INVALID_VALUE;
+}
+
+CUresult cuDeviceGetCount(int *n) { *n = env_int("FAKE_CUDA_COUNT", 1); return OK; }
+
+CUresult cuDeviceGet(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_COUNT", 1))
+		return ERR_INVALID_DEVICE;
+	*dev = ordinal;
+	return OK;
+}
+
+CUresult cuDeviceGetName(char *name, int len, int dev)
+{
+	const char *n = getenv("FAKE_CUDA_NAME");
+	(void)dev;
+	snprintf(name, (size_t)len, "%s", n ? n : "NVIDIA H100 80GB HBM3");
+	return OK;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+	(void)dev;
+	switch (attr) {
+	case 16: *v = 132; return OK;            /* multiprocessors */
+	case 75: *v = cc() / 10; return OK;      /* compute capability major */
+	case 76: *v = cc() % 10; return OK;      /* minor */
+	case 97: *v = 227 * 1024; return OK;     /* opt-in shared memory per block */
+	}
+	return ERR_INVALID_VALUE;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
+{
+	(void)dev;
+	*bytes = (size_t)env_int("FAKE_CUDA_MEM_GIB", 80) << 30;
+	return OK;
+}
+
+static int context_token;
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &context_token; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return OK; }
+CUresult cuCtxSetCurrent(void *ctx) { return ctx == &context_token ? OK : ERR_INVALID_VALUE; }
+CUresult cuCtxSynchronize(void) { return OK; }
+
+/* A module is a copy of nothing: a distinct token per load. */
+CUresult cuModuleLoadData(void **mod, const void *image)
+{
+	const unsigned char *p = image;
+	uint16_t machine;
+	uint32_t flags;
+	if (memcmp(p, "\177ELF", 4) != 0 || p[4] != 2)
+		return ERR_INVALID_IMAGE;
+	memcpy(&machine, p + 18, 2);
+	memcpy(&flags, p + 48, 4);
+	if (machine != 190)
+		return ERR_INVALID_IMAGE;
+	/* the SM: e_flags' second byte from ELF ABI version 8 (CUDA 12.8), the first before */
+	if ((int)(p[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff) != cc())
+		return ERR_NO_BINARY_FOR_GPU;
+	*mod = malloc(1);
+	return *mod ? OK : ERR_INVALID_VALUE;
+}
+CUresult cuModuleUnload(void *mod) { free(mod); return OK; }
+CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
+{
+	(void)mod;
+	*fn = (void *)name;
+	return strncmp(name, "nf_", 3) == 0 ? OK : ERR_NOT_FOUND;
+}
+
+CUresult cuMemAlloc_v2(uint64_t *ptr, size_t n) { *ptr = (uint64_t)(uintptr_t)malloc(n ? n : 1); return *ptr ? OK : 2; }
+CUresult cuMemFree_v2(uint64_t ptr) { free((void *)(uintptr_t)ptr); return OK; }
+CUresult cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return OK; }
+CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; return cuMemcpyDtoH_v2(d, s, n); }
+
+static int stream_token, event_token, graph_token, exec_token;
+CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = &stream_token; return OK; }
+CUresult cuStreamDestroy_v2(void *s) { (void)s; return OK; }
+CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+			unsigned bz, unsigned sh, void *s, void **params, void **extra)
+{
+	(void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)s;
+	(void)params; (void)extra;
+	return OK;
+}
+CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = &event_token; return OK; }
+CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
+CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; return OK; }
+CUresult cuEventSynchronize(void *e) { (void)e; return OK; }
+CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 1.0f; return OK; }
+CUresult cuStreamBeginCapture_v2(void *s, int mode) { (void)s; (void)mode; return OK; }
+CUresult cuStreamEndCapture(void *s, void **g) { (void)s; *g = &graph_token; return OK; }
+CUresult cuGraphInstantiateWithFlags(void **x, void *g, unsigned long long f) { (void)g; (void)f; *x = &exec_token; return OK; }
+CUresult cuGraphLaunch(void *x, void *s) { (void)x; (void)s; return OK; }
+CUresult cuGraphExecDestroy(void *x) { (void)x; return OK; }
+CUresult cuGraphDestroy(void *g) { (void)g; return OK; }
