@@ -67,6 +67,12 @@ int nf_quant_h16(uint16_t *h, const float *w, size_t n, nf_quant_kind kind);
  * names its index). */
 int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
 		       int group);
+/* nf_quant_int4_rows with its search on SSE2 (avx 0) or AVX (avx 1, the
+ * CPU must have AVX2) and its half rounding in software (f16c 0) or F16C
+ * (1, the CPU must have it): every choice gives the same bytes (the tests
+ * hold them to it); nf_quant_int4_rows takes the fastest. */
+int nf_quant_int4_rows_on(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+			  int group, int avx, int f16c);
 /* Groups per row of cols columns. */
 size_t nf_quant_int4_groups(size_t cols, int group);
 /* Bytes of a packed row of cols columns: 16 a block of 32, the last block

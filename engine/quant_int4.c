@@ -10,9 +10,12 @@
  */
 #include "engine/quant.h"
 
+#include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu.h"
 #include "engine/gguf.h"
 #include "engine/kmath/dequant.h"
 #include "engine/safetensors.h" /* nf_f16_to_f32, nf_f32_to_f16 */
@@ -24,6 +27,7 @@
 #define Q4_BLOCK 32          /* columns per packed block */
 #define Q4_BLOCK_BYTES 16
 #define HALF_MAX 65504.0f    /* the largest finite IEEE half */
+#define Q4_GROUP_MAX 128  /* the largest group */
 /* The grid search: candidate levels (Q4_MAX - SPAN) .. (Q4_MAX + SPAN) in
  * STEPS steps spread the group's range over, as llama.cpp's make_qkx2 does
  * (it searches 14..16), then up to REFINE_STEPS Lloyd steps from the best.
@@ -48,113 +52,169 @@ static int check_shape(size_t cols, int group)
 	return 0;
 }
 
-/* The nearest half of x, saturating at +-HALF_MAX instead of overflowing. */
-static uint16_t half_sat(float x)
+/* Where a group goes: its row's packed bytes, first column and gsm pair. */
+typedef struct q4_dest {
+	uint8_t *row;
+	size_t c0;
+	uint16_t *sm;
+} q4_dest;
+
+/* The levels of 4 weights on the grid (m, inv = 1 / scale, or 0): round((x
+ * - m) * inv), ties to even, clamped to [0, 15], as the search scores them. */
+static inline __m128 pack_levels4(__m128 x, __m128 m, __m128 inv)
 {
-	return nf_f32_to_f16(fminf(fmaxf(x, -HALF_MAX), HALF_MAX));
+	const __m128 magic = _mm_set1_ps(12582912.0f); /* as nf_round_even */
+	__m128 q = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(x, m), inv), magic), magic);
+	return _mm_min_ps(_mm_max_ps(q, _mm_setzero_ps()), _mm_set1_ps((float)Q4_MAX));
 }
 
-/* A candidate grid for one group, as it is stored. */
-typedef struct q4_fit {
-	uint16_t scale, min; /* halves */
-	double err;          /* sum of squared errors with each q the nearest level */
-} q4_fit;
-
-/* Level of x on the grid (s, m): the nearest of 0..15. */
-static inline float level(float x, float m, float inv_s)
+/* 16 levels (bytes) of x[0, 16). */
+static inline __m128i levels16(const float *x, __m128 m, __m128 inv)
 {
-	float q = nf_round_even((x - m) * inv_s);
-	return q < 0.0f ? 0.0f : q > (float)Q4_MAX ? (float)Q4_MAX : q;
+	__m128i a = _mm_packs_epi32(_mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x), m, inv)),
+				    _mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 4), m, inv)));
+	__m128i b = _mm_packs_epi32(_mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 8), m, inv)),
+				    _mm_cvttps_epi32(pack_levels4(_mm_loadu_ps(x + 12), m, inv)));
+	return _mm_packus_epi16(a, b);
 }
 
-/* The squared error of x[0, n) on the stored grid (hs, hm), computed as
- * the dequantizer will compute each weight; it stops early once the error
- * reaches `bound` (the candidate has lost). */
-static double grid_error(const float *x, size_t n, uint16_t hs, uint16_t hm, double bound)
+/* Pack the n weights x of one group (columns c0.. of a row, c0 a multiple
+ * of 32) on the grid (m, inv): per block, columns j in the low nibbles and
+ * j + 16 in the high ones.  A last short block is padded with m, level 0. */
+static void pack_group(uint8_t *row, size_t c0, const float *x, size_t n, float m, float inv)
 {
-	float s = nf_f16_to_f32(hs), m = nf_f16_to_f32(hm);
-	float inv = s > 0.0f ? 1.0f / s : 0.0f;
-	double err = 0.0;
-	for (size_t i = 0; i < n && err < bound; i += 8)
-		for (size_t j = i; j < i + 8 && j < n; j++) {
-			float sq = s * level(x[j], m, inv); /* two statements: no fused multiply-add */
-			double d = (double)(sq + m) - (double)x[j];
-			err += d * d;
+	__m128 vm = _mm_set1_ps(m), vi = _mm_set1_ps(inv);
+	for (size_t i = 0; i < n; i += Q4_BLOCK) {
+		float pad[Q4_BLOCK];
+		const float *b = x + i;
+		if (n - i < Q4_BLOCK) {
+			for (size_t j = 0; j < Q4_BLOCK; j++)
+				pad[j] = j < n - i ? x[i + j] : m;
+			b = pad;
 		}
-	return err;
-}
-
-static void consider(q4_fit *best, const float *x, size_t n, float scale, float min)
-{
-	q4_fit f = {half_sat(scale), half_sat(min), 0.0};
-	f.err = grid_error(x, n, f.scale, f.min, best->err);
-	if (f.err < best->err)
-		*best = f;
-}
-
-/* Levels q = round(iscale * (x - lo)), then the least-squares scale and min
- * for those levels (the min solved again for the scale as rounded to half),
- * as a candidate. */
-static void consider_levels(q4_fit *best, const float *x, size_t n, float lo, float iscale)
-{
-	double sq = 0, sqq = 0, sx = 0, sqx = 0;
-	for (size_t i = 0; i < n; i++) {
-		float q = nf_round_even(iscale * (x[i] - lo));
-		q = q < 0.0f ? 0.0f : q > (float)Q4_MAX ? (float)Q4_MAX : q;
-		sq += q, sqq += (double)q * q, sx += x[i], sqx += (double)q * x[i];
-	}
-	double det = (double)n * sqq - sq * sq;
-	if (det <= 0.0)
-		return;
-	double scale = ((double)n * sqx - sq * sx) / det;
-	if (!(scale > 0.0))
-		return;
-	float hs = nf_f16_to_f32(half_sat((float)scale));
-	consider(best, x, n, hs, (float)((sx - (double)hs * sq) / (double)n));
-}
-
-/* The best stored (scale, min) for one group: plain min/max, then the
- * levels of a few candidate scales around it, each scored by its squared
- * error with the halves actually stored. */
-static q4_fit fit_group(const float *x, size_t n)
-{
-	float lo = x[0], hi = x[0];
-	for (size_t i = 1; i < n; i++) {
-		lo = fminf(lo, x[i]);
-		hi = fmaxf(hi, x[i]);
-	}
-	q4_fit best = {0, 0, INFINITY};
-	consider(&best, x, n, (hi - lo) / (float)Q4_MAX, lo);
-	if (hi > lo)
-		for (int k = -SEARCH_STEPS; k <= SEARCH_STEPS; k++) {
-			float levels = (float)Q4_MAX + SEARCH_SPAN * (float)k / (float)SEARCH_STEPS;
-			consider_levels(&best, x, n, lo, levels / (hi - lo));
-		}
-	/* then refine the best as Lloyd's algorithm does: the levels of the
-	 * stored grid, their least-squares grid, while the error falls */
-	for (int it = 0; it < REFINE_STEPS; it++) {
-		float s = nf_f16_to_f32(best.scale), m = nf_f16_to_f32(best.min);
-		double before = best.err;
-		if (!(s > 0.0f))
-			break;
-		consider_levels(&best, x, n, m, 1.0f / s);
-		if (!(best.err < before))
-			break;
-	}
-	return best;
-}
-
-/* Pack the levels of x[0, n) (columns c0.. of a row) on the grid f. */
-static void pack_group(uint8_t *row, size_t c0, const float *x, size_t n, q4_fit f)
-{
-	float s = nf_f16_to_f32(f.scale), m = nf_f16_to_f32(f.min);
-	float inv = s > 0.0f ? 1.0f / s : 0.0f;
-	for (size_t i = 0; i < n; i++) {
-		size_t c = c0 + i;
-		uint8_t q = (uint8_t)level(x[i], m, inv);
-		row[nf_km_q4_byte(c)] |= (uint8_t)(q << nf_km_q4_shift(c));
+		__m128i lo = levels16(b, vm, vi), hi = levels16(b + 16, vm, vi);
+		/* levels <= 15: the shift moves no bits across bytes */
+		_mm_storeu_si128((__m128i *)(row + nf_km_q4_byte(c0 + i)),
+				 _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
 	}
 }
+
+/* The grid search, SSE2: 4 groups a set. */
+#define QV __m128
+#define QV_SET 4
+#define QV_FN(name) name##_sse2
+#define QV_ATTR
+#define QV_ATTR_F16C __attribute__((target("f16c")))
+#define QV_ADD _mm_add_ps
+#define QV_SUB _mm_sub_ps
+#define QV_MUL _mm_mul_ps
+#define QV_DIV _mm_div_ps
+#define QV_MIN _mm_min_ps
+#define QV_MAX _mm_max_ps
+#define QV_AND _mm_and_ps
+#define QV_ANDNOT _mm_andnot_ps
+#define QV_OR _mm_or_ps
+#define QV_GT _mm_cmpgt_ps
+#define QV_LT _mm_cmplt_ps
+#define QV_SET1 _mm_set1_ps
+#define QV_ZERO _mm_setzero_ps
+#define QV_LOAD _mm_loadu_ps
+#define QV_STORE _mm_storeu_ps
+#define QV_MOVEMASK _mm_movemask_ps
+#define QV_ALL_ONES() _mm_castsi128_ps(_mm_set1_epi32(-1))
+#define QV_HALF_ROUND_TRIP(v) _mm_cvtph_ps(_mm_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define QV_STORE_INT(p, v) _mm_storeu_si128((__m128i *)(p), _mm_cvttps_epi32(v))
+#define QV_TRANSPOSE_IN(x, src, n) transpose_in_sse2((x), (src), (n))
+
+/* x[i] = weight i of src[0..3], 4 weights of each at a time. */
+static void transpose_in_sse2(__m128 *x, const float *const src[4], size_t n)
+{
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		__m128 r0 = _mm_loadu_ps(src[0] + i), r1 = _mm_loadu_ps(src[1] + i);
+		__m128 r2 = _mm_loadu_ps(src[2] + i), r3 = _mm_loadu_ps(src[3] + i);
+		_MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+		x[i] = r0, x[i + 1] = r1, x[i + 2] = r2, x[i + 3] = r3;
+	}
+	for (; i < n; i++)
+		x[i] = _mm_setr_ps(src[0][i], src[1][i], src[2][i], src[3][i]);
+}
+
+#include "engine/quant_int4_search.h"
+
+#undef QV
+#undef QV_SET
+#undef QV_FN
+#undef QV_ATTR
+#undef QV_ATTR_F16C
+#undef QV_ADD
+#undef QV_SUB
+#undef QV_MUL
+#undef QV_DIV
+#undef QV_MIN
+#undef QV_MAX
+#undef QV_AND
+#undef QV_ANDNOT
+#undef QV_OR
+#undef QV_GT
+#undef QV_LT
+#undef QV_SET1
+#undef QV_ZERO
+#undef QV_LOAD
+#undef QV_STORE
+#undef QV_MOVEMASK
+#undef QV_ALL_ONES
+#undef QV_HALF_ROUND_TRIP
+#undef QV_STORE_INT
+#undef QV_TRANSPOSE_IN
+
+/* The grid search, AVX: 8 groups a set, the same bits. */
+#define AVX __attribute__((target("avx")))
+#define QV __m256
+#define QV_SET 8
+#define QV_FN(name) name##_avx
+#define QV_ATTR AVX
+#define QV_ATTR_F16C __attribute__((target("avx,f16c")))
+#define QV_ADD _mm256_add_ps
+#define QV_SUB _mm256_sub_ps
+#define QV_MUL _mm256_mul_ps
+#define QV_DIV _mm256_div_ps
+#define QV_MIN _mm256_min_ps
+#define QV_MAX _mm256_max_ps
+#define QV_AND _mm256_and_ps
+#define QV_ANDNOT _mm256_andnot_ps
+#define QV_OR _mm256_or_ps
+#define QV_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OS)
+#define QV_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OS)
+#define QV_SET1 _mm256_set1_ps
+#define QV_ZERO _mm256_setzero_ps
+#define QV_LOAD _mm256_loadu_ps
+#define QV_STORE _mm256_storeu_ps
+#define QV_MOVEMASK _mm256_movemask_ps
+#define QV_ALL_ONES() _mm256_castsi256_ps(_mm256_set1_epi32(-1))
+#define QV_HALF_ROUND_TRIP(v) _mm256_cvtph_ps(_mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define QV_STORE_INT(p, v) _mm256_storeu_si256((__m256i *)(p), _mm256_cvttps_epi32(v))
+#define QV_TRANSPOSE_IN(x, src, n) transpose_in_avx((x), (src), (n))
+
+/* x[i] = weight i of src[0..7]: two halves of 4, as transpose_in_sse2. */
+AVX static void transpose_in_avx(__m256 *x, const float *const src[8], size_t n)
+{
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		__m128 r[8];
+		for (int k = 0; k < 8; k++)
+			r[k] = _mm_loadu_ps(src[k] + i);
+		_MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+		_MM_TRANSPOSE4_PS(r[4], r[5], r[6], r[7]);
+		for (int k = 0; k < 4; k++)
+			x[i + (size_t)k] = _mm256_set_m128(r[4 + k], r[k]);
+	}
+	for (; i < n; i++)
+		x[i] = _mm256_setr_ps(src[0][i], src[1][i], src[2][i], src[3][i], src[4][i],
+				      src[5][i], src[6][i], src[7][i]);
+}
+
+#include "engine/quant_int4_search.h"
 
 /* Weights the halves can frame: finite, within +-HALF_MAX (a min beyond it
  * cannot be stored). */
@@ -168,8 +228,8 @@ static int check_values(const float *w, size_t n)
 	return 0;
 }
 
-int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
-		       int group)
+int nf_quant_int4_rows_on(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+			  int group, int avx, int f16c)
 {
 	size_t total, packed, rb = nf_quant_int4_row_bytes(cols);
 	int err = check_shape(cols, group);
@@ -179,20 +239,17 @@ int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, 
 		return nf_error_set(NF_EINPUT, "int4: %zu x %zu weights overflow", rows, cols);
 	if ((err = check_values(w, total)))
 		return err;
-	size_t groups = nf_quant_int4_groups(cols, group), g_cols = (size_t)group;
 	memset(q4, 0, packed); /* the padding of a last short block stays 0 */
-	for (size_t r = 0; r < rows; r++) {
-		const float *x = w + r * cols;
-		uint8_t *row = q4 + r * rb;
-		for (size_t g = 0; g < groups; g++) {
-			size_t c0 = g * g_cols, n = cols - c0 < g_cols ? cols - c0 : g_cols;
-			q4_fit f = fit_group(x + c0, n);
-			pack_group(row, c0, x + c0, n, f);
-			gsm[(r * groups + g) * 2] = f.scale;
-			gsm[(r * groups + g) * 2 + 1] = f.min;
-		}
-	}
-	return 0;
+	if (avx)
+		return quantize_matrix_avx(q4, gsm, w, rows, cols, group, f16c);
+	return quantize_matrix_sse2(q4, gsm, w, rows, cols, group, f16c);
+}
+
+int nf_quant_int4_rows(uint8_t *q4, uint16_t *gsm, const float *w, size_t rows, size_t cols,
+		       int group)
+{
+	return nf_quant_int4_rows_on(q4, gsm, w, rows, cols, group, nf_cpu_has(NF_CPU_AVX2),
+				     nf_cpu_has(NF_CPU_F16C));
 }
 
 void nf_quant_int4_dequant_row(float *out, const uint8_t *q4, const uint16_t *gsm, size_t r,

@@ -107,13 +107,18 @@ void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n)
 #define AVX2_F8_ROWS 4 /* decode: 4 rows of 2 accumulators */
 #define AVX2_F8_NV 2   /* prefill: 2 rows for 2 vectors (8 accumulators) */
 
-/* The halves (e4m3 * 2^-8) of the high bytes of 8 words: an arithmetic
- * shift by 1 puts the byte's magnitude in the half's exponent and
- * mantissa and its sign in bits 15 and 14; bit 14 and the low byte's
- * leftovers are masked off. */
-AVX2_F8 static inline __m256 widen_high_bytes(__m128i w)
+/* The halves (e4m3 * 2^-8) of one byte of each word of w: vpmaddubsw of
+ * the codes (signed) with 128 in the byte's place and 0 in the other's
+ * gives the code sign-extended and moved up by 7, its magnitude in the
+ * half's exponent and mantissa and its sign in bits 15 and 14; bit 14 is
+ * masked off.  A multiply-add rather than shifts: it is one instruction for
+ * either byte, where the low byte needed two shifts. */
+#define F8_PICK_ODD 0x8000  /* per word: 128 in the high byte (u8), 0 in the low */
+#define F8_PICK_EVEN 0x0080 /* 128 in the low byte */
+AVX2_F8 static inline __m128i halves_of_bytes(__m128i w, int pick)
 {
-	return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbf80)));
+	return _mm_and_si128(_mm_maddubs_epi16(_mm_set1_epi16((short)pick), w),
+			     _mm_set1_epi16((short)0xbf80));
 }
 
 /* The codes of columns [c, c + 16) of a row: even columns to *even, odd
@@ -121,8 +126,8 @@ AVX2_F8 static inline __m256 widen_high_bytes(__m128i w)
 AVX2_F8 static inline void widen16_avx2(__m256 *even, __m256 *odd, const uint8_t *p)
 {
 	__m128i w = _mm_loadu_si128((const __m128i *)p);
-	*odd = widen_high_bytes(w);
-	*even = widen_high_bytes(_mm_slli_epi16(w, 8));
+	*odd = _mm256_cvtph_ps(halves_of_bytes(w, F8_PICK_ODD));
+	*even = _mm256_cvtph_ps(halves_of_bytes(w, F8_PICK_EVEN));
 }
 
 /* x[c, c + 16) split as widen16_avx2 splits the codes. */
@@ -173,21 +178,29 @@ step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
 }
 
 /* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
- * codes at once (the shifts and masks on 16 words; each 128-bit half then
- * widened), the sums added group after group as step16_avx2 adds them. */
+ * codes at once (the multiply-adds and masks on 16 words; each 128-bit
+ * half then widened), the sums added group after group as step16_avx2 adds
+ * them.  xsplit: the vector already split (split_vector_avx2), or NULL. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
-	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, int nr)
+	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, const float *xsplit,
+	    int nr)
 {
 	const __m256i mask = _mm256_set1_epi16((short)0xbf80);
+	const __m256i to_odd = _mm256_set1_epi16((short)F8_PICK_ODD), to_even = _mm256_set1_epi16(F8_PICK_EVEN);
 	__m256 xe0, xo0, xe1, xo1;
-	split16_avx2(&xe0, &xo0, x + c);
-	split16_avx2(&xe1, &xo1, x + c + 16);
+	if (xsplit) { /* plain loads, off the shuffle port the widening needs */
+		xe0 = _mm256_load_ps(xsplit + c), xo0 = _mm256_load_ps(xsplit + c + 8);
+		xe1 = _mm256_load_ps(xsplit + c + 16), xo1 = _mm256_load_ps(xsplit + c + 24);
+	} else {
+		split16_avx2(&xe0, &xo0, x + c);
+		split16_avx2(&xe1, &xo1, x + c + 16);
+	}
 #pragma GCC unroll 4
-	for (int i = 0; i < nr; i++) {
+	for (int i = 0; i < nr; i++) { /* halves_of_bytes on 16 words */
 		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
-		__m256i odd = _mm256_and_si256(_mm256_srai_epi16(w, 1), mask);
-		__m256i even = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), mask);
+		__m256i odd = _mm256_and_si256(_mm256_maddubs_epi16(to_odd, w), mask);
+		__m256i even = _mm256_and_si256(_mm256_maddubs_epi16(to_even, w), mask);
 		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(even)), xe0, a[0][i]);
 		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(odd)), xo0, b[0][i]);
 		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(even, 1)), xe1, a[0][i]);
@@ -201,7 +214,7 @@ step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
  * products. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, const float *x,
-	      size_t ldx, int nr, int nv)
+	      const float *xsplit, size_t ldx, int nr, int nv)
 {
 	__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], b[AVX2_F8_NV][AVX2_F8_ROWS];
 #pragma GCC unroll 2
@@ -215,8 +228,8 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 		for (int i = 0; i < nr; i++)
 			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
 		if (nv == 1) {
-			step32_avx2(a, b, row, c, x, nr);
-			step32_avx2(a, b, row, c + 32, x, nr);
+			step32_avx2(a, b, row, c, x, xsplit, nr);
+			step32_avx2(a, b, row, c + 32, x, xsplit, nr);
 			continue;
 		}
 #pragma GCC unroll 4
@@ -271,8 +284,8 @@ static inline int block_rows(const uint8_t **row, const nf_bk_matrix *w, int r, 
 /* One block of nr rows times all n vectors: decode (n = 1) 4 rows for 1
  * vector, prefill 2 rows for AVX2_F8_NV vectors at a time. */
 AVX2_F8 __attribute__((always_inline)) static inline void
-gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx, size_t n,
-		int r, int r1, int nr, int accumulate)
+gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, const float *xsplit,
+		size_t ldx, size_t n, int r, int r1, int nr, int accumulate)
 {
 	const uint8_t *row[AVX2_F8_ROWS];
 	int valid = block_rows(row, w, r, r1, nr);
@@ -280,30 +293,52 @@ gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, siz
 	float sums[AVX2_F8_NV * AVX2_F8_ROWS];
 	if (nr == AVX2_F8_ROWS) {
 		for (; b < n; b++) {
-			dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, AVX2_F8_ROWS, 1);
+			dot_rows_avx2(sums, row, cols, x + b * ldx, xsplit, ldx, AVX2_F8_ROWS, 1);
 			store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
 		}
 		return;
 	}
 	for (; b + AVX2_F8_NV <= n; b += AVX2_F8_NV) {
-		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, AVX2_F8_NV);
+		dot_rows_avx2(sums, row, cols, x + b * ldx, NULL, ldx, 2, AVX2_F8_NV);
 		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, AVX2_F8_NV, accumulate);
 	}
 	for (; b < n; b++) {
-		dot_rows_avx2(sums, row, cols, x + b * ldx, ldx, 2, 1);
+		dot_rows_avx2(sums, row, cols, x + b * ldx, NULL, ldx, 2, 1);
 		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
+	}
+}
+
+/* Decode's vector split once per call as split16_avx2 splits each 16
+ * columns (the even ones, then the odd ones), for the 4-row blocks that
+ * would split it again each; up to this many columns (a stack table). */
+#define F8_XSPLIT_MAX 8192
+
+AVX2_F8 static void split_vector_avx2(float *xsplit, const float *x, size_t cols)
+{
+	for (size_t c = 0; c + 16 <= cols; c += 16) {
+		__m256 e, o;
+		split16_avx2(&e, &o, x + c);
+		_mm256_store_ps(xsplit + c, e);
+		_mm256_store_ps(xsplit + c + 8, o);
 	}
 }
 
 AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				 size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	if (n == 1)
+	if (n == 1) {
+		_Alignas(32) float table[F8_XSPLIT_MAX];
+		const float *xsplit = NULL;
+		if ((size_t)w->cols <= F8_XSPLIT_MAX && r1 - r0 > AVX2_F8_ROWS) {
+			split_vector_avx2(table, x, (size_t)w->cols);
+			xsplit = table;
+		}
 		for (int r = r0; r < r1; r += AVX2_F8_ROWS)
-			gemm_block_avx2(y, ldy, w, x, ldx, n, r, r1, AVX2_F8_ROWS, accumulate);
-	else
+			gemm_block_avx2(y, ldy, w, x, xsplit, ldx, n, r, r1, AVX2_F8_ROWS, accumulate);
+	} else {
 		for (int r = r0; r < r1; r += 2)
-			gemm_block_avx2(y, ldy, w, x, ldx, n, r, r1, 2, accumulate);
+			gemm_block_avx2(y, ldy, w, x, NULL, ldx, n, r, r1, 2, accumulate);
+	}
 }
 
 /* nf_fp8_e4m3_round of 8 floats, without leaving floats: normals keep 3

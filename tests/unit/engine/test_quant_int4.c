@@ -130,6 +130,44 @@ static void test_round_trip_random(void)
 	}
 }
 
+/* The search on SSE2 and on AVX, its halves in software and through F16C:
+ * the same bytes, on shapes with whole groups, a short last group, and
+ * more or fewer groups than a set's lanes. */
+static void test_paths_agree(void)
+{
+	static const struct { size_t rows, cols; int group; } shapes[] = {
+		{9, 256, 32}, {3, 96, 64}, {5, 200, 128}, {1, 48, 32}, {17, 160, 32},
+	};
+	int avx = nf_cpu_has(NF_CPU_AVX2), f16c = nf_cpu_has(NF_CPU_F16C);
+	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+		size_t rows = shapes[si].rows, cols = shapes[si].cols, rb = nf_quant_int4_row_bytes(cols);
+		int group = shapes[si].group;
+		size_t gsm_n = rows * nf_quant_int4_groups(cols, group) * 2;
+		float *w = malloc(rows * cols * sizeof(float));
+		uint8_t *q[4];
+		uint16_t *g[4];
+		for (size_t i = 0; i < rows * cols; i++) /* spreads from near-constant to wide */
+			w[i] = frand() * (0.001f + 0.05f * (float)(i % 13)) + (i % 7 == 0 ? 0.02f : 0.0f);
+		int err = 0, same = 1;
+		for (int p = 0; p < 4; p++) {
+			q[p] = calloc(rows, rb);
+			g[p] = calloc(gsm_n, sizeof(uint16_t));
+			int on_avx = p & 1, on_f16c = p >> 1 & 1;
+			if ((on_avx && !avx) || (on_f16c && !f16c))
+				on_avx &= avx, on_f16c &= f16c; /* what this CPU runs */
+			err |= nf_quant_int4_rows_on(q[p], g[p], w, rows, cols, group, on_avx, on_f16c);
+			if (p)
+				same &= !memcmp(q[p], q[0], rows * rb) &&
+					!memcmp(g[p], g[0], gsm_n * sizeof(uint16_t));
+		}
+		ok(!err && same, "%zux%zu group %d: SSE2 and AVX, software and F16C halves, the same "
+		   "bytes%s", rows, cols, group, avx && f16c ? "" : " (this CPU runs only some)");
+		for (int p = 0; p < 4; p++)
+			free(q[p]), free(g[p]);
+		free(w);
+	}
+}
+
 /* Zeros come back as zeros; a constant row as its nearest half. */
 static void test_round_trip_special(void)
 {
@@ -489,8 +527,10 @@ static size_t family_diffs(const nf_backend_ops *ops, size_t rows, size_t cols, 
  * last group, a lone block of 32). */
 static void test_gemm_families(void)
 {
+	/* 9 x 26240 at group 32: 820 groups, so that n = 5 vectors overflow
+	 * the AVX2 kernel's table of x sums and take its per-step path */
 	static const size_t shapes[][2] = {{8, 32},   {13, 96},   {16, 160}, {37, 224},
-					   {24, 512}, {19, 576},  {8, 1536}, {3, 64}};
+					   {24, 512}, {19, 576},  {8, 1536}, {3, 64}, {9, 26240}};
 	for (const nf_backend_ops *const *f = nf_cpu_families(); *f; f++) {
 		const nf_backend_ops *ops = *f;
 		if (!ops->gemm_q4 || ops->gemm_q4 == nf_cpu_gemm_q4_scalar)
@@ -512,6 +552,7 @@ static void test_gemm_families(void)
 int main(void)
 {
 	test_round_trip_random();
+	test_paths_agree();
 	test_round_trip_special();
 	test_round_trip_huge();
 	test_refused();
