@@ -91,3 +91,28 @@ serve_done() {
 	echo "1..$n"
 	[ "$fail" = 0 ]
 }
+
+# serve_py_setup NAME MODULE...: the set-up of a script whose tests are a
+# Python program (PY, with tests/taplib.py on its path): skip the whole
+# script when the venv lacks a module, else build the stories260K fixture
+# and start server "main" (PORT, PID).
+serve_py_setup() {
+	serve_setup "$1"
+	shift
+	PY="$NF_SRC/build/venv/bin/python"
+	export PYTHONPATH="$NF_SRC/tests"
+	for mod in "$@"; do
+		"$PY" -c "import $mod" 2>/dev/null || { echo "1..0 # skip build/venv has no $mod module"; exit 0; }
+	done
+	"$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" ||
+		{ echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
+	start_server main || { echo "Bail out! server did not start"; exit 1; }
+}
+
+# serve_py_finish: read the Python part's count (taplib.done to $W/count),
+# check the servers' logs for sanitizer reports, print the plan.
+serve_py_finish() {
+	read -r n fail <"$W/count" 2>/dev/null || { n=$((n + 1)); fail=1; echo "not ok $n - the Python part ended early"; }
+	sanitizer_clean
+	serve_done
+}

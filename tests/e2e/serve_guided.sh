@@ -10,32 +10,17 @@
 # guides at once get a 400 naming the field.
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
-serve_setup guided
-PY="$NF_SRC/build/venv/bin/python"
-if ! "$PY" -c 'import openai, jsonschema' 2>/dev/null; then
-	echo "1..0 # skip build/venv has no openai or jsonschema module"
-	exit 0
-fi
-
-"$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
-start_server main || { echo "Bail out! server did not start"; exit 1; }
+serve_py_setup guided openai jsonschema
 
 # fewer samples under the sanitizers (every token is ~10x slower there)
 N=12
 [ "${NF_SAN:-}" = 1 ] && N=3
 "$PY" - "$PORT" "$W/count" "$N" <<'PY'
 import json, re, sys, openai, jsonschema
-port, N = sys.argv[1], int(sys.argv[3])
-c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120, max_retries=0)
+from taplib import t, done, client
+N = int(sys.argv[3])
+c = client(sys.argv[1])
 M = "stories260k"
-n = fails = 0
-def t(cond, name, extra=""):
-    global n, fails
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {name}")
-    if not cond:
-        fails += 1
-        print("# " + str(extra)[:600].replace("\n", "\n# "))
 
 schemas = {
     "person": {"type": "object", "properties": {
@@ -120,11 +105,7 @@ refused({"extra_body": {"nvext": {"guided_regex": "a{2,1}"}}}, "regex", "a bad p
 refused({"response_format": {"type": "json_object"}, "extra_body": {"nvext": {"guided_choice": ["a"]}}},
         "nvext", "two guides at once: 400")
 refused({"extra_body": {"nvext": {"guided_grammar": "root ::= x"}}}, "guided_grammar", "an unknown nvext field: 400")
-open(sys.argv[2], "w").write(f"{n} {fails}\n")
+done(sys.argv[2])
 PY
-read -r pn pf <"$W/count" 2>/dev/null || { pn=0; pf=1; }
-n=$pn
-fail=$pf
 stop_server "$PID"
-sanitizer_clean
-serve_done
+serve_py_finish

@@ -8,14 +8,7 @@
 # per verification step.
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
-serve_setup spec
-PY="$NF_SRC/build/venv/bin/python"
-if ! "$PY" -c 'import openai' 2>/dev/null; then
-	echo "1..0 # skip build/venv has no openai module"
-	exit 0
-fi
-"$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
-start_server plain || { echo "Bail out! server did not start"; exit 1; }
+serve_py_setup spec openai
 P1=$PORT PID1=$PID
 start_server spec --speculative lookup --spec-k 4 --spec-ngram 3 || { echo "Bail out! server did not start"; exit 1; }
 P2=$PORT PID2=$PID
@@ -23,17 +16,10 @@ P2=$PORT PID2=$PID
 N=24
 [ "${NF_SAN:-}" = 1 ] && N=6
 "$PY" - "$P1" "$P2" "$W/count" "$N" <<'PY'
-import json, sys, urllib.request, concurrent.futures as cf, openai
+import json, sys, urllib.request, concurrent.futures as cf
+from taplib import t, done, client
 p1, p2, N = sys.argv[1], sys.argv[2], int(sys.argv[4])
-cs = [openai.OpenAI(base_url=f"http://127.0.0.1:{p}/v1", api_key="none", timeout=120, max_retries=0) for p in (p1, p2)]
-n = fails = 0
-def t(cond, name, extra=""):
-    global n, fails
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {name}")
-    if not cond:
-        fails += 1
-        print("# " + str(extra)[:600].replace("\n", "\n# "))
+cs = [client(p) for p in (p1, p2)]
 base = ["Once upon a time", "The cat sat on the mat. The cat sat on the", "Lily and Ben went to the park. Lily and Ben",
         "One day, a little girl named Lily found a ball. Lily found a", "Tom had a red car. Tom had a red car. Tom had",
         "The sun was shining. The birds were singing. The sun was"]
@@ -73,10 +59,8 @@ t(abs(rate - val["nimserve_spec_accepted_tokens_total"] / val["nimserve_spec_dra
   val.get("nimserve_spec_tokens_per_step", 0) > 1.0, "acceptance rate and tokens per step", val)
 m1 = urllib.request.urlopen(f"http://127.0.0.1:{p1}/v1/metrics", timeout=10).read().decode()
 t("nimserve_spec_verify_steps_total 0" in m1, "no speculation: no verification steps", "")
-open(sys.argv[3], "w").write(f"{n} {fails}\n")
+done(sys.argv[3])
 PY
-read -r n fail <"$W/count" 2>/dev/null || { n=0; fail=1; }
 stop_server "$PID1"
 stop_server "$PID2"
-sanitizer_clean
-serve_done
+serve_py_finish

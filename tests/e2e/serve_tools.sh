@@ -11,26 +11,11 @@
 # answer in text (skipped in the sanitizer pass).
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
-serve_setup tools
-PY="$NF_SRC/build/venv/bin/python"
-if ! "$PY" -c 'import openai, jsonschema' 2>/dev/null; then
-	echo "1..0 # skip build/venv has no openai or jsonschema module"
-	exit 0
-fi
-
-"$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
-start_server main || { echo "Bail out! server did not start"; exit 1; }
+serve_py_setup tools openai jsonschema
 
 cat >"$W/common.py" <<'PY'
 import json, sys, openai, jsonschema
-n = fails = 0
-def t(cond, name, extra=""):
-    global n, fails
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {name}")
-    if not cond:
-        fails += 1
-        print("# " + str(extra)[:600].replace("\n", "\n# "))
+from taplib import t, done, client
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
            "parameters": {"type": "object", "properties": {
                "city": {"type": "string", "maxLength": 20},
@@ -56,9 +41,8 @@ PY
 "$PY" - "$PORT" "$W/count" "$W" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[3])
-import common
 from common import *
-c = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="none", timeout=120, max_retries=0)
+c = client(sys.argv[1])
 M = "stories260k"
 msgs = [{"role": "user", "content": "Weather?"}]
 
@@ -109,7 +93,7 @@ try:
     t(False, "a tool message without tool_call_id: 400", "accepted")
 except openai.BadRequestError as e:
     t(e.status_code == 400, "a tool message without tool_call_id: 400", e.body)
-open(sys.argv[2], "w").write(f"{common.n} {common.fails}\n")
+done(sys.argv[2])
 PY
 read -r n fail <"$W/count" 2>/dev/null || { n=0; fail=1; }
 stop_server "$PID"
@@ -122,13 +106,11 @@ else
 	"$FIX" build "$W/smol" int8-wo model "$GGUF" smollm2 >/dev/null 2>"$W/smol.err" &&
 		rm -rf "$W/fx" && mv "$W/smol" "$W/fx" && start_server smol ||
 		{ echo "not ok $((n + 1)) - SmolLM2 server: $(tail -2 "$W/smol.err")"; echo "1..$((n + 1))"; exit 1; }
-	"$PY" - "$PORT" "$W/count" "$W" "$n" "$fail" <<'PY'
+	NF_TAP_FROM=$n "$PY" - "$PORT" "$W/count" "$W" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[3])
-import common
 from common import *
-common.n, common.fails = int(sys.argv[4]), int(sys.argv[5])
-c = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="none", timeout=120, max_retries=0)
+c = client(sys.argv[1])
 messages = [{"role": "user", "content": "What is the weather like in Paris today?"}]
 r = c.chat.completions.create(model="smollm2", messages=messages, tools=[WEATHER], tool_choice="required",
                               temperature=0, max_tokens=60)
@@ -142,9 +124,11 @@ if msg.tool_calls:
     m2 = r.choices[0].message
     t(r.choices[0].finish_reason in ("stop", "tool_calls") and (m2.content or m2.tool_calls),
       "SmolLM2: with the tool's result it answers", m2)
-open(sys.argv[2], "w").write(f"{common.n} {common.fails}\n")
+done(sys.argv[2])
 PY
+	fail0=$fail
 	read -r n fail <"$W/count" 2>/dev/null || { n=$((n + 1)); fail=1; }
+	fail=$((fail + fail0))
 	stop_server "$PID"
 fi
 sanitizer_clean
