@@ -110,7 +110,8 @@ FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
 $(FAKE_LIBCUDA): tests/fakes/libcuda.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
-$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu: | $(FAKE_LIBCUDA)
+$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu \
+	$(BUILD)/tests/engine/test_cuda_backend $(BUILD)/tests/engine/test_timing_cache: | $(FAKE_LIBCUDA)
 test-bins: $(FAKE_LIBCUDA)
 
 # CUDA kernels (engine/cuda/*.cu), apart from `all` since nvcc is slow: the

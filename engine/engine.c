@@ -668,6 +668,8 @@ nf_precision nf_engine_precision(const nf_engine *e) { return e->precision; }
 const nf_tokenizer *nf_engine_tokenizer(const nf_engine *e) { return e->tok; }
 const char *nf_engine_config_json(const nf_engine *e) { return e->config_json; }
 
+const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e) { return &e->w; }
+
 uint64_t nf_engine_weight_bytes(const nf_engine *e)
 {
 	return nf_fwd_weights_bytes(&e->w, &e->cfg);

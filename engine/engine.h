@@ -117,6 +117,12 @@ uint64_t nf_engine_weight_bytes(const nf_engine *e);
 /* Name of the CPU kernel family in use ("avx512-vnni", "avx2", "scalar"). */
 const char *nf_engine_kernel_name(const nf_engine *e);
 
+/* The engine's weight views (engine/forward.h; borrowed, live as long as
+ * e): what a device backend (engine/cuda/backend.h) uploads.  Row-major
+ * unless the opener tiled them (NF_WEIGHTS_TILE). */
+struct nf_fwd_weights;
+const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e);
+
 /* Recompute the sha256 of every file config.json lists and compare
  * them with config.json (opening does not hash; call this to check). */
 int nf_engine_verify(const nf_engine *e);
