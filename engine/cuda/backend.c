@@ -304,11 +304,41 @@ void nf_cuda_backend_free(nf_cuda_backend *b)
 	free(b->vc);
 	free(b->inv_freq);
 	free(b->cs);
+	free(b->choice);
 	free(b);
 }
 
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b) { return b->weight_bytes; }
 int nf_cuda_backend_graphs(const nf_cuda_backend *b) { return b->n_graphs; }
+
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm)
+{
+	nf_cuda_choice c = {w->kind, w->m.rows, w->m.cols, batch, gemm}, *p;
+	for (size_t i = 0; i < b->n_choice; i++)
+		if (b->choice[i].kind == c.kind && b->choice[i].rows == c.rows &&
+		    b->choice[i].cols == c.cols && b->choice[i].batch == c.batch) {
+			b->choice[i].gemm = gemm;
+			return 0;
+		}
+	if (!(p = realloc(b->choice, (b->n_choice + 1) * sizeof *p)))
+		return nf_error_set(NF_ENOMEM, "cuda: out of memory");
+	b->choice = p;
+	b->choice[b->n_choice++] = c;
+	return 0;
+}
+
+int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill)
+{
+	int bucket = 1;
+	while (bucket * 2 <= n)
+		bucket *= 2;
+	for (size_t i = 0; i < b->n_choice; i++) {
+		const nf_cuda_choice *c = &b->choice[i];
+		if (c->kind == w->kind && c->rows == w->m.rows && c->cols == w->m.cols && c->batch == bucket)
+			return c->gemm && n > 1;
+	}
+	return prefill && n > 1;
+}
 
 /* ---- steps ---- */
 

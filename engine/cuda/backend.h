@@ -70,6 +70,19 @@ int nf_cuda_backend_decode(nf_cuda_backend *b, const int *slots, const int *toke
 int nf_cuda_backend_prefill(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
 			    float *logits_last);
 
+/* Time the matrix products of the model on this device (engine/cuda/
+ * backend_tune.c): for every distinct (kind, rows, cols) of its weights and
+ * every batch of nf_roofline_batches up to max_batch (decode) and
+ * max_prefill (prefill), each candidate kernel (the GEMV; for more than one
+ * token also the tiled GEMM) is launched `warmup` times, then timed `runs`
+ * times between CUDA events; the median wins.  A shape already in cache
+ * (its key the device's SKU, driver and cubin) is not timed again; new
+ * ones are added.  The backend then launches each shape's winner.
+ * *timed counts the shapes timed (not found in the cache). */
+struct nf_timing_cache;
+int nf_cuda_backend_tune(nf_cuda_backend *b, struct nf_timing_cache *cache, int warmup, int runs,
+			 int *timed);
+
 /* Bytes of weights uploaded (each tensor once; a tied classifier is the
  * embedding's). */
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b);

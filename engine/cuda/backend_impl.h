@@ -33,6 +33,13 @@ typedef struct nf_cuda_acts {
 	nf_cu_ptr part_o, part_ml;      /* decode attention's splits, one sequence */
 } nf_cuda_acts;
 
+/* A tuned choice: the tiled GEMM or the GEMV for a shape at a batch. */
+typedef struct nf_cuda_choice {
+	nf_quant_kind kind;
+	int rows, cols, batch;
+	int gemm;
+} nf_cuda_choice;
+
 struct nf_cuda_backend {
 	const nf_cuda_driver *d;
 	const nf_cuda_api *api;
@@ -61,6 +68,8 @@ struct nf_cuda_backend {
 	float *inv_freq;                /* (head_size / 2) */
 	float *cs;                      /* (rows, head_size) */
 	int no_graphs;
+	nf_cuda_choice *choice;         /* (n_choice) from nf_cuda_backend_tune */
+	size_t n_choice;
 	nf_cu_graph_exec graph[NF_CUDA_MAX_BATCH + 1];
 	int n_graphs;
 };
@@ -69,6 +78,13 @@ struct nf_cuda_backend {
 int nf_cuda_backend_alloc(nf_cuda_backend *b, nf_cu_ptr *out, size_t bytes, const char *what);
 /* NF_EENV "cuda: WHAT failed: CUDA error ..." for a driver result. */
 int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_result rc);
+
+/* Launch the GEMM (gemm 1) or the GEMV for w at batch (a power of two),
+ * as tuning chose. */
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm);
+/* Whether w at n tokens runs the tiled GEMM: the tuned choice of the
+ * largest power of two <= n, else the rule (a prefill of more than one). */
+int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill);
 
 /* The RoPE table of n positions into b->cs, uploaded on the stream. */
 int nf_cuda_step_upload(nf_cuda_backend *b, const int *tokens, const int *pos, int n);

@@ -56,7 +56,7 @@ static int k_matmul(nf_cuda_backend *b, nf_cu_ptr y, size_t ldy, const nf_cuda_w
 		x = b->a.xr;
 	}
 	void *p[] = {&y, &ldy, &m, &x, &ldx, &n, &accumulate};
-	if (prefill && n > 1)
+	if (nf_cuda_backend_use_gemm(b, w, n, prefill))
 		return launch(b, nf_cuk_gemm(w->kind), nf_cu_launch_gemm(m.rows, n), p);
 	return launch(b, nf_cuk_gemv(w->kind), nf_cu_launch_gemv(m.rows, n), p);
 }

@@ -19,6 +19,9 @@
  *   FAKE_CUDA_FAIL_ALLOC=N      the N-th cuMemAlloc (from 1) since it was set fails
  *                               (out of memory)
  *   FAKE_CUDA_FAIL_LAUNCH=NAME  every launch of kernel NAME fails (700)
+ *   FAKE_CUDA_ELAPSED_MS=A,B,.. what cuEventElapsedTime answers, call after
+ *                               call, from the start again after the last
+ *                               (unset: 1.0)
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -185,7 +188,23 @@ CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = &event_token; retur
 CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
 CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; return OK; }
 CUresult cuEventSynchronize(void *e) { (void)e; return OK; }
-CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 1.0f; return OK; }
+static unsigned elapsed_calls;
+CUresult cuEventElapsedTime(float *ms, void *a, void *b)
+{
+	const char *list = getenv("FAKE_CUDA_ELAPSED_MS"), *p = list;
+	unsigned n = 0, want;
+	(void)a; (void)b;
+	*ms = 1.0f;
+	if (!list || !*list)
+		return OK;
+	for (const char *q = list; *q; q++)
+		n += *q == ',';
+	want = elapsed_calls++ % (n + 1);
+	for (unsigned i = 0; i < want; i++)
+		p = strchr(p, ',') + 1;
+	*ms = strtof(p, NULL);
+	return OK;
+}
 CUresult cuStreamBeginCapture_v2(void *s, int mode) { (void)s; (void)mode; logf_("capture begin"); return OK; }
 CUresult cuStreamEndCapture(void *s, void **g) { (void)s; *g = &graph_token; logf_("capture end"); return OK; }
 CUresult cuGraphInstantiateWithFlags(void **x, void *g, unsigned long long f) { (void)g; (void)f; *x = &exec_token; logf_("instantiate"); return OK; }
