@@ -211,6 +211,71 @@ static void expect_fallback(nf_engine *e, const nf_cuda_driver *d, const char *d
 	take_log();
 }
 
+/* An engine whose profile is an h100-sxm's, through nf_engine_use_gpu:
+ * refused in one line on an sm_86 (the engine stays on the CPU), else its
+ * sequences take device slots and its steps run there. */
+static void test_engine(const char *dir)
+{
+	nf_engine *e = NULL;
+	nf_seq *s[3] = {NULL, NULL, NULL};
+	float *logits = NULL;
+	int tok = 1, pos = 0;
+	char *log;
+
+	unsetenv("NF_WEIGHTS_TILE"); /* a GPU profile stays row-major by itself */
+	if (nf_engine_open(&e, dir, 1)) {
+		ok(0, "open the h100-sxm engine: %s", nf_error_last());
+		return;
+	}
+	logits = calloc(2 * (size_t)nf_engine_config(e)->vocab_size, sizeof *logits);
+	setenv("FAKE_CUDA_CC", "86", 1);
+	ok(nf_engine_use_gpu(e, 2) == NF_EENV && strstr(nf_error_last(), "sm_86") &&
+		   !strchr(nf_error_last(), '\n'),
+	   "an sm_86 is refused in one line: %s", nf_error_last());
+	unsetenv("FAKE_CUDA_CC");
+	ok(strcmp(nf_engine_kernel_name(e), "cuda") != 0 && nf_seq_new(&s[0], e) == 0 &&
+		   nf_engine_step(e, s, &tok, &pos, 1, logits) == 0 && logits[0] != 0.0f,
+	   "and the engine runs on the CPU (%s)", nf_engine_kernel_name(e));
+	nf_seq_free(s[0]);
+	s[0] = NULL;
+	nf_engine_free(e);
+	e = NULL;
+	take_log();
+
+	if (nf_engine_open(&e, dir, 1) || nf_engine_use_gpu(e, 2)) {
+		ok(0, "the h100-sxm engine on the fake H100: %s", nf_error_last());
+		goto done;
+	}
+	ok(!strcmp(nf_engine_kernel_name(e), "cuda"), "the engine runs on the GPU");
+	ok(nf_seq_new(&s[0], e) == 0 && nf_seq_new(&s[1], e) == 0, "two sequences take the two slots");
+	ok(nf_seq_new(&s[2], e) == NF_EENV && strstr(nf_error_last(), "all 2 sequences"),
+	   "a third is refused: %s", nf_error_last());
+	take_log();
+	int prompt[5] = {1, 2, 3, 4, 5};
+	is_int(nf_engine_prefill(e, s[0], prompt, 5, 0, logits), 0, "prefill on the GPU");
+	log = take_log();
+	ok(count_prefix(log, "launch nf_cu_attn_prefill_f16") == (size_t)nf_engine_config(e)->n_layers &&
+		   count_lines(log, "capture begin") == 0,
+	   "a prefill of 5 is the device's prefill");
+	free(log);
+	int toks[4] = {6, 1, 2, 3}, nt[2] = {1, 3}, p0[2] = {5, 0};
+	is_int(nf_engine_step_ragged(e, s, toks, nt, p0, 2, logits), 0,
+	       "a ragged step: a decode token and a prompt of 3");
+	log = take_log();
+	ok(count_lines(log, "graph launch") == 1 &&
+		   count_prefix(log, "launch nf_cu_attn_prefill_f16") == (size_t)nf_engine_config(e)->n_layers &&
+		   count_prefix(log, "launch nf_cu_attn_decode_f16") == (size_t)nf_engine_config(e)->n_layers,
+	   "one decode graph and one prefill");
+	free(log);
+	ok(nf_seq_copy_prefix(s[1], s[0], 3) == NF_EUNSUPPORTED, "a prefix copy is not on the GPU yet");
+done:
+	for (int i = 0; i < 3; i++)
+		nf_seq_free(s[i]);
+	nf_engine_free(e);
+	free(logits);
+	take_log();
+}
+
 int main(void)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared"), *build = tap_env("NF_BUILD", "build");
@@ -256,6 +321,16 @@ int main(void)
 			"launch of nf_cu_attn_decode_f16 failed");
 	nf_cuda_driver_free(d);
 	nf_engine_free(e);
+	/* the same model as an h100-sxm profile's engine */
+	char gdir[1100];
+	snprintf(gdir, sizeof gdir, "%s/h100", root);
+	o.profile_json = "{\"device\":\"h100-sxm\",\"precision\":\"int8-wo\"}";
+	if (nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C) || nf_engine_build(gdir, m, &o) ||
+	    nf_cubin_store(gdir, "sm_90", cubin, sizeof cubin, NULL, 0))
+		ok(0, "build the h100-sxm engine: %s", nf_error_last());
+	else
+		test_engine(gdir);
+	nf_model_free(m);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
 	if (system(cmd) != 0)
 		ok(0, "remove %s", root);
