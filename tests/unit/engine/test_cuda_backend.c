@@ -17,10 +17,12 @@
 
 #include "engine/checkpoint.h"
 #include "engine/cuda/backend.h"
+#include "engine/cuda/backend_kernels.h"
 #include "engine/cuda/cubin.h"
 #include "engine/cuda/launch.h"
 #include "engine/engine.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "tests/tap.h"
 
 static char log_path[1100];
@@ -276,6 +278,34 @@ done:
 	take_log();
 }
 
+/* The kernel table's names are those the real cubin exports (when `make
+ * cuda` built one): cuModuleGetFunction finds each on a GPU. */
+static void test_real_cubin(void)
+{
+	const char *cuda = getenv("NF_CUDA");
+	char path[1100], *image = NULL;
+	size_t len = 0;
+	int missing = 0;
+	snprintf(path, sizeof path, "%s/sm_90a/nf_kernels.cubin", cuda ? cuda : "build/cuda");
+	if (nf_fs_read_file(&image, &len, path, 1u << 30) != 0) {
+		skip("no cubin from make cuda (%s): no nvcc here", path);
+		return;
+	}
+	for (int i = 0; i < NF_CUK_COUNT; i++) {
+		const char *name = nf_cuk_info_of((nf_cuk_id)i)->name;
+		size_t n = strlen(name) + 1, k = 0;
+		while (k + n <= len && !(image[k] == name[0] && !memcmp(image + k, name, n) &&
+					 (k == 0 || image[k - 1] == '\0')))
+			k++;
+		if (k + n > len) {
+			printf("# %s lacks %s\n", path, name);
+			missing++;
+		}
+	}
+	ok(missing == 0, "the sm_90a cubin exports all %d kernels of the table", NF_CUK_COUNT);
+	free(image);
+}
+
 int main(void)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared"), *build = tap_env("NF_BUILD", "build");
@@ -315,6 +345,7 @@ int main(void)
 		return done_testing();
 	}
 	take_log();
+	test_real_cubin();
 	test_open(e, d, dir);
 	expect_fallback(e, d, dir, "FAKE_CUDA_FAIL_ALLOC", "3", "refused");
 	expect_fallback(e, d, dir, "FAKE_CUDA_FAIL_LAUNCH", "nf_cu_attn_decode_f16",
