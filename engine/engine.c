@@ -550,9 +550,6 @@ static int want_tiles(const nf_engine *e, int threads)
 	return nf_tactics_prefer_tiles(m, nf_cpu_best(), threads);
 }
 
-/* Tile the copied weights for the kernels (engine/layout.h) when this host
- * reads tiles faster (NF_WEIGHTS_TILE=1: always, 0: never), then make the
- * copy read-only.  The file mapping (NF_WEIGHTS_COPY=0) stays row-major. */
 /* The SKU of the engine's profile (config.json's profile.device) when it
  * is a GPU of the device table, else NULL. */
 static const nf_sku *profile_gpu(const nf_engine *e)
@@ -564,6 +561,9 @@ static const nf_sku *profile_gpu(const nf_engine *e)
 	return sku && sku->kind == NF_SKU_GPU ? sku : NULL;
 }
 
+/* Tile the copied weights for the kernels (engine/layout.h) when this host
+ * reads tiles faster (NF_WEIGHTS_TILE=1: always, 0: never), then make the
+ * copy read-only.  The file mapping (NF_WEIGHTS_COPY=0) stays row-major. */
 static int tile_weights(nf_engine *e, int threads)
 {
 	const char *env = getenv("NF_WEIGHTS_TILE");
