@@ -41,15 +41,16 @@ static void fake_cubin(unsigned char *buf, size_t len, int sm)
 /* The log so far as one string (caller frees); the log emptied. */
 static char *take_log(void)
 {
-	FILE *f = fopen(log_path, "r");
-	char *text = calloc(1, 1 << 22);
-	if (f && text)
-		text[fread(text, 1, (1 << 22) - 1, f)] = '\0';
-	if (f)
-		fclose(f);
+	char *text = NULL;
+	size_t len;
+	if (nf_fs_read_file(&text, &len, log_path, 1u << 26) != 0)
+		text = calloc(1, 1);
 	remove(log_path);
 	return text;
 }
+
+/* Empty the log, unread. */
+static void drop_log(void) { free(take_log()); }
 
 static size_t count_lines(const char *log, const char *line)
 {
@@ -186,7 +187,7 @@ static void test_open(const nf_engine *e, const nf_cuda_driver *d, const char *d
 	   "slot 2 of 2 is refused: %s", nf_error_last());
 	ok(nf_cuda_backend_decode(b, slots, (int[]){c->vocab_size}, pos, 1, NULL, NULL) == NF_EINPUT,
 	   "a token out of the vocabulary is refused");
-	take_log();
+	drop_log();
 	nf_cuda_backend_free(b);
 }
 
@@ -210,7 +211,7 @@ static void expect_fallback(nf_engine *e, const nf_cuda_driver *d, const char *d
 	   "and the engine steps on the CPU");
 	nf_seq_free(s);
 	free(logits);
-	take_log();
+	drop_log();
 }
 
 /* An engine whose profile is an h100-sxm's, through nf_engine_use_gpu:
@@ -242,7 +243,7 @@ static void test_engine(const char *dir)
 	s[0] = NULL;
 	nf_engine_free(e);
 	e = NULL;
-	take_log();
+	drop_log();
 
 	if (nf_engine_open(&e, dir, 1) || nf_engine_use_gpu(e, 2)) {
 		ok(0, "the h100-sxm engine on the fake H100: %s", nf_error_last());
@@ -252,7 +253,7 @@ static void test_engine(const char *dir)
 	ok(nf_seq_new(&s[0], e) == 0 && nf_seq_new(&s[1], e) == 0, "two sequences take the two slots");
 	ok(nf_seq_new(&s[2], e) == NF_EENV && strstr(nf_error_last(), "all 2 sequences"),
 	   "a third is refused: %s", nf_error_last());
-	take_log();
+	drop_log();
 	int prompt[5] = {1, 2, 3, 4, 5};
 	is_int(nf_engine_prefill(e, s[0], prompt, 5, 0, logits), 0, "prefill on the GPU");
 	log = take_log();
@@ -275,7 +276,7 @@ done:
 		nf_seq_free(s[i]);
 	nf_engine_free(e);
 	free(logits);
-	take_log();
+	drop_log();
 }
 
 /* The kernel table's names are those the real cubin exports (when `make
@@ -344,7 +345,7 @@ int main(void)
 		ok(0, "open the engine and the fake driver: %s", nf_error_last());
 		return done_testing();
 	}
-	take_log();
+	drop_log();
 	test_real_cubin();
 	test_open(e, d, dir);
 	expect_fallback(e, d, dir, "FAKE_CUDA_FAIL_ALLOC", "3", "refused");
