@@ -74,7 +74,7 @@ E2E_TESTS := $(sort $(wildcard tests/e2e/*.sh))
 
 BINS := $(BUILD)/bin/nimfactory $(if $(NIMSERVE_OBJS),$(BUILD)/bin/nimserve)
 
-.PHONY: all check test-bins demo fuzz bench clean deps cuda cuda-emu FORCE
+.PHONY: all check test-bins demo fuzz bench clean deps cuda cuda-emu gpu-tools FORCE
 all: $(BINS) $(TOOL_BINS)
 
 $(BUILD)/obj/engine/cpu/%.o: CFLAGS_ALL += $(KERNEL_CFLAGS)
@@ -110,7 +110,8 @@ FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
 $(FAKE_LIBCUDA): tests/fakes/libcuda.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
-$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu: | $(FAKE_LIBCUDA)
+$(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu \
+	$(BUILD)/tests/engine/test_cuda_backend $(BUILD)/tests/engine/test_timing_cache: | $(FAKE_LIBCUDA)
 test-bins: $(FAKE_LIBCUDA)
 
 # CUDA kernels (engine/cuda/*.cu), apart from `all` since nvcc is slow: the
@@ -180,6 +181,15 @@ $(CUDA_FATBIN): $(CUDA_CUBINS) $(CUDA_PTX)
 	$(FATBINARY) -64 --create=$@ \
 		$(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a:sm_%=%),file=$(CUDA_DIR)/$(a)/nf_kernels.cubin) \
 		--image3=kind=ptx,sm=$(CUDA_PTX_ARCH:compute_%=%),file=$(CUDA_PTX)
+
+# The checks that need a GPU (tests/gpu/run.sh, docs/cuda.md): their
+# programs, built here but run only on a machine with one.
+GPU_TOOLS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c))
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(call libs_for,engine)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(call libs_for,engine) $(LIBS)
+gpu-tools: $(GPU_TOOLS)
+test-bins: $(GPU_TOOLS)
 
 # Tests find the binaries, the shared models and the repository through these.
 TEST_ENV := NF_BUILD=$(abspath $(BUILD)) NF_SHARED=$(SHARED) NF_SRC=$(CURDIR) NF_SAN=$(SAN) \

@@ -29,7 +29,9 @@
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "engine/cuda/backend.h"
 #include "engine/cuda/cubin.h"
+#include "engine/sku.h"
 #include "util/sha256.h"
 #include "util/version.h"
 #include "util/banned.h"
@@ -68,11 +70,21 @@ struct nf_engine {
 	pthread_mutex_t spare_mu;
 	nf_seq **spare;
 	size_t n_spare, spare_cap;
+	/* The CUDA device the steps run on (nf_engine_use_gpu; NULL: the CPU):
+	 * each sequence holds one of its KV-cache slots (slot_used, under
+	 * spare_mu); gpu_logits is a step's decode rows before they are put
+	 * in the caller's order. */
+	nf_cuda_driver *gpu_driver;
+	nf_cuda_backend *gpu;
+	unsigned char *slot_used;
+	int gpu_slots;
+	float *gpu_logits;
 };
 
 struct nf_seq {
 	nf_engine *e;
 	nf_fwd_kv kv;
+	int slot; /* the device KV-cache slot (nf_engine_use_gpu), -1 on the CPU */
 	/* the tokens consumed at positions [0, n_hist): the cache rows that
 	 * are valid, so a later prompt with the same prefix can start after it */
 	int *hist;
@@ -538,6 +550,17 @@ static int want_tiles(const nf_engine *e, int threads)
 	return nf_tactics_prefer_tiles(m, nf_cpu_best(), threads);
 }
 
+/* The SKU of the engine's profile (config.json's profile.device) when it
+ * is a GPU of the device table, else NULL. */
+static const nf_sku *profile_gpu(const nf_engine *e)
+{
+	json_t *root = json_loads(e->config_json, 0, NULL);
+	const nf_sku *sku = nf_sku_find(
+		json_string_value(json_object_get(json_object_get(root, "profile"), "device")));
+	json_decref(root);
+	return sku && sku->kind == NF_SKU_GPU ? sku : NULL;
+}
+
 /* Tile the copied weights for the kernels (engine/layout.h) when this host
  * reads tiles faster (NF_WEIGHTS_TILE=1: always, 0: never), then make the
  * copy read-only.  The file mapping (NF_WEIGHTS_COPY=0) stays row-major. */
@@ -547,7 +570,12 @@ static int tile_weights(nf_engine *e, int threads)
 	int err = 0;
 	if (!e->wmap)
 		return 0;
-	if (env && (env[0] == '0' || env[0] == '1') ? env[0] == '1' : want_tiles(e, threads))
+	int tiles = env && (env[0] == '0' || env[0] == '1') ? env[0] == '1' : -1;
+	/* a GPU profile's weights stay row-major unless forced: the device
+	 * reads rows (nf_engine_use_gpu), the CPU is its fallback */
+	if (tiles < 0)
+		tiles = profile_gpu(e) ? 0 : want_tiles(e, threads);
+	if (tiles)
 		err = nf_fwd_weights_tile(&e->w, &e->cfg);
 	(void)mprotect(e->wmap, e->wmap_len, PROT_READ);
 	return err;
@@ -620,6 +648,10 @@ void nf_engine_free(nf_engine *e)
 	if (!e)
 		return;
 	nf_engine_keep_sequences(e, 0);
+	nf_cuda_backend_free(e->gpu);
+	nf_cuda_driver_free(e->gpu_driver);
+	free(e->slot_used);
+	free(e->gpu_logits);
 	free(e->spare);
 	pthread_mutex_destroy(&e->spare_mu);
 	nf_fwd_free(e->fwd);
@@ -668,6 +700,8 @@ nf_precision nf_engine_precision(const nf_engine *e) { return e->precision; }
 const nf_tokenizer *nf_engine_tokenizer(const nf_engine *e) { return e->tok; }
 const char *nf_engine_config_json(const nf_engine *e) { return e->config_json; }
 
+const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e) { return &e->w; }
+
 uint64_t nf_engine_weight_bytes(const nf_engine *e)
 {
 	return nf_fwd_weights_bytes(&e->w, &e->cfg);
@@ -675,6 +709,8 @@ uint64_t nf_engine_weight_bytes(const nf_engine *e)
 
 const char *nf_engine_kernel_name(const nf_engine *e)
 {
+	if (e->gpu)
+		return "cuda";
 	return nf_fwd_ops(e->fwd)->name;
 }
 
@@ -720,6 +756,11 @@ int nf_engine_set_kernel(nf_engine *e, const char *name)
 
 static void seq_release(nf_seq *s)
 {
+	if (s->slot >= 0) {
+		pthread_mutex_lock(&s->e->spare_mu);
+		s->e->slot_used[s->slot] = 0;
+		pthread_mutex_unlock(&s->e->spare_mu);
+	}
 	nf_fwd_kv_release(&s->kv);
 	free(s->hist);
 	free(s);
@@ -768,6 +809,22 @@ size_t nf_seq_tokens(const nf_seq *s, const int **tokens)
 	return s->n_hist;
 }
 
+/* A free device slot for s; NF_EENV when every one is taken. */
+static int take_slot(nf_engine *e, nf_seq *s)
+{
+	pthread_mutex_lock(&e->spare_mu);
+	for (int i = 0; i < e->gpu_slots && s->slot < 0; i++)
+		if (!e->slot_used[i]) {
+			e->slot_used[i] = 1;
+			s->slot = i;
+		}
+	pthread_mutex_unlock(&e->spare_mu);
+	if (s->slot < 0)
+		return nf_error_set(NF_EENV, "engine: all %d sequences of the GPU are in use",
+				    e->gpu_slots);
+	return 0;
+}
+
 int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n, size_t *reused)
 {
 	nf_seq *s = NULL;
@@ -804,7 +861,14 @@ int nf_seq_new_prefixed(nf_seq **out, nf_engine *e, const int *tokens, size_t n,
 		return nf_error_set(NF_ENOMEM, "sequence: out of memory");
 	}
 	s->e = e;
-	if ((err = nf_fwd_kv_init(&s->kv, &e->cfg, e->kv_kind))) {
+	s->slot = -1;
+	/* on a device the cache is the slot's: the host keeps none */
+	if (e->gpu && (err = take_slot(e, s))) {
+		free(s->hist);
+		free(s);
+		return err;
+	}
+	if (!e->gpu && (err = nf_fwd_kv_init(&s->kv, &e->cfg, e->kv_kind))) {
 		free(s->hist);
 		free(s);
 		return err;
@@ -829,6 +893,8 @@ int nf_seq_copy_prefix(nf_seq *dst, const nf_seq *src, size_t n)
 				    src->n_hist);
 	if (dst == src)
 		return 0;
+	if (dst->e->gpu)
+		return nf_error_set(NF_EUNSUPPORTED, "sequence copy: not on the GPU yet");
 	nf_fwd_kv_copy_prefix(&dst->kv, &src->kv, &dst->e->cfg, n);
 	memcpy(dst->hist, src->hist, n * sizeof *dst->hist);
 	dst->n_hist = n;
@@ -902,6 +968,99 @@ static int check_seq(nf_engine *e, nf_seq *const *seqs, size_t i, const char *wh
 	return 0;
 }
 
+/* ---- steps on the GPU (nf_engine_use_gpu) ---- */
+
+/* One decode token of each of n sequences (n <= the device's slots, since
+ * each sequence holds one). */
+static int gpu_decode(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
+		      size_t n, float *logits)
+{
+	int slots[NF_CUDA_MAX_BATCH];
+	if (n > NF_CUDA_MAX_BATCH)
+		return nf_error_set(NF_EINPUT, "engine step: %zu sequences on the GPU", n);
+	for (size_t i = 0; i < n; i++)
+		slots[i] = seqs[i]->slot;
+	return nf_cuda_backend_decode(e->gpu, slots, tokens, pos, (int)n, logits, NULL);
+}
+
+/* A ragged step: the single tokens in one decode, each longer run a
+ * prefill; the logits of each sequence's last token at row i. */
+static int gpu_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *n_tokens,
+		      const int *pos0, const int *n_rows, size_t n_seqs, float *logits)
+{
+	size_t vocab = (size_t)e->cfg.vocab_size, n = 0, at = 0;
+	int slots[NF_CUDA_MAX_BATCH], dtok[NF_CUDA_MAX_BATCH], dpos[NF_CUDA_MAX_BATCH];
+	int err = 0;
+	if (n_seqs > NF_CUDA_MAX_BATCH)
+		return nf_error_set(NF_EINPUT, "engine ragged step: %zu sequences on the GPU", n_seqs);
+	for (size_t i = 0; i < n_seqs && !err; at += (size_t)n_tokens[i], i++) {
+		if (n_rows && n_rows[i] > 1)
+			return nf_error_set(NF_EUNSUPPORTED, "engine ragged step: %d rows of logits of a "
+					    "sequence: not on the GPU yet", n_rows[i]);
+		if (n_tokens[i] > 1) {
+			err = nf_cuda_backend_prefill(e->gpu, seqs[i]->slot, tokens + at, n_tokens[i],
+						      pos0[i], logits ? logits + i * vocab : NULL);
+			continue;
+		}
+		slots[n] = seqs[i]->slot;
+		dtok[n] = tokens[at];
+		dpos[n++] = pos0[i];
+	}
+	if (err || n == 0)
+		return err;
+	if ((err = nf_cuda_backend_decode(e->gpu, slots, dtok, dpos, (int)n,
+					  logits ? e->gpu_logits : NULL, NULL)) || !logits)
+		return err;
+	/* the decode rows back in the order of the sequences */
+	for (size_t i = 0, k = 0; i < n_seqs; i++)
+		if (n_tokens[i] == 1)
+			memcpy(logits + i * vocab, e->gpu_logits + k++ * vocab, vocab * sizeof *logits);
+	return 0;
+}
+
+int nf_engine_use_gpu(nf_engine *e, int max_batch)
+{
+	const nf_sku *sku = profile_gpu(e);
+	nf_cuda_backend_opts o = {0};
+	nf_cuda_device dev;
+	int exact = 0, err;
+
+	if (!sku)
+		return nf_error_set(NF_EINPUT, "engine: its profile is for no GPU of the device table");
+	if (e->gpu || e->n_spare)
+		return nf_error_set(NF_EINPUT, "engine: the GPU is chosen before any sequence");
+	if (max_batch < 1 || max_batch > NF_CUDA_MAX_BATCH)
+		return nf_error_set(NF_EINPUT, "engine: %d sequences on the GPU (1..%d)", max_batch,
+				    NF_CUDA_MAX_BATCH);
+	o.ordinal = 0;
+	o.engine_dir = e->dir;
+	o.arch = sku->cuda_arch;
+	o.max_batch = max_batch;
+	o.kv = e->kv_kind;
+	if ((err = nf_cuda_find_device(&dev, &exact, sku)) ||
+	    (err = nf_cuda_driver_open(&e->gpu_driver)))
+		goto done;
+	o.ordinal = dev.ordinal;
+	if (!(e->slot_used = calloc((size_t)max_batch, 1)) ||
+	    !(e->gpu_logits = calloc((size_t)max_batch * (size_t)e->cfg.vocab_size, sizeof(float)))) {
+		err = nf_error_set(NF_ENOMEM, "engine: out of memory");
+		goto done;
+	}
+	err = nf_cuda_backend_new(&e->gpu, e->gpu_driver, &e->cfg, &e->w, &o);
+done:
+	if (err) {
+		nf_cuda_driver_free(e->gpu_driver);
+		free(e->slot_used);
+		free(e->gpu_logits);
+		e->gpu_driver = NULL;
+		e->slot_used = NULL;
+		e->gpu_logits = NULL;
+		return err;
+	}
+	e->gpu_slots = max_batch;
+	return 0;
+}
+
 int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *pos,
 		   size_t n, float *logits)
 {
@@ -924,7 +1083,11 @@ int nf_engine_step(nf_engine *e, nf_seq *const *seqs, const int *tokens, const i
 	}
 	for (size_t i = 0; i < n; i++)
 		hist_truncate(seqs[i], pos[i]);
-	if ((err = nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits)))
+	if (e->gpu)
+		err = gpu_decode(e, seqs, tokens, pos, n, logits);
+	else
+		err = nf_fwd_step(e->fwd, e->kv, tokens, pos, n, logits);
+	if (err)
 		return err;
 	for (size_t i = 0; i < n; i++)
 		hist_extend(seqs[i], tokens + i, pos[i], 1);
@@ -972,8 +1135,12 @@ int nf_engine_step_ragged_rows(nf_engine *e, nf_seq *const *seqs, const int *tok
 	}
 	for (size_t i = 0; i < n_seqs; i++)
 		hist_truncate(seqs[i], pos0[i]);
-	if ((err = nf_fwd_step_ragged_rows(e->fwd, e->kv, tokens, n_tokens, pos0, n_rows, n_seqs,
-					   logits)))
+	if (e->gpu)
+		err = gpu_ragged(e, seqs, tokens, n_tokens, pos0, n_rows, n_seqs, logits);
+	else
+		err = nf_fwd_step_ragged_rows(e->fwd, e->kv, tokens, n_tokens, pos0, n_rows, n_seqs,
+					      logits);
+	if (err)
 		return err;
 	at = 0;
 	for (size_t i = 0; i < n_seqs; i++) {
@@ -1007,6 +1174,8 @@ int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t 
 		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
 			return nf_error_set(NF_EINPUT, "%s: token %d out of range (vocab %d)", what,
 					    tokens[i], (int)e->cfg.vocab_size);
+	if (e->gpu)
+		return nf_error_set(NF_EUNSUPPORTED, "%s: not on the GPU yet", what);
 	hist_truncate(s, pos0);
 	if ((err = nf_fwd_prefill_logits(e->fwd, &s->kv, tokens, n, pos0, logits)))
 		return err;

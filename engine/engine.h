@@ -117,6 +117,23 @@ uint64_t nf_engine_weight_bytes(const nf_engine *e);
 /* Name of the CPU kernel family in use ("avx512-vnni", "avx2", "scalar"). */
 const char *nf_engine_kernel_name(const nf_engine *e);
 
+/* The engine's weight views (engine/forward.h; borrowed, live as long as
+ * e): what a device backend (engine/cuda/backend.h) uploads.  Row-major
+ * unless the opener tiled them (NF_WEIGHTS_TILE). */
+struct nf_fwd_weights;
+const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e);
+
+/* Run e's steps on the GPU its profile (config.json's profile.device) is
+ * for, when the driver and such a device are here (engine/cuda/backend.h):
+ * its weights uploaded, a KV cache for each of max_batch sequences on the
+ * device, one decode step run.  Call right after nf_engine_open, before
+ * any sequence.  Otherwise NF_EENV (or NF_EINPUT) with the one line that
+ * says why, and e stays on the CPU.  On the GPU, sequences beyond
+ * max_batch alive at once are refused; copying a sequence's prefix,
+ * logits of several rows of a sequence and nf_engine_prefill_logits are
+ * NF_EUNSUPPORTED (not yet on the device). */
+int nf_engine_use_gpu(nf_engine *e, int max_batch);
+
 /* Recompute the sha256 of every file config.json lists and compare
  * them with config.json (opening does not hash; call this to check). */
 int nf_engine_verify(const nf_engine *e);

@@ -27,23 +27,22 @@ static const char run_usage[] =
 	"       nimfactory run OUT_DIR --profile NAME|ID [options]   (a build's output)\n";
 
 /* A GPU profile's engine (config.json's profile.device is a GPU of the
- * table): whether its GPU is here, through the CUDA driver loader, said in
- * one line; the engine runs on the CPU either way until the CUDA backend is
- * in (its weights are in a format the CPU runs). */
-static void say_where(const nf_engine *e, int quiet)
+ * table) runs on its GPU when the driver and such a device are here
+ * (nf_engine_use_gpu: one sequence); otherwise one line says why it runs
+ * on the CPU (its weights are in a format the CPU runs). */
+static void use_gpu(nf_engine *e, int quiet)
 {
 	json_t *root = json_loads(nf_engine_config_json(e), 0, NULL);
 	const char *device = json_string_value(json_object_get(json_object_get(root, "profile"), "device"));
 	const nf_sku *sku = nf_sku_find(device);
-	nf_cuda_device dev;
-	int exact = 0;
 
-	if (sku && sku->kind == NF_SKU_GPU && !quiet) {
-		if (nf_cuda_find_device(&dev, &exact, sku) != 0)
-			fprintf(stderr, "run: %s engine on the CPU: %s\n", sku->name, nf_error_last());
-		else
-			fprintf(stderr, "run: %s engine on the CPU: GPU %d (%s) is here, but this nimfactory "
-				"has no CUDA backend yet\n", sku->name, dev.ordinal, dev.name);
+	if (sku && sku->kind == NF_SKU_GPU) {
+		if (nf_engine_use_gpu(e, 1) != 0) {
+			if (!quiet)
+				fprintf(stderr, "run: %s engine on the CPU: %s\n", sku->name, nf_error_last());
+		} else if (!quiet) {
+			fprintf(stderr, "run: %s engine on the GPU\n", sku->name);
+		}
 	}
 	json_decref(root);
 }
@@ -113,7 +112,7 @@ int nf_cmd_run(int argc, char **argv)
 	if (!err)
 		err = nf_engine_open(&engine, engine_dir, (int)threads);
 	if (!err)
-		say_where(engine, quiet);
+		use_gpu(engine, quiet);
 	/* --chat: one user message through the model's own chat template */
 	if (!err && chat && !(err = nf_chat_render_user(&rendered, &rendered_len,
 							nf_engine_tokenizer(engine), chat,

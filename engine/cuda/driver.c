@@ -80,6 +80,9 @@ static int resolve_all(nf_cuda_driver *d)
 		/* POSIX: a function's address fits a void * (dlsym's contract) */
 		memcpy((char *)&d->api + api_symbols[i].offset, &sym, sizeof sym);
 	}
+	/* optional: the CUDA backend instantiates a graph again without it */
+	void *update = dlsym(d->handle, "cuGraphExecUpdate_v2");
+	memcpy(&d->api.cuGraphExecUpdate, &update, sizeof update);
 	return 0;
 }
 

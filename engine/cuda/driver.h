@@ -42,6 +42,12 @@ enum {
 	NF_CU_ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
 };
 enum { NF_CU_STREAM_CAPTURE_MODE_GLOBAL = 0 };
+/* CUgraphExecUpdateResultInfo (cuda.h, CUDA 12.0): why an update failed. */
+typedef struct nf_cu_graph_update_info {
+	int result;
+	void *error_node;
+	void *error_from_node;
+} nf_cu_graph_update_info;
 
 /* The functions, under their exported (versioned) names: cuMemAlloc is
  * cuMemAlloc_v2 in every driver since CUDA 3.2, and so on. */
@@ -86,6 +92,11 @@ typedef struct nf_cuda_api {
 	nf_cu_result (*cuGraphLaunch)(nf_cu_graph_exec exec, nf_cu_stream s);
 	nf_cu_result (*cuGraphExecDestroy)(nf_cu_graph_exec exec);
 	nf_cu_result (*cuGraphDestroy)(nf_cu_graph graph);
+	/* Optional (CUDA 12.0+; NULL when the driver lacks it): update an
+	 * instantiated graph from a new capture of the same nodes, cheaper
+	 * than instantiating again.  info: a CUgraphExecUpdateResultInfo. */
+	nf_cu_result (*cuGraphExecUpdate)(nf_cu_graph_exec exec, nf_cu_graph graph,
+					  nf_cu_graph_update_info *info);
 } nf_cuda_api;
 
 /* An opened driver: the library handle and its resolved table. */

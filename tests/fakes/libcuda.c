@@ -10,8 +10,20 @@
  * cuModuleLoadData takes a CUDA ELF (EM_CUDA, 190) whose e_flags name the
  * device's compute capability, as a cubin's do; anything else is
  * rejected as the driver would (200 invalid image, 209 no binary for GPU).
- * Memory is host memory; kernels, streams, events and graphs do nothing.
+ * Memory is host memory; kernels, streams, events and graphs do nothing:
+ * no kernel runs here.  What the host asked for is what the tests check:
+ *   FAKE_CUDA_LOG=PATH          one line per call appended to PATH:
+ *                               "alloc BYTES", "htod BYTES", "dtoh BYTES",
+ *                               "launch NAME GX GY GZ BX BY BZ", "capture begin",
+ *                               "capture end", "instantiate", "update", "graph launch"
+ *   FAKE_CUDA_FAIL_ALLOC=N      the N-th cuMemAlloc (from 1) since it was set fails
+ *                               (out of memory)
+ *   FAKE_CUDA_FAIL_LAUNCH=NAME  every launch of kernel NAME fails (700)
+ *   FAKE_CUDA_ELAPSED_MS=A,B,.. what cuEventElapsedTime answers, call after
+ *                               call, from the start again after the last
+ *                               (unset: 1.0)
  */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +49,24 @@ static int env_int(const char *name, int fallback)
 
 static int cc(void) { return env_int("FAKE_CUDA_CC", 90); }
 
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void logf_(const char *fmt, ...)
+{
+	const char *path = getenv("FAKE_CUDA_LOG");
+	FILE *f;
+	va_list ap;
+	if (!path || !*path || !(f = fopen(path, "a")))
+		return;
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	fclose(f);
+}
+
+static int allocs_made;
+
 CUresult cuInit(unsigned flags) { (void)flags; return env_int("FAKE_CUDA_INIT_ERROR", 0); }
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
 
@@ -49,6 +79,8 @@ CUresult cuGetErrorString(CUresult e, const char **s)
 	case ERR_INVALID_IMAGE: *s = "device kernel image is invalid"; return OK;
 	case ERR_NO_BINARY_FOR_GPU: *s = "no kernel image is available for execution on the device"; return OK;
 	case ERR_NOT_FOUND: *s = "named symbol not found"; return OK;
+	case 2: *s = "out of memory"; return OK;
+	case 700: *s = "an illegal memory access was encountered"; return OK;
 	}
 	*s = NULL;
 	return ERR_INVALID_VALUE;
@@ -123,12 +155,21 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
 	return strncmp(name, "nf_", 3) == 0 ? OK : ERR_NOT_FOUND;
 }
 
-CUresult cuMemAlloc_v2(uint64_t *ptr, size_t n) { *ptr = (uint64_t)(uintptr_t)malloc(n ? n : 1); return *ptr ? OK : 2; }
+CUresult cuMemAlloc_v2(uint64_t *ptr, size_t n)
+{
+	int fail_at = env_int("FAKE_CUDA_FAIL_ALLOC", 0);
+	allocs_made = fail_at ? allocs_made + 1 : 0;
+	if (fail_at && allocs_made == fail_at)
+		return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+	*ptr = (uint64_t)(uintptr_t)calloc(1, n ? n : 1);
+	logf_("alloc %zu", n);
+	return *ptr ? OK : 2;
+}
 CUresult cuMemFree_v2(uint64_t ptr) { free((void *)(uintptr_t)ptr); return OK; }
-CUresult cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return OK; }
-CUresult cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return OK; }
-CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
-CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { logf_("htod %zu", n); memcpy((void *)(uintptr_t)d, s, n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { logf_("dtoh %zu", n); memcpy(d, (void *)(uintptr_t)s, n); return OK; }
+CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; logf_("htod-async %zu", n); memcpy((void *)(uintptr_t)d, s, n); return OK; }
+CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; logf_("dtoh-async %zu", n); memcpy(d, (void *)(uintptr_t)s, n); return OK; }
 
 static int stream_token, event_token, graph_token, exec_token;
 CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = &stream_token; return OK; }
@@ -137,18 +178,37 @@ CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 			unsigned bz, unsigned sh, void *s, void **params, void **extra)
 {
-	(void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)s;
-	(void)params; (void)extra;
-	return OK;
+	const char *fail = getenv("FAKE_CUDA_FAIL_LAUNCH");
+	(void)sh; (void)s; (void)params; (void)extra;
+	/* a function is its name (cuModuleGetFunction above) */
+	logf_("launch %s %u %u %u %u %u %u", (const char *)f, gx, gy, gz, bx, by, bz);
+	return fail && !strcmp(fail, (const char *)f) ? 700 : OK; /* 700: illegal address */
 }
 CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = &event_token; return OK; }
 CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
 CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; return OK; }
 CUresult cuEventSynchronize(void *e) { (void)e; return OK; }
-CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 1.0f; return OK; }
-CUresult cuStreamBeginCapture_v2(void *s, int mode) { (void)s; (void)mode; return OK; }
-CUresult cuStreamEndCapture(void *s, void **g) { (void)s; *g = &graph_token; return OK; }
-CUresult cuGraphInstantiateWithFlags(void **x, void *g, unsigned long long f) { (void)g; (void)f; *x = &exec_token; return OK; }
-CUresult cuGraphLaunch(void *x, void *s) { (void)x; (void)s; return OK; }
+static unsigned elapsed_calls;
+CUresult cuEventElapsedTime(float *ms, void *a, void *b)
+{
+	const char *list = getenv("FAKE_CUDA_ELAPSED_MS"), *p = list;
+	unsigned n = 0, want;
+	(void)a; (void)b;
+	*ms = 1.0f;
+	if (!list || !*list)
+		return OK;
+	for (const char *q = list; *q; q++)
+		n += *q == ',';
+	want = elapsed_calls++ % (n + 1);
+	for (unsigned i = 0; i < want; i++)
+		p = strchr(p, ',') + 1;
+	*ms = strtof(p, NULL);
+	return OK;
+}
+CUresult cuStreamBeginCapture_v2(void *s, int mode) { (void)s; (void)mode; logf_("capture begin"); return OK; }
+CUresult cuStreamEndCapture(void *s, void **g) { (void)s; *g = &graph_token; logf_("capture end"); return OK; }
+CUresult cuGraphInstantiateWithFlags(void **x, void *g, unsigned long long f) { (void)g; (void)f; *x = &exec_token; logf_("instantiate"); return OK; }
+CUresult cuGraphExecUpdate_v2(void *x, void *g, void *info) { (void)x; (void)g; (void)info; logf_("update"); return OK; }
+CUresult cuGraphLaunch(void *x, void *s) { (void)x; (void)s; logf_("graph launch"); return OK; }
 CUresult cuGraphExecDestroy(void *x) { (void)x; return OK; }
 CUresult cuGraphDestroy(void *g) { (void)g; return OK; }

@@ -1,0 +1,98 @@
+/*
+ * backend_impl.h - the CUDA backend's state, shared by its two files:
+ * backend.c (context, module, device memory, weights) and backend_step.c
+ * (the forward pass as launches, and the decode graphs).  Internal.
+ */
+#ifndef NF_ENGINE_CUDA_BACKEND_IMPL_H
+#define NF_ENGINE_CUDA_BACKEND_IMPL_H
+
+#include "engine/cuda/backend.h"
+#include "engine/cuda/backend_kernels.h"
+
+/* A matrix on the device: the kernels' view and the kind that picks them. */
+typedef struct nf_cuda_wmat {
+	nf_cu_wmat m;
+	nf_quant_kind kind;
+} nf_cuda_wmat;
+
+typedef struct nf_cuda_layer {
+	nf_cuda_wmat wq, wk, wv, wo, w1, w2, w3;
+	nf_cu_ptr rms_att, rms_ffn;     /* (dim) */
+	nf_cu_ptr bq, bk, bv, bo;       /* (dim|kv_dim); 0 when absent */
+} nf_cuda_layer;
+
+/* Activations of a step of up to `rows` tokens (device float32, row-major). */
+typedef struct nf_cuda_acts {
+	nf_cu_ptr x, xb, xb2, q;        /* (rows, dim) */
+	nf_cu_ptr k, v;                 /* (rows, kv_dim) */
+	nf_cu_ptr h1, h3;               /* (rows, hidden) */
+	nf_cu_ptr xr;                   /* (rows, max(dim, hidden)) fp8-rounded input */
+	nf_cu_ptr logits;               /* (rows, vocab) */
+	nf_cu_ptr cs;                   /* (rows, head_size) RoPE cos/sin */
+	nf_cu_ptr tokens, next;         /* (rows) int */
+	nf_cu_ptr part_o, part_ml;      /* decode attention's splits, one sequence */
+} nf_cuda_acts;
+
+/* A tuned choice: the tiled GEMM or the GEMV for a shape at a batch. */
+typedef struct nf_cuda_choice {
+	nf_quant_kind kind;
+	int rows, cols, batch;
+	int gemm;
+} nf_cuda_choice;
+
+struct nf_cuda_backend {
+	const nf_cuda_driver *d;
+	const nf_cuda_api *api;
+	const nf_model_config *cfg;
+	int ordinal;
+	int sm;
+	nf_cu_context ctx;
+	nf_cu_module mod;
+	nf_cu_stream stream;
+	nf_cuk_table k;
+	/* every allocation, freed together */
+	nf_cu_ptr *allocs;
+	size_t n_allocs, cap_allocs;
+	uint64_t weight_bytes;
+	/* weights */
+	nf_cuda_wmat emb, cls;
+	nf_cu_ptr rms_final;
+	nf_cuda_layer *layers;
+	/* state */
+	nf_kv_kind kv;
+	size_t head_stride;             /* bytes between a KV head's rows and the next's */
+	nf_cu_ptr *kc, *vc;             /* (max_batch) per slot */
+	int max_batch, max_prefill, rows;
+	nf_cuda_acts a;
+	/* host staging */
+	float *inv_freq;                /* (head_size / 2) */
+	float *cs;                      /* (rows, head_size) */
+	int no_graphs;
+	nf_cuda_choice *choice;         /* (n_choice) from nf_cuda_backend_tune */
+	size_t n_choice;
+	nf_cu_graph_exec graph[NF_CUDA_MAX_BATCH + 1];
+	int n_graphs;
+};
+
+/* cuMemAlloc of bytes, remembered for nf_cuda_backend_free; NF_EENV. */
+int nf_cuda_backend_alloc(nf_cuda_backend *b, nf_cu_ptr *out, size_t bytes, const char *what);
+/* NF_EENV "cuda: WHAT failed: CUDA error ..." for a driver result. */
+int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_result rc);
+
+/* Launch the GEMM (gemm 1) or the GEMV for w at batch (a power of two),
+ * as tuning chose. */
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm);
+/* Whether w at n tokens runs the tiled GEMM: the tuned choice of the
+ * largest power of two <= n, else the rule (a prefill of more than one). */
+int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill);
+
+/* The RoPE table of n positions into b->cs, uploaded on the stream. */
+int nf_cuda_step_upload(nf_cuda_backend *b, const int *tokens, const int *pos, int n);
+/* The layers, final norm, classifier and argmax of a decode step for the
+ * slots (enqueued on the stream, not synchronised). */
+int nf_cuda_step_decode(nf_cuda_backend *b, const int *slots, const int *pos, int n);
+/* The layers of a prefill pass of n tokens of slot at pos0 .. (and, with
+ * want_logits, the head of its last token). */
+int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n, int want_logits);
+
+#endif

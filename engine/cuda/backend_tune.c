@@ -1,0 +1,173 @@
+/*
+ * backend_tune.c - the CUDA backend's tactics timed on its device (see
+ * nf_cuda_backend_tune in backend.h): for each matrix shape of the model
+ * and batch, the candidate kernels are timed with CUDA events after
+ * warm-up, the median of several runs wins, and the timing cache
+ * (timing_cache.h) keeps it for the next build on the same GPU, driver and
+ * cubin.  Where no GPU is, none of this runs: the roofline model's
+ * `modelled` tactics stand (engine/roofline.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/backend_impl.h"
+#include "engine/cuda/timing_cache.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+#define RUNS_MAX 64
+#define BATCH_MAX 256
+
+/* One candidate of a shape: the kernel, its launch and what it is. */
+typedef struct candidate {
+	nf_cuk_id id;
+	nf_cu_launch l;
+	nf_tc_tactic t;
+} candidate;
+
+static int candidates(candidate *out, const nf_cuda_wmat *w, int batch)
+{
+	int n = 0;
+	memset(out, 0, 2 * sizeof *out);
+	out[n].id = nf_cuk_gemv(w->kind);
+	out[n].l = nf_cu_launch_gemv(w->m.rows, batch);
+	out[n].t = (nf_tc_tactic){.tile_rows = NF_CU_GEMV_ROWS, .tile_tokens = 1, .split_k = 1, .vector = 4};
+	n++;
+	if (batch > 1) {
+		out[n].id = nf_cuk_gemm(w->kind);
+		out[n].l = nf_cu_launch_gemm(w->m.rows, batch);
+		out[n].t = (nf_tc_tactic){.tile_rows = NF_CU_GEMM_TILE, .tile_tokens = NF_CU_GEMM_TILE,
+					  .split_k = 1, .vector = 4};
+		n++;
+	}
+	for (int i = 0; i < n; i++)
+		snprintf(out[i].t.kernel, sizeof out[i].t.kernel, "%s", nf_cuk_info_of(out[i].id)->name);
+	return n;
+}
+
+typedef struct timer {
+	nf_cu_event start, stop;
+	nf_cu_ptr x, y;   /* (BATCH_MAX, widest) inputs, (BATCH_MAX, tallest) outputs */
+	int warmup, runs;
+} timer;
+
+static int time_one(nf_cuda_backend *b, const timer *tm, const candidate *c, const nf_cuda_wmat *w,
+		    int batch, double *median_us)
+{
+	nf_cu_wmat m = w->m;
+	nf_cu_ptr x = tm->x, y = tm->y;
+	size_t ldy = (size_t)m.rows, ldx = (size_t)m.cols;
+	int accumulate = 0, err;
+	double us[RUNS_MAX];
+	void *p[] = {&y, &ldy, &m, &x, &ldx, &batch, &accumulate};
+	nf_cu_result rc;
+
+	for (int i = 0; i < tm->warmup; i++)
+		if ((err = nf_cuk_launch(&b->k, b->d, b->stream, c->id, c->l, p)))
+			return err;
+	for (int r = 0; r < tm->runs; r++) {
+		float ms = 0;
+		if ((rc = b->api->cuEventRecord(tm->start, b->stream)) != 0 ||
+		    (err = nf_cuk_launch(&b->k, b->d, b->stream, c->id, c->l, p)) ||
+		    (rc = b->api->cuEventRecord(tm->stop, b->stream)) != 0 ||
+		    (rc = b->api->cuEventSynchronize(tm->stop)) != 0 ||
+		    (rc = b->api->cuEventElapsedTime(&ms, tm->start, tm->stop)) != 0)
+			return rc ? nf_cuda_backend_fail(b, "a timed run", rc) : err;
+		us[r] = 1000.0 * ms;
+	}
+	*median_us = nf_tc_median(us, tm->runs);
+	return 0;
+}
+
+/* The tactic of w at batch: the cache's, else the fastest candidate's. */
+static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const timer *tm,
+		      const nf_cuda_wmat *w, int batch, int *timed)
+{
+	candidate c[2];
+	nf_tc_shape s = {{0}, w->m.rows, w->m.cols, batch};
+	nf_tc_tactic best = {{0}, 0, 0, 0, 0, 0, 0};
+	int n = candidates(c, w, batch), err;
+
+	snprintf(s.family, sizeof s.family, "%s", nf_cuk_info_of(c[0].id)->name + strlen("nf_cu_"));
+	if (!nf_timing_cache_find(cache, &s, &best)) {
+		for (int i = 0; i < n; i++) {
+			double us = 0;
+			if ((err = time_one(b, tm, &c[i], w, batch, &us)))
+				return err;
+			if (i == 0 || us < best.median_us) {
+				best = c[i].t;
+				best.median_us = us;
+				best.runs = tm->runs;
+			}
+		}
+		if ((err = nf_timing_cache_put(cache, &s, &best)))
+			return err;
+		++*timed;
+	}
+	return nf_cuda_backend_choose(b, w, batch, !strcmp(best.kernel, nf_cuk_info_of(c[n - 1].id)->name) && n > 1);
+}
+
+/* The distinct matrices of the model (a layer's shapes repeat). */
+static size_t distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
+{
+	const nf_cuda_layer *L = &b->layers[0];
+	const nf_cuda_wmat *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3, &b->cls};
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+		size_t j = 0;
+		while (j < n && !(out[j]->kind == all[i]->kind && out[j]->m.rows == all[i]->m.rows &&
+				  out[j]->m.cols == all[i]->m.cols))
+			j++;
+		if (j == n)
+			out[n++] = all[i];
+	}
+	return n;
+}
+
+static int make_timer(nf_cuda_backend *b, timer *tm, const nf_cuda_wmat **m, size_t n)
+{
+	size_t rows = 1, cols = 1;
+	nf_cu_result rc;
+	int err;
+	for (size_t i = 0; i < n; i++) {
+		rows = (size_t)m[i]->m.rows > rows ? (size_t)m[i]->m.rows : rows;
+		cols = (size_t)m[i]->m.cols > cols ? (size_t)m[i]->m.cols : cols;
+	}
+	if ((err = nf_cuda_backend_alloc(b, &tm->x, BATCH_MAX * cols * sizeof(float), "timing")) ||
+	    (err = nf_cuda_backend_alloc(b, &tm->y, BATCH_MAX * rows * sizeof(float), "timing")))
+		return err;
+	if ((rc = b->api->cuEventCreate(&tm->start, 0)) != 0 ||
+	    (rc = b->api->cuEventCreate(&tm->stop, 0)) != 0)
+		return nf_cuda_backend_fail(b, "cuEventCreate", rc);
+	return 0;
+}
+
+int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup, int runs,
+			 int *timed)
+{
+	const nf_cuda_wmat *m[8];
+	timer tm = {0};
+	size_t n = distinct(m, b);
+	int top = b->max_batch > b->max_prefill ? b->max_batch : b->max_prefill, err;
+
+	*timed = 0;
+	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > RUNS_MAX)
+		return nf_error_set(NF_EINPUT, "cuda: %d warm-up and %d timed runs (0..1000, 1..%d)",
+				    warmup, runs, RUNS_MAX);
+	tm.warmup = warmup;
+	tm.runs = runs;
+	if (top > BATCH_MAX)
+		top = BATCH_MAX;
+	if ((err = make_timer(b, &tm, m, n)))
+		goto done;
+	for (size_t i = 0; i < n && !err; i++)
+		for (int batch = 1; batch <= top && !err; batch *= 2)
+			err = tune_shape(b, cache, &tm, m[i], batch, timed);
+done:
+	if (tm.start)
+		b->api->cuEventDestroy(tm.start);
+	if (tm.stop)
+		b->api->cuEventDestroy(tm.stop);
+	return err;
+}
