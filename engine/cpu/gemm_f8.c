@@ -192,8 +192,8 @@ AVX2_F8 static inline __m256 cvtph_mem_avx2(const void *p)
 
 /* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
  * codes at once (the multiply-adds and masks on 16 words; each 128-bit
- * half then widened from memory, cvtph_mem_avx2), the sums added group after group as step16_avx2 adds
- * them.  xsplit: the vector already split (split_vector_avx2), or NULL. */
+ * half then widened from memory, cvtph_mem_avx2), the sums added group
+ * after group as step16_avx2 adds them.  xsplit: the vector already split (split_vector_avx2), or NULL. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
 	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, const float *xsplit,

@@ -468,7 +468,8 @@ static void test_gemm_codes_and_extremes(void)
 			skip("%s: not on this CPU", (*f)->name);
 			continue;
 		}
-		is_int(every_code_case(*f), 0, "gemm_f8 %s: each of the 256 codes widens to its value", (*f)->name);
+		is_int(every_code_case(*f), 0, "gemm_f8 %s: each of the 256 codes widens to its value",
+		       (*f)->name);
 		is_int(extreme_rows_case(*f), 0, "gemm_f8 %s: rows of zeros and of +-448 give their exact sums",
 		       (*f)->name);
 	}
