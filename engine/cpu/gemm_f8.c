@@ -177,10 +177,23 @@ step16_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
 	}
 }
 
+/* vcvtph2ps from memory: the register form spends a shuffle-port uop
+ * widening the lanes, the memory form lets the load unit do it, and the
+ * shuffle port is what bounds this kernel.  Written as asm because the
+ * compiler would forward a store it sees into the register form.  The
+ * halves go through a small stack buffer (a store, then loads that the
+ * store forwards). */
+AVX2_F8 static inline __m256 cvtph_mem_avx2(const void *p)
+{
+	__m256 r;
+	__asm__("vcvtph2ps %1, %0" : "=x"(r) : "m"(*(const __m128i *)p));
+	return r;
+}
+
 /* Columns [c, c + 32) of `nr` rows with one vector: widen16_avx2 on 32
  * codes at once (the multiply-adds and masks on 16 words; each 128-bit
- * half then widened), the sums added group after group as step16_avx2 adds
- * them.  xsplit: the vector already split (split_vector_avx2), or NULL. */
+ * half then widened from memory, cvtph_mem_avx2), the sums added group
+ * after group as step16_avx2 adds them.  xsplit: the vector already split (split_vector_avx2), or NULL. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROWS],
 	    const uint8_t *const row[AVX2_F8_ROWS], size_t c, const float *x, const float *xsplit,
@@ -199,12 +212,13 @@ step32_avx2(__m256 a[AVX2_F8_NV][AVX2_F8_ROWS], __m256 b[AVX2_F8_NV][AVX2_F8_ROW
 #pragma GCC unroll 4
 	for (int i = 0; i < nr; i++) { /* halves_of_bytes on 16 words */
 		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
-		__m256i odd = _mm256_and_si256(_mm256_maddubs_epi16(to_odd, w), mask);
-		__m256i even = _mm256_and_si256(_mm256_maddubs_epi16(to_even, w), mask);
-		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(even)), xe0, a[0][i]);
-		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(odd)), xo0, b[0][i]);
-		a[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(even, 1)), xe1, a[0][i]);
-		b[0][i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(odd, 1)), xo1, b[0][i]);
+		_Alignas(32) uint16_t h[2][16];
+		_mm256_store_si256((__m256i *)h[0], _mm256_and_si256(_mm256_maddubs_epi16(to_even, w), mask));
+		_mm256_store_si256((__m256i *)h[1], _mm256_and_si256(_mm256_maddubs_epi16(to_odd, w), mask));
+		a[0][i] = _mm256_fmadd_ps(cvtph_mem_avx2(h[0]), xe0, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(cvtph_mem_avx2(h[1]), xo0, b[0][i]);
+		a[0][i] = _mm256_fmadd_ps(cvtph_mem_avx2(h[0] + 8), xe1, a[0][i]);
+		b[0][i] = _mm256_fmadd_ps(cvtph_mem_avx2(h[1] + 8), xo1, b[0][i]);
 	}
 }
 
@@ -403,12 +417,23 @@ AVX512_F8 static inline __m256 reduce8x16_avx512(const __m512 *a)
  * its magnitude in the half's exponent and mantissa and its sign in bits
  * 15 and 14; bit 14 is masked off.  The shift and the mask run once on all
  * 32 words. */
+/* cvtph_mem_avx2 for 16 halves: off the shuffle port, which the sign
+ * extension of the codes also needs. */
+AVX512_F8 static inline __m512 cvtph_mem_avx512(const void *p)
+{
+	__m512 r;
+	__asm__("vcvtph2ps %1, %0" : "=v"(r) : "m"(*(const __m256i *)p));
+	return r;
+}
+
 AVX512_F8 static inline void widen32_avx512(__m512 *lo, __m512 *hi, const uint8_t *p)
 {
+	_Alignas(64) uint16_t buf[32];
 	__m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
 	h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xbf80));
-	*lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-	*hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+	_mm512_store_si512(buf, h);
+	*lo = cvtph_mem_avx512(buf);
+	*hi = cvtph_mem_avx512(buf + 16);
 }
 
 /* The 16 codes of the lanes in m (the others read as zero), widened as

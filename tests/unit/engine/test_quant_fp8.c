@@ -3,7 +3,8 @@
  * independent reference written here from the OCP definition (values by
  * ldexp, nearest by search over all codes), the weight quantizer's error
  * bound and refusals, and the kernels of every family (gemm_f8, round_f8)
- * against the scalar ones, bit for bit.
+ * against the scalar ones, bit for bit, and every code and rows of zeros and
+ * of +-448 against their exact values in every family.
  */
 #include <math.h>
 #include <stdint.h>
@@ -404,6 +405,76 @@ static void test_gemm_families(void)
 	}
 }
 
+/* Every family widens every code to its defined value: row r holds code r
+ * alone (the others zero) in a column that visits every position of the
+ * 64-column steps and the tail, x all ones; so y[r] is one product,
+ * exact, value(r) * scale[r] * act_scale.  The NaN codes (never written)
+ * read as 480 with their sign, as the file says. */
+static int every_code_case(const nf_backend_ops *f)
+{
+	enum { ROWS = 256, COLS = 131 }; /* prime: (r * 7) % COLS visits every column */
+	static uint8_t codes[ROWS * COLS];
+	float scale[ROWS], x[COLS], y[ROWS];
+	memset(codes, 0, sizeof codes);
+	for (int r = 0; r < ROWS; r++) {
+		codes[r * COLS + (r * 7) % COLS] = (uint8_t)r;
+		scale[r] = 1.0f;
+	}
+	for (int c = 0; c < COLS; c++)
+		x[c] = 1.0f;
+	nf_bk_matrix m = {.kind = NF_QUANT_FP8_E4M3, .rows = ROWS, .cols = COLS, .f8 = codes,
+			  .scale = scale, .act_scale = 0.5f, .layout = NF_BK_ROWS};
+	f->gemm_f8(y, 0, &m, x, COLS, 1, 0, ROWS, 0);
+	int bad = 0;
+	for (int r = 0; r < ROWS; r++) {
+		double v = isnan(ref_value(r)) ? (r & 0x80 ? -480.0 : 480.0) : ref_value(r);
+		bad += (double)y[r] != v * 0.5 || !!signbit(y[r]) != (r >= 0x80 && (r & 0x7f) != 0);
+	}
+	return bad;
+}
+
+/* Rows of zeros give +0; rows of +-448 against activations of 448 give
+ * sums of 2^24 * 49 * n exactly (no rounding anywhere), in every family. */
+static int extreme_rows_case(const nf_backend_ops *f)
+{
+	enum { ROWS = 11, COLS = 4096 + 37 };
+	static uint8_t codes[ROWS * COLS];
+	static float x[COLS];
+	float scale[ROWS], y[ROWS];
+	for (int r = 0; r < ROWS; r++) {
+		scale[r] = 0.25f;
+		for (int c = 0; c < COLS; c++) {
+			uint8_t big = r % 3 == 2 && c % 2 ? 0xfe : 0x7e; /* row 2 mod 3: +448, -448, .. */
+			codes[r * COLS + c] = r % 3 == 0 ? 0 : big;
+		}
+	}
+	for (int c = 0; c < COLS; c++)
+		x[c] = 448.0f;
+	nf_bk_matrix m = {.kind = NF_QUANT_FP8_E4M3, .rows = ROWS, .cols = COLS, .f8 = codes,
+			  .scale = scale, .act_scale = 1.0f, .layout = NF_BK_ROWS};
+	f->gemm_f8(y, 0, &m, x, COLS, 1, 0, ROWS, 0);
+	int bad = 0;
+	for (int r = 0; r < ROWS; r++) {
+		double want = r % 3 == 0 ? 0 : r % 3 == 1 ? 448.0 * 448.0 * COLS : 448.0 * 448.0;
+		bad += (double)y[r] != want * 0.25 || signbit(y[r]);
+	}
+	return bad;
+}
+
+static void test_gemm_codes_and_extremes(void)
+{
+	for (const nf_backend_ops *const *f = nf_cpu_families(); *f; f++) {
+		if (!(*f)->available()) {
+			skip("%s: not on this CPU", (*f)->name);
+			continue;
+		}
+		is_int(every_code_case(*f), 0, "gemm_f8 %s: each of the 256 codes widens to its value",
+		       (*f)->name);
+		is_int(extreme_rows_case(*f), 0, "gemm_f8 %s: rows of zeros and of +-448 give their exact sums",
+		       (*f)->name);
+	}
+}
+
 int main(void)
 {
 	test_decode();
@@ -416,5 +487,6 @@ int main(void)
 	test_round_families();
 	test_gemm_scalar_vs_double();
 	test_gemm_families();
+	test_gemm_codes_and_extremes();
 	return done_testing();
 }
