@@ -1018,6 +1018,15 @@ static int gpu_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens, cons
 	return 0;
 }
 
+const nf_sku *nf_engine_gpu_sku(const nf_engine *e)
+{
+	json_t *root = json_loads(e->config_json ? e->config_json : "{}", 0, NULL);
+	const char *device = json_string_value(json_object_get(json_object_get(root, "profile"), "device"));
+	const nf_sku *sku = device ? nf_sku_find(device) : NULL;
+	json_decref(root);
+	return sku && sku->kind == NF_SKU_GPU ? sku : NULL;
+}
+
 int nf_engine_use_gpu(nf_engine *e, int max_batch)
 {
 	const nf_sku *sku = profile_gpu(e);

@@ -133,6 +133,10 @@ const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e);
  * logits of several rows of a sequence and nf_engine_prefill_logits are
  * NF_EUNSUPPORTED (not yet on the device). */
 int nf_engine_use_gpu(nf_engine *e, int max_batch);
+/* The GPU an engine was built for (config.json's profile.device, a GPU of
+ * the device table), or NULL for a CPU engine. */
+typedef struct nf_sku nf_sku;
+const nf_sku *nf_engine_gpu_sku(const nf_engine *e);
 
 /* Recompute the sha256 of every file config.json lists and compare
  * them with config.json (opening does not hash; call this to check). */

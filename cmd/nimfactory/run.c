@@ -32,19 +32,15 @@ static const char run_usage[] =
  * on the CPU (its weights are in a format the CPU runs). */
 static void use_gpu(nf_engine *e, int quiet)
 {
-	json_t *root = json_loads(nf_engine_config_json(e), 0, NULL);
-	const char *device = json_string_value(json_object_get(json_object_get(root, "profile"), "device"));
-	const nf_sku *sku = nf_sku_find(device);
-
-	if (sku && sku->kind == NF_SKU_GPU) {
-		if (nf_engine_use_gpu(e, 1) != 0) {
-			if (!quiet)
-				fprintf(stderr, "run: %s engine on the CPU: %s\n", sku->name, nf_error_last());
-		} else if (!quiet) {
-			fprintf(stderr, "run: %s engine on the GPU\n", sku->name);
-		}
+	const nf_sku *sku = nf_engine_gpu_sku(e);
+	if (!sku)
+		return;
+	if (nf_engine_use_gpu(e, 1) != 0) {
+		if (!quiet)
+			fprintf(stderr, "run: %s engine on the CPU: %s\n", sku->name, nf_error_last());
+	} else if (!quiet) {
+		fprintf(stderr, "run: %s engine on the GPU\n", sku->name);
 	}
-	json_decref(root);
 }
 
 static int print_piece(void *user, int token, const char *piece, size_t len)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/sku.h"
 #include "serve/api.h"
 #include "cmd/nimserve/health.h"
 #include "serve/gpu.h"
@@ -169,6 +170,25 @@ static int parse_args(opts *o, int argc, char **argv)
 	return 0;
 }
 
+/* A GPU profile's engine runs on its GPU when the driver and such a device
+ * are here, with a device slot for each running and each kept sequence;
+ * otherwise one line says why it runs on the CPU.  On the GPU the prefix
+ * cache and speculative decoding are off: the device path does not copy
+ * prefixes or verify drafts yet. */
+static void on_gpu(nf_engine *e, opts *o)
+{
+	const nf_sku *sku = nf_engine_gpu_sku(e);
+	if (!sku)
+		return;
+	if (nf_engine_use_gpu(e, (int)(2 * o->max_batch)) != 0) {
+		logf_("%s engine on the CPU: %s", sku->name, nf_error_last());
+		return;
+	}
+	logf_("%s engine on the GPU (prefix cache and speculative decoding off there)", sku->name);
+	o->prefix_cache = 0;
+	o->speculative = "none";
+}
+
 int main(int argc, char **argv)
 {
 	opts o;
@@ -250,6 +270,7 @@ int main(int argc, char **argv)
 		nf_error_wrap(rc, "loading engine %s", m->profiles[chosen].engine_path);
 		goto done;
 	}
+	on_gpu(engine, &o);
 	memset(&so, 0, sizeof so);
 	so.max_batch = (int)o.max_batch;
 	so.max_queue = (int)o.max_queue;

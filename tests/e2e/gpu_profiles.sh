@@ -86,6 +86,26 @@ is "run of the h100-sxm profile without a driver: exit 0" "$?" 0
 t "run says in one line why it runs on the CPU" grep -q "^run: h100-sxm engine on the CPU: no NVIDIA driver: " "$W/run.err"
 t "and generates the text" grep -q "there was" "$W/run.out"
 
+# nimserve refuses the GPU profile where its GPU is not, naming what fits;
+# with the fake driver's H100 it picks that profile and opens it on the device
+"$NF_BUILD/bin/nimserve" --manifest "$W/allowed/model_manifest.yaml" --profile h100-sxm-int8-wo-tp1 \
+	--host 127.0.0.1 --port 0 2>"$W/serve.log"
+is "nimserve with the h100-sxm profile forced and no driver: exit 2" "$?" 2
+t "it says the profile does not fit and which do" grep -q "does not fit this machine.*profiles that fit: cpu-" "$W/serve.log"
+if [ -e "$FAKE" ]; then
+	NF_LIBCUDA="$FAKE" "$NF_BUILD/bin/nimserve" --manifest "$W/allowed/model_manifest.yaml" \
+		--host 127.0.0.1 --port 0 --port-file "$W/serve.port" 2>"$W/serve-gpu.log" &
+	SPID=$!
+	for _ in $(seq 1 100); do [ -s "$W/serve.port" ] && break; sleep 0.1; done
+	# this engine has no cubin: the device is found, and the one line says why not
+	t "on the fake H100 nimserve picks the h100-sxm profile and says where it runs and why" \
+		grep -Eq "nimserve: h100-sxm engine on the (GPU|CPU: .*cuda/sm_90.cubin)" "$W/serve-gpu.log"
+	kill -TERM "$SPID" 2>/dev/null
+	wait "$SPID" 2>/dev/null
+else
+	skip "fake driver $FAKE not built"
+fi
+
 # docs/cuda-kernels.md's occupancy derates the model; the kernels `make cuda`
 # built (NF_CUDA, the Makefile's build/cuda) go into the engine's cuda/ part.
 if [ -n "${NF_CUDA:-}" ] && [ -e "$NF_CUDA/sm_90a/nf_kernels.cubin" ]; then
