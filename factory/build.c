@@ -20,6 +20,8 @@
 #include "factory/plan.h"
 #include "factory/recipe.h"
 #include "factory/remote_cache.h"
+#include "factory/stage_gates.h"
+#include "factory/stage_keys.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
 #include "factory/package.h"
@@ -57,6 +59,8 @@ typedef struct build_ctx {
 	nf_gate_results results;
 	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
 	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
+	char reference_key[NF_SHA256_HEX_LEN + 1]; /* the float32 reference's inputs */
+	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
 } build_ctx;
 
 static double now_seconds(void)
@@ -188,14 +192,18 @@ static int load_calibration(build_ctx *b)
 	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
 }
 
-static int stage_convert(build_ctx *b)
+/* The checkpoint in memory, loaded the first time a stage needs the model
+ * (a compile or a gate that is not cached): a rebuild that finds every
+ * result in the cache never reads the weights. */
+static int load_model(build_ctx *b, const char *why)
 {
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
 	nf_ckpt_format fmt = ckpt_format(b->recipe->model.source.format, b->model_path);
 	double t0 = now_seconds();
 	int err;
 
-	nf_log_stage_begin(b->log, "convert", "loading the checkpoint");
+	if (b->model)
+		return 0;
+	nf_log_stage_begin(b->log, "convert", "loading the checkpoint (%s)", why);
 	err = nf_ckpt_load(&b->model, b->model_path, fmt);
 	if (!err && fmt == NF_CKPT_LLAMA2C && !b->tok_path)
 		err = nf_error_set(NF_EINPUT, "%s: model.tokenizer: this model needs a tokenizer",
@@ -204,11 +212,7 @@ static int stage_convert(build_ctx *b)
 		err = load_tokenizer(b, fmt);
 	if (!err)
 		err = resolve_chat_template(b);
-	if (!err)
-		err = load_calibration(b);
-	if (!err)
-		memcpy(st->key, b->source_digest, sizeof(st->key));
-	st->seconds = now_seconds() - t0;
+	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += now_seconds() - t0;
 	if (!err) {
 		const nf_model_config *c = &b->model->cfg;
 		nf_log_stage_end(b->log, "convert", 0,
@@ -219,6 +223,74 @@ static int stage_convert(build_ctx *b)
 		nf_log_stage_end(b->log, "convert", err, "failed");
 	}
 	return err;
+}
+
+/* The name of the chat template a cached convert resolved, as the static
+ * string nf_chat_template_name gives; NULL when it is none of them. */
+static const char *chat_template_named(const char *name)
+{
+	for (nf_chat_template t = NF_CHAT_MODEL; t <= NF_CHAT_CHATML; t++)
+		if (!strcmp(nf_chat_template_name(t), name))
+			return nf_chat_template_name(t);
+	return NULL;
+}
+
+/* What a convert stage leaves in the cache: the chat template it resolved
+ * (the package needs it; the weights themselves go into each engine). */
+#define CONVERT_RESULT "chat_template"
+
+static int convert_from_cache(build_ctx *b, const nf_stage *st)
+{
+	char *dir = NULL, *path = NULL, *text = NULL;
+	size_t len;
+	int found = 0;
+	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, st->key))
+		goto done;
+	if ((path = nf_path_join(dir, CONVERT_RESULT)) &&
+	    !nf_fs_read_file(&text, &len, path, 64) &&
+	    (b->plan->chat_template = chat_template_named(text)))
+		found = 1;
+done:
+	nf_error_clear();
+	free(dir);
+	free(path);
+	free(text);
+	return found;
+}
+
+static int convert_to_cache(build_ctx *b, const nf_stage *st)
+{
+	nf_cache_stage *cs = NULL;
+	char *path = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
+	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), CONVERT_RESULT)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_fs_write_atomic(path, b->plan->chat_template, strlen(b->plan->chat_template),
+					 0644);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
+	else
+		nf_cache_stage_abort(cs);
+	free(path);
+	return err;
+}
+
+/* The convert stage: keyed by the checkpoint's and tokenizer's bytes; when
+ * cached, the model is loaded later only if a stage that follows runs. */
+static int stage_convert(build_ctx *b)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
+	int err = nf_stage_key_convert(st->key, b->recipe, b->source_digest, b->tok_digest);
+	if (err)
+		return err;
+	if ((st->cached = convert_from_cache(b, st))) {
+		nf_log_stage_cached(b->log, "convert", "key %.12s", st->key);
+		return 0;
+	}
+	if ((err = load_model(b, "convert")))
+		return err;
+	return convert_to_cache(b, st);
 }
 
 /* What of build.quantization the engine of p depends on (its int4 group,
@@ -278,7 +350,7 @@ static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *s
 	if (b->opts->rebuild)
 		return;
 	if (nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0) {
-		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
+		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)", p->name, st->key);
 		return;
 	}
 	nf_error_clear();
@@ -296,6 +368,8 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 	char *engine_dir = NULL, *report = NULL;
 	int err;
 
+	if ((err = load_model(b, "compile")))
+		return err;
 	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
 	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
 		goto done;
@@ -514,6 +588,8 @@ static int stage_perf_ratios(build_ctx *b)
 	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
 	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
 		nf_profile *p = &b->plan->profiles[i];
+		if (!b->gated_now[i]) /* a cached gate holds its ratios already */
+			continue;
 		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
 		for (size_t k = 0; !err && k < b->results.n; k++) {
 			nf_gate_result *r = b->results.items[k];
@@ -550,13 +626,108 @@ static int stage_gate(build_ctx *b, size_t i)
 		if (!err)
 			err = nf_gate_results_add(&b->results, res);
 	}
-	if (!err) {
+	if (!err)
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-		snprintf(st->key, sizeof(st->key), "%s",
-			 nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i)->key);
-	}
+	b->gated_now[i] = 1;
 	st->seconds = now_seconds() - t0;
 	nf_log_stage_end(b->log, "gate", err, "%s: %s", p->name, nf_verdict_name(p->verdict));
+	return err;
+}
+
+/* Every gate stage's key, and the reference's they share. */
+static int gate_keys(build_ctx *b)
+{
+	const char *eval = b->recipe->gates.correctness.eval_text;
+	char eval_digest[NF_SHA256_HEX_LEN + 1] = "";
+	int err = eval ? nf_digest_path(eval_digest, eval) : 0;
+	if (!err)
+		err = nf_stage_key_reference(b->reference_key, b->recipe,
+					     nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key,
+					     eval_digest);
+	for (size_t i = 0; !err && i < b->plan->n_profiles; i++)
+		err = nf_stage_key_gate(nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key, b->recipe,
+					&b->plan->profiles[i],
+					nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i)->key,
+					b->reference_key, b->opts->threads);
+	return err;
+}
+
+/* The gates of profile i from the cache: 1 when found (its results added),
+ * 0 when they must run (absent, --rebuild, or a damaged entry). */
+static int gate_from_cache(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
+	size_t before = b->results.n;
+	char *dir = NULL, *path = NULL;
+	int found = 0;
+
+	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, st->key))
+		goto done;
+	if ((path = nf_path_join(dir, NF_STAGE_GATES_FILE)) && !nf_stage_gates_load(&b->results, path))
+		found = 1;
+	while (!found && b->results.n > before) /* a damaged entry: drop what it gave */
+		nf_gate_result_free(b->results.items[--b->results.n]);
+done:
+	nf_error_clear();
+	if (found) {
+		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
+		st->cached = 1;
+		nf_log_stage_cached(b->log, "gate", "%s (key %.12s): %s", p->name, st->key,
+				    nf_verdict_name(p->verdict));
+	}
+	free(dir);
+	free(path);
+	return found;
+}
+
+static int gate_to_cache(build_ctx *b, size_t i)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
+	nf_cache_stage *cs = NULL;
+	char *path = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
+	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), NF_STAGE_GATES_FILE)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_stage_gates_save(path, &b->results, b->plan->profiles[i].id);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
+	else
+		nf_cache_stage_abort(cs);
+	free(path);
+	return err;
+}
+
+/* Every profile's gates: those cached are read back; the others run against
+ * the float32 reference (computed only then), get their ratios to fp32, and
+ * are stored under their keys. */
+static int stage_gates(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles, missing = 0;
+	int err;
+
+	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = gate_keys(b)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		missing += !gate_from_cache(b, i);
+	if (!missing)
+		return 0;
+	err = make_gate_tmp(b);
+	if (!err)
+		err = load_model(b, "the gates' reference");
+	if (!err)
+		err = stage_reference(b);
+	for (size_t i = 0; !err && i < n; i++)
+		if (!nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->cached)
+			err = stage_gate(b, i);
+	if (!err)
+		err = stage_perf_ratios(b);
+	for (size_t i = 0; !err && i < n; i++)
+		if (b->gated_now[i])
+			err = gate_to_cache(b, i);
 	return err;
 }
 
@@ -607,9 +778,81 @@ static int write_outputs(build_ctx *b)
 	return err;
 }
 
+/* What a package stage leaves in the cache: the OCI layout as written, and
+ * the digest its tag points at (deploy names the image by it). */
+#define PACKAGE_LAYOUT "oci"
+#define PACKAGE_DIGEST "image-digest"
+
+/* The package stage's key: the runtime binary shipped is one of its inputs. */
+static int package_key(build_ctx *b, char key[NF_SHA256_HEX_LEN + 1])
+{
+	char *nimserve = nf_package_find_nimserve(b->opts->runtime_dir);
+	char digest[NF_SHA256_HEX_LEN + 1] = "";
+	int err = nimserve && nf_fs_exists(nimserve) ? nf_digest_path(digest, nimserve) : 0;
+	if (!err)
+		err = nf_stage_key_package(key, b->recipe, b->plan, digest);
+	free(nimserve);
+	return err;
+}
+
+/* OUT/oci restored byte for byte from the cache: 1 when it was there. */
+static int package_from_cache(build_ctx *b, const char *key, char image[NF_SHA256_HEX_LEN + 1])
+{
+	char *dir = NULL, *src = NULL, *dst = NULL, *digest = NULL, *text = NULL;
+	size_t len;
+	int found = 0;
+	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, key))
+		goto done;
+	src = nf_path_join(dir, PACKAGE_LAYOUT);
+	dst = nf_path_join(b->out_tmp, PACKAGE_LAYOUT);
+	digest = nf_path_join(dir, PACKAGE_DIGEST);
+	if (!src || !dst || !digest ||
+	    nf_fs_read_file(&text, &len, digest, NF_SHA256_HEX_LEN) || len != NF_SHA256_HEX_LEN)
+		goto done;
+	if (nf_fs_copy_tree(src, dst)) {
+		nf_fs_remove_tree(dst); /* packaged again below, from nothing */
+		goto done;
+	}
+	memcpy(image, text, NF_SHA256_HEX_LEN + 1);
+	found = 1;
+done:
+	nf_error_clear();
+	free(dir);
+	free(src);
+	free(dst);
+	free(digest);
+	free(text);
+	return found;
+}
+
+static int package_to_cache(build_ctx *b, const char *key, const char *image)
+{
+	nf_cache_stage *cs = NULL;
+	char *src = nf_path_join(b->out_tmp, PACKAGE_LAYOUT), *dst = NULL, *digest = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, key);
+	if (!err && (!src || !(dst = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_LAYOUT)) ||
+		     !(digest = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_DIGEST))))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_fs_copy_tree(src, dst);
+	if (!err)
+		err = nf_fs_write_atomic(digest, image, strlen(image), 0444);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
+	else
+		nf_cache_stage_abort(cs);
+	free(src);
+	free(dst);
+	free(digest);
+	return err;
+}
+
+/* The package stage, keyed by everything the image holds.  Its plan entry
+ * keeps the image's digest (deploy and plan.json name the image by it). */
 static int stage_package(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
+	char key[NF_SHA256_HEX_LEN + 1];
 	double t0 = now_seconds();
 	nf_package_opts po = {
 		.recipe = b->recipe,
@@ -618,11 +861,20 @@ static int stage_package(build_ctx *b)
 		.runtime_dir = b->opts->runtime_dir,
 		.log = b->log,
 	};
-	int err;
+	int err = package_key(b, key);
 
+	if (err)
+		return err;
+	if ((st->cached = package_from_cache(b, key, st->key))) {
+		nf_log_stage_cached(b->log, "package", "key %.12s: image sha256:%.12s", key,
+				    st->key);
+		return 0;
+	}
 	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
 			   b->recipe->image.tag);
 	err = nf_package_image(&po, st->key);
+	if (!err)
+		err = package_to_cache(b, key, st->key);
 	st->seconds = now_seconds() - t0;
 	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
 	return err;
@@ -787,17 +1039,13 @@ int nf_build_run(const nf_build_opts *o)
 	if (!err)
 		err = stage_fetch(&b);
 	if (!err)
+		err = load_calibration(&b);
+	if (!err)
 		err = stage_convert(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
 		err = stage_compile(&b, i);
 	if (!err)
-		err = make_gate_tmp(&b);
-	if (!err)
-		err = stage_reference(&b);
-	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
-		err = stage_gate(&b, i);
-	if (!err)
-		err = stage_perf_ratios(&b);
+		err = stage_gates(&b);
 	if (err)
 		goto done;
 
@@ -856,6 +1104,7 @@ done:
 	if (b.gate_tmp)
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
+	free(b.gated_now);
 	nf_model_free(b.model);
 	free(b.calib_text);
 	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
