@@ -1,0 +1,73 @@
+#!/bin/sh
+# stage_cache.sh - every stage of a build is keyed by its inputs and its
+# result cached: a rebuild with nothing changed runs no stage (the log says
+# so per stage), keeps OUT/oci byte for byte and takes well under a second;
+# changing one profile's gate threshold re-runs that gate and the package,
+# nothing else; --rebuild runs everything again.
+set -u
+NF="${NF_BUILD:?}/bin/nimfactory"
+MODELS="${NF_SHARED:?}/models/stories260K"
+SRC="${NF_SRC:?}"
+W=$(mktemp -d /tmp/nf-e2e-stages-XXXXXX)
+trap 'chmod -R u+w "$W" 2>/dev/null; rm -rf "$W"' EXIT INT TERM
+. "$SRC/tests/tap.sh"
+export NIMFACTORY_OFFLINE=1 NIMFACTORY_CACHE="$W/cache"
+unset SOURCE_DATE_EPOCH
+
+"$NF" cache add "$MODELS/stories260K.bin" "$MODELS/tok512.bin" >/dev/null
+# Two profiles (fp32, int8-wo); autotune off keeps the first build short.
+sed 's/autotune: true/autotune: false/' "$SRC/recipes/llama.yaml" >"$W/r.yaml"
+build() { # build RECIPE LOG [ARGS...]
+	r=$1 log=$2
+	shift 2
+	"$NF" build "$r" --out "$W/out" --log-format text "$@" >"$W/$log" 2>&1
+}
+count() { grep -c -- "$2" "$W/$1"; }
+
+build "$W/r.yaml" first.log
+is "first build" "$?" 0
+is "first build: every stage ran" "$(count first.log ': cached:')" 0
+t "first build: packaged" grep -q 'package: OCI image' "$W/first.log"
+cp -R "$W/out/oci" "$W/oci-first"
+
+build "$W/r.yaml" again.log
+is "rebuild" "$?" 0
+is "rebuild: convert cached" "$(count again.log 'convert: cached: key ')" 1
+is "rebuild: both compiles cached" "$(count again.log 'compile: cached: cpu-')" 2
+is "rebuild: both profiles' gates cached" "$(count again.log 'gate: cached: cpu-.*: passed')" 2
+is "rebuild: package cached" "$(count again.log 'package: cached: key ')" 1
+is "rebuild: no checkpoint loaded, no reference, no engine, no image made" \
+	"$(grep -c -e 'loading the checkpoint' -e 'float32 reference' -e 'quantize' -e 'OCI image' "$W/again.log")" 0
+t "rebuild: OUT/oci kept byte for byte" diff -r "$W/oci-first" "$W/out/oci"
+secs=$(sed -n 's/.*built stories260k in \([0-9.]*\) s.*/\1/p' "$W/again.log")
+if [ -n "${NF_SAN:-}" ]; then
+	skip "rebuild time: the sanitizer build is slower than the bound"
+else
+	is "rebuild in well under a second ($secs s)" "$(awk -v s="$secs" 'BEGIN{print (s != "" && s < 0.5) ? "yes" : "no"}')" yes
+fi
+
+# One gate threshold of one precision: that gate and the package run again.
+sed 's/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0001}/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0002}/' \
+	"$W/r.yaml" >"$W/gate.yaml"
+t "the recipe changed" sh -c "! cmp -s '$W/r.yaml' '$W/gate.yaml'"
+build "$W/gate.yaml" gate.log
+is "build with another fp32 threshold" "$?" 0
+is "threshold: convert cached" "$(count gate.log 'convert: cached: key ')" 1
+is "threshold: both compiles cached" "$(count gate.log 'compile: cached: cpu-')" 2
+is "threshold: the int8-wo gate cached" "$(count gate.log 'gate: cached: cpu-int8-wo-tp1')" 1
+is "threshold: the fp32 gate ran" "$(count gate.log 'gate: cpu-fp32-tp1\.\.\.')" 1
+is "threshold: no engine built" "$(count gate.log 'quantize')" 0
+t "threshold: packaged again" grep -q 'package: OCI image' "$W/gate.log"
+t "the new threshold is in the report" \
+	sh -c "grep -q '\"threshold\": 0.0002' '$W/out/reports/gates.json'"
+
+build "$W/gate.yaml" gate-again.log
+is "the changed recipe, rebuilt: nothing runs" "$(count gate-again.log ': cached:')" 6
+
+build "$W/r.yaml" rebuild.log --rebuild
+is "--rebuild" "$?" 0
+is "--rebuild: nothing from the cache" "$(count rebuild.log ': cached:')" 0
+# (its gate report, measured anew, is another artifact beside it)
+is "--rebuild: the same image" "$(json_get "$W/out/oci/index.json" "j['manifests'][0]['digest']")" \
+	"$(json_get "$W/oci-first/index.json" "j['manifests'][0]['digest']")"
+finish
