@@ -658,7 +658,6 @@ static int gate_from_cache(build_ctx *b, size_t i)
 {
 	nf_profile *p = &b->plan->profiles[i];
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	size_t before = b->results.n;
 	char *dir = NULL, *path = NULL;
 	int found = 0;
 
@@ -666,8 +665,6 @@ static int gate_from_cache(build_ctx *b, size_t i)
 		goto done;
 	if ((path = nf_path_join(dir, NF_STAGE_GATES_FILE)) && !nf_stage_gates_load(&b->results, path))
 		found = 1;
-	while (!found && b->results.n > before) /* a damaged entry: drop what it gave */
-		nf_gate_result_free(b->results.items[--b->results.n]);
 done:
 	nf_error_clear();
 	if (found) {

@@ -203,6 +203,7 @@ int nf_stage_gates_load(nf_gate_results *rs, const char *path)
 	char *text = NULL;
 	size_t len;
 	json_t *a = NULL;
+	size_t before = rs->n;
 	int err = nf_fs_read_file(&text, &len, path, STAGE_GATES_MAX_BYTES);
 	if (err)
 		return err;
@@ -220,6 +221,10 @@ int nf_stage_gates_load(nf_gate_results *rs, const char *path)
 			err = nf_gate_results_add(rs, r);
 		}
 	}
+	while (err && rs->n > before) /* all or nothing */
+		nf_gate_result_free(rs->items[--rs->n]);
+	while (err && rs->n > before) /* all or nothing */
+		nf_gate_result_free(rs->items[--rs->n]);
 	json_decref(a);
 	free(text);
 	return err;

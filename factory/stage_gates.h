@@ -17,7 +17,7 @@ int nf_stage_gates_save(const char *path, const nf_gate_results *rs, const char 
 
 /* Append the results saved at path to rs.  NF_EINPUT when the file is not
  * one nf_stage_gates_save wrote (a damaged cache entry: the caller reruns
- * the gate). */
+ * the gate); then rs is left as it was. */
 int nf_stage_gates_load(nf_gate_results *rs, const char *path);
 
 #endif
