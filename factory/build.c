@@ -192,6 +192,51 @@ static int load_calibration(build_ctx *b)
 	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
 }
 
+/* Where a stage's result was found. */
+typedef enum stage_found {
+	STAGE_MISSING = 0, /* run it */
+	STAGE_LOCAL,       /* in the local cache */
+	STAGE_PULLED,      /* pulled from --cache-from into the local cache */
+} stage_found;
+
+/* The folder of stage (kind, key) from the local cache, else pulled from
+ * the remote one; *dir NULL when neither has it (or --rebuild). */
+static stage_found stage_lookup(build_ctx *b, const char *kind, const char *key, char **dir)
+{
+	*dir = NULL;
+	if (b->opts->rebuild)
+		return STAGE_MISSING;
+	if (nf_cache_stage_lookup(dir, b->cache, key) == 0)
+		return STAGE_LOCAL;
+	nf_error_clear();
+	if (b->remote_from && nf_remote_cache_pull(dir, b->remote_from, b->cache, kind, key) == 0)
+		return STAGE_PULLED;
+	nf_error_clear();
+	return STAGE_MISSING;
+}
+
+/* " (pulled from REF)" after a stage that came from the remote cache, else "". */
+static const char *pulled_note(build_ctx *b, stage_found f, char *buf, size_t size)
+{
+	if (f != STAGE_PULLED)
+		return "";
+	snprintf(buf, size, " (pulled from %s)", nf_remote_cache_ref(b->remote_from));
+	return buf;
+}
+
+/* Push the finished stage (kind, key) to --cache-to, made or found. */
+static int stage_push(build_ctx *b, const char *kind, const char *key)
+{
+	char *dir = NULL;
+	int err;
+	if (!b->remote_to)
+		return 0;
+	if (!(err = nf_cache_stage_lookup(&dir, b->cache, key)))
+		err = nf_remote_cache_push(b->remote_to, b->cache, kind, key, dir);
+	free(dir);
+	return err;
+}
+
 /* The checkpoint in memory, loaded the first time a stage needs the model
  * (a compile or a gate that is not cached): a rebuild that finds every
  * result in the cache never reads the weights. */
@@ -241,15 +286,19 @@ static const char *chat_template_named(const char *name)
 
 static int convert_from_cache(build_ctx *b, const nf_stage *st)
 {
-	char *dir = NULL, *path = NULL, *text = NULL;
+	char *dir = NULL, *path = NULL, *text = NULL, note[300];
 	size_t len;
 	int found = 0;
-	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, st->key))
+	stage_found where = stage_lookup(b, "convert", st->key, &dir);
+	if (where == STAGE_MISSING)
 		goto done;
 	if ((path = nf_path_join(dir, CONVERT_RESULT)) &&
 	    !nf_fs_read_file(&text, &len, path, 64) &&
 	    (b->plan->chat_template = chat_template_named(text)))
 		found = 1;
+	if (found)
+		nf_log_stage_cached(b->log, "convert", "key %.12s%s", st->key,
+				    pulled_note(b, where, note, sizeof(note)));
 done:
 	nf_error_clear();
 	free(dir);
@@ -284,13 +333,10 @@ static int stage_convert(build_ctx *b)
 	int err = nf_stage_key_convert(st->key, b->recipe, b->source_digest, b->tok_digest);
 	if (err)
 		return err;
-	if ((st->cached = convert_from_cache(b, st))) {
-		nf_log_stage_cached(b->log, "convert", "key %.12s", st->key);
-		return 0;
-	}
-	if ((err = load_model(b, "convert")))
+	if (!(st->cached = convert_from_cache(b, st)) &&
+	    ((err = load_model(b, "convert")) || (err = convert_to_cache(b, st))))
 		return err;
-	return convert_to_cache(b, st);
+	return stage_push(b, "convert", st->key);
 }
 
 /* What of build.quantization the engine of p depends on (its int4 group,
@@ -346,18 +392,11 @@ static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX
  * remote one; *stage_dir NULL when neither has it (or --rebuild). */
 static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
-	*stage_dir = NULL;
-	if (b->opts->rebuild)
-		return;
-	if (nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0) {
-		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)", p->name, st->key);
-		return;
-	}
-	nf_error_clear();
-	if (b->remote_from &&
-	    nf_remote_cache_pull(stage_dir, b->remote_from, b->cache, "compile", st->key) == 0)
-		nf_log_stage_cached(b->log, "compile", "%s (pulled from %s, stage %.12s)", p->name,
-				    nf_remote_cache_ref(b->remote_from), st->key);
+	char note[300];
+	stage_found where = stage_lookup(b, "compile", st->key, stage_dir);
+	if (where != STAGE_MISSING)
+		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)%s", p->name, st->key,
+				    pulled_note(b, where, note, sizeof(note)));
 }
 
 /* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
@@ -658,20 +697,19 @@ static int gate_from_cache(build_ctx *b, size_t i)
 {
 	nf_profile *p = &b->plan->profiles[i];
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	char *dir = NULL, *path = NULL;
+	char *dir = NULL, *path = NULL, note[300];
 	int found = 0;
+	stage_found where = stage_lookup(b, "gate", st->key, &dir);
 
-	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, st->key))
-		goto done;
-	if ((path = nf_path_join(dir, NF_STAGE_GATES_FILE)) && !nf_stage_gates_load(&b->results, path))
+	if (where != STAGE_MISSING && (path = nf_path_join(dir, NF_STAGE_GATES_FILE)) &&
+	    !nf_stage_gates_load(&b->results, path))
 		found = 1;
-done:
 	nf_error_clear();
 	if (found) {
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
 		st->cached = 1;
-		nf_log_stage_cached(b->log, "gate", "%s (key %.12s): %s", p->name, st->key,
-				    nf_verdict_name(p->verdict));
+		nf_log_stage_cached(b->log, "gate", "%s (key %.12s)%s: %s", p->name, st->key,
+				    pulled_note(b, where, note, sizeof(note)), nf_verdict_name(p->verdict));
 	}
 	free(dir);
 	free(path);
@@ -696,23 +734,11 @@ static int gate_to_cache(build_ctx *b, size_t i)
 	return err;
 }
 
-/* Every profile's gates: those cached are read back; the others run against
- * the float32 reference (computed only then), get their ratios to fp32, and
- * are stored under their keys. */
-static int stage_gates(build_ctx *b)
+/* The gates not found in the cache, run and stored under their keys. */
+static int run_gates(build_ctx *b)
 {
-	size_t n = b->plan->n_profiles, missing = 0;
-	int err;
-
-	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	if ((err = gate_keys(b)))
-		return err;
-	for (size_t i = 0; i < n; i++)
-		missing += !gate_from_cache(b, i);
-	if (!missing)
-		return 0;
-	err = make_gate_tmp(b);
+	size_t n = b->plan->n_profiles;
+	int err = make_gate_tmp(b);
 	if (!err)
 		err = load_model(b, "the gates' reference");
 	if (!err)
@@ -727,6 +753,28 @@ static int stage_gates(build_ctx *b)
 			err = gate_to_cache(b, i);
 	return err;
 }
+
+/* Every profile's gates: those cached are read back; the others run against
+ * the float32 reference (computed only then), get their ratios to fp32, and
+ * are stored under their keys. */
+static int stage_gates(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles, missing = 0;
+	int err;
+
+	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = gate_keys(b)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		missing += !gate_from_cache(b, i);
+	if (missing)
+		err = run_gates(b);
+	for (size_t i = 0; !err && i < n; i++)
+		err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
+	return err;
+}
+
 
 static int write_json_file(const char *dir, const char *name, json_t *j)
 {
