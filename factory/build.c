@@ -339,55 +339,6 @@ static int stage_convert(build_ctx *b)
 	return stage_push(b, "convert", st->key);
 }
 
-/* What of build.quantization the engine of p depends on (its int4 group,
- * its calibration text), added to its provenance; -1 out of memory. */
-static int quantization_provenance(const build_ctx *b, const nf_profile *p, json_t *prov)
-{
-	const nf_precision_info *info = nf_precision_info_of(p->precision);
-	int group = nf_precision_group(p->precision, b->recipe->build.quant.group_size);
-	if (group && json_object_set_new(prov, "group_size", json_integer(group)))
-		return -1;
-	if (info->calibrated &&
-	    json_object_set_new(prov, "calibration_sha256",
-				json_string(b->calib_text ? b->calib_digest : "default")))
-		return -1;
-	return 0;
-}
-
-/* What an engine is made of: it is rebuilt exactly when one of these changes. */
-static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX_LEN + 1],
-		       char **provenance)
-{
-	json_t *prov = json_pack("{s:s, s:s, s:s, s:s, s:s}", "tool", "nimfactory " NF_VERSION,
-				 "source_sha256", b->source_digest, "tokenizer_sha256",
-				 b->tok_digest, "profile_id", p->id, "precision",
-				 nf_precision_name(p->precision));
-	json_t *keyj = NULL;
-	int err = 0;
-
-	*provenance = NULL;
-	if (!prov)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	if (quantization_provenance(b, p, prov)) {
-		json_decref(prov);
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	}
-	if (p->is_gpu && (err = nf_gpu_profile_provenance(prov, p))) {
-		json_decref(prov);
-		return err;
-	}
-	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
-			 b->recipe->build.autotune);
-	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
-	if (!keyj || !*provenance)
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	else
-		err = nf_json_digest(key, keyj);
-	json_decref(prov);
-	json_decref(keyj);
-	return err;
-}
-
 /* The compile stage's folder from the local cache, else pulled from the
  * remote one; *stage_dir NULL when neither has it (or --rebuild). */
 static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
@@ -455,7 +406,8 @@ static int stage_compile(build_ctx *b, size_t i)
 	double t0 = now_seconds();
 	int err;
 
-	if ((err = compile_key(b, p, st->key, &provenance)))
+	if ((err = nf_stage_key_compile(st->key, &provenance, b->recipe, p, b->source_digest,
+					b->tok_digest, b->calib_text ? b->calib_digest : NULL)))
 		goto done;
 	lookup_compiled(b, p, st, &stage_dir);
 	st->cached = stage_dir != NULL;

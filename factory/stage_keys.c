@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "factory/gpu_profile.h"
 #include "util/error.h"
 #include "util/version.h"
 #include "util/banned.h"
@@ -33,6 +34,56 @@ int nf_stage_key_convert(char key[NF_SHA256_HEX_LEN + 1], const nf_recipe *r,
 				      "tokenizer_sha256", tok_digest, "format",
 				      nf_source_format_name(r->model.source.format), "chat_template",
 				      nf_chat_template_name(r->serving.chat_template)));
+}
+
+/* What of build.quantization the engine of p depends on (its int4 group,
+ * its calibration text), added to its provenance; -1 out of memory. */
+static int quantization_provenance(const nf_recipe *r, const nf_profile *p,
+				   const char *calib_digest, json_t *prov)
+{
+	const nf_precision_info *info = nf_precision_info_of(p->precision);
+	int group = nf_precision_group(p->precision, r->build.quant.group_size);
+	if (group && json_object_set_new(prov, "group_size", json_integer(group)))
+		return -1;
+	if (info->calibrated &&
+	    json_object_set_new(prov, "calibration_sha256",
+				json_string(calib_digest ? calib_digest : "default")))
+		return -1;
+	return 0;
+}
+
+int nf_stage_key_compile(char key[NF_SHA256_HEX_LEN + 1], char **provenance, const nf_recipe *r,
+			 const nf_profile *p, const char *source_digest, const char *tok_digest,
+			 const char *calib_digest)
+{
+	json_t *prov = json_pack("{s:s, s:s, s:s, s:s, s:s}", "tool", "nimfactory " NF_VERSION,
+				 "source_sha256", source_digest, "tokenizer_sha256",
+				 tok_digest, "profile_id", p->id, "precision",
+				 nf_precision_name(p->precision));
+	json_t *keyj = NULL;
+	int err = 0;
+
+	*provenance = NULL;
+	if (!prov)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (quantization_provenance(r, p, calib_digest, prov)) {
+		json_decref(prov);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	if (p->is_gpu && (err = nf_gpu_profile_provenance(prov, p))) {
+		json_decref(prov);
+		return err;
+	}
+	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
+			 r->build.autotune);
+	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
+	if (!keyj || !*provenance)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	else
+		err = nf_json_digest(key, keyj);
+	json_decref(prov);
+	json_decref(keyj);
+	return err;
 }
 
 int nf_stage_key_reference(char key[NF_SHA256_HEX_LEN + 1], const nf_recipe *r,

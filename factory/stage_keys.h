@@ -28,6 +28,16 @@ int nf_stage_key(char key[NF_SHA256_HEX_LEN + 1], const char *stage, json_t *inp
 int nf_stage_key_convert(char key[NF_SHA256_HEX_LEN + 1], const nf_recipe *r,
 			 const char *source_digest, const char *tok_digest);
 
+/* compile: what an engine is made of (its provenance, which it carries, and
+ * the autotune switch): the source and tokenizer, the profile, the int4
+ * group and calibration text (calib_digest, NULL for the default) of its
+ * precision, a GPU profile's kernels.  *provenance gets the provenance as
+ * canonical JSON (caller frees).  A different shape from the other keys,
+ * kept so that engines cached before the other stages were keyed stay hits. */
+int nf_stage_key_compile(char key[NF_SHA256_HEX_LEN + 1], char **provenance, const nf_recipe *r,
+			 const nf_profile *p, const char *source_digest, const char *tok_digest,
+			 const char *calib_digest);
+
 /* The float32 reference of the correctness gates: the converted model, the
  * evaluation text's bytes (eval_digest, "" for the shipped text) and the
  * fields of gates.correctness that shape it (prompts, max_tokens,
