@@ -21,6 +21,7 @@
 #include "factory/recipe.h"
 #include "factory/remote_cache.h"
 #include "factory/stage_gates.h"
+#include "factory/stage_graph.h"
 #include "factory/stage_keys.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
@@ -59,7 +60,7 @@ typedef struct build_ctx {
 	nf_gate_results results;
 	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
 	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
-	char reference_key[NF_SHA256_HEX_LEN + 1]; /* the float32 reference's inputs */
+	nf_stage_graph_keys keys; /* the keys the plan's stages do not hold */
 	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
 } build_ctx;
 
@@ -318,6 +319,8 @@ static int convert_to_cache(build_ctx *b, const nf_stage *st)
 		err = nf_fs_write_atomic(path, b->plan->chat_template, strlen(b->plan->chat_template),
 					 0644);
 	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
+	if (!err)
 		err = nf_cache_stage_commit(NULL, cs);
 	else
 		nf_cache_stage_abort(cs);
@@ -330,9 +333,7 @@ static int convert_to_cache(build_ctx *b, const nf_stage *st)
 static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
-	int err = nf_stage_key_convert(st->key, b->recipe, b->source_digest, b->tok_digest);
-	if (err)
-		return err;
+	int err;
 	if (!(st->cached = convert_from_cache(b, st)) &&
 	    ((err = load_model(b, "convert")) || (err = convert_to_cache(b, st))))
 		return err;
@@ -356,6 +357,7 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 {
 	nf_cache_stage *cs = NULL;
 	char *engine_dir = NULL, *report = NULL;
+	double t0 = now_seconds();
 	int err;
 
 	if ((err = load_model(b, "compile")))
@@ -387,6 +389,8 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		goto done;
 	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
 			  (err = nf_gpu_profile_kernels(engine_dir, p))))
+		goto done;
+	if ((err = nf_stage_timing_write(nf_cache_stage_dir(cs), now_seconds() - t0)))
 		goto done;
 	err = nf_cache_stage_commit(stage_dir, cs);
 	cs = NULL;
@@ -625,24 +629,6 @@ static int stage_gate(build_ctx *b, size_t i)
 	return err;
 }
 
-/* Every gate stage's key, and the reference's they share. */
-static int gate_keys(build_ctx *b)
-{
-	const char *eval = b->recipe->gates.correctness.eval_text;
-	char eval_digest[NF_SHA256_HEX_LEN + 1] = "";
-	int err = eval ? nf_digest_path(eval_digest, eval) : 0;
-	if (!err)
-		err = nf_stage_key_reference(b->reference_key, b->recipe,
-					     nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key,
-					     eval_digest);
-	for (size_t i = 0; !err && i < b->plan->n_profiles; i++)
-		err = nf_stage_key_gate(nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key, b->recipe,
-					&b->plan->profiles[i],
-					nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i)->key,
-					b->reference_key, b->opts->threads);
-	return err;
-}
-
 /* The gates of profile i from the cache: 1 when found (its results added),
  * 0 when they must run (absent, --rebuild, or a damaged entry). */
 static int gate_from_cache(build_ctx *b, size_t i)
@@ -679,6 +665,8 @@ static int gate_to_cache(build_ctx *b, size_t i)
 	if (!err)
 		err = nf_stage_gates_save(path, &b->results, b->plan->profiles[i].id);
 	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
+	if (!err)
 		err = nf_cache_stage_commit(NULL, cs);
 	else
 		nf_cache_stage_abort(cs);
@@ -712,12 +700,10 @@ static int run_gates(build_ctx *b)
 static int stage_gates(build_ctx *b)
 {
 	size_t n = b->plan->n_profiles, missing = 0;
-	int err;
+	int err = 0;
 
 	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	if ((err = gate_keys(b)))
-		return err;
 	for (size_t i = 0; i < n; i++)
 		missing += !gate_from_cache(b, i);
 	if (missing)
@@ -780,14 +766,26 @@ static int write_outputs(build_ctx *b)
 #define PACKAGE_LAYOUT "oci"
 #define PACKAGE_DIGEST "image-digest"
 
-/* The package stage's key: the runtime binary shipped is one of its inputs. */
-static int package_key(build_ctx *b, char key[NF_SHA256_HEX_LEN + 1])
+/* Every stage's key, once the sources are fetched: the digests they start
+ * from are the sources', the files the recipe names and the runtime's. */
+static int stage_keys(build_ctx *b)
 {
+	const char *eval = b->recipe->gates.correctness.eval_text;
 	char *nimserve = nf_package_find_nimserve(b->opts->runtime_dir);
-	char digest[NF_SHA256_HEX_LEN + 1] = "";
-	int err = nimserve && nf_fs_exists(nimserve) ? nf_digest_path(digest, nimserve) : 0;
+	char eval_digest[NF_SHA256_HEX_LEN + 1] = "", runtime[NF_SHA256_HEX_LEN + 1] = "";
+	int err = eval ? nf_digest_path(eval_digest, eval) : 0;
+	if (!err && nimserve && nf_fs_exists(nimserve))
+		err = nf_digest_path(runtime, nimserve);
+	nf_stage_inputs in = {
+		.source_digest = b->source_digest,
+		.tok_digest = b->tok_digest,
+		.calib_digest = b->calib_text ? b->calib_digest : NULL,
+		.eval_digest = eval_digest,
+		.runtime_digest = runtime,
+		.threads = b->opts->threads,
+	};
 	if (!err)
-		err = nf_stage_key_package(key, b->recipe, b->plan, digest);
+		err = nf_stage_graph_keys_fill(&b->keys, b->plan, b->recipe, &in);
 	free(nimserve);
 	return err;
 }
@@ -822,7 +820,7 @@ done:
 	return found;
 }
 
-static int package_to_cache(build_ctx *b, const char *key, const char *image)
+static int package_to_cache(build_ctx *b, const char *key, const char *image, double seconds)
 {
 	nf_cache_stage *cs = NULL;
 	char *src = nf_path_join(b->out_tmp, PACKAGE_LAYOUT), *dst = NULL, *digest = NULL;
@@ -834,6 +832,8 @@ static int package_to_cache(build_ctx *b, const char *key, const char *image)
 		err = nf_fs_copy_tree(src, dst);
 	if (!err)
 		err = nf_fs_write_atomic(digest, image, strlen(image), 0444);
+	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), seconds);
 	if (!err)
 		err = nf_cache_stage_commit(NULL, cs);
 	else
@@ -849,7 +849,6 @@ static int package_to_cache(build_ctx *b, const char *key, const char *image)
 static int stage_package(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
-	char key[NF_SHA256_HEX_LEN + 1];
 	double t0 = now_seconds();
 	nf_package_opts po = {
 		.recipe = b->recipe,
@@ -858,10 +857,9 @@ static int stage_package(build_ctx *b)
 		.runtime_dir = b->opts->runtime_dir,
 		.log = b->log,
 	};
-	int err = package_key(b, key);
+	const char *key = b->keys.package;
+	int err;
 
-	if (err)
-		return err;
 	if ((st->cached = package_from_cache(b, key, st->key))) {
 		nf_log_stage_cached(b->log, "package", "key %.12s: image sha256:%.12s", key,
 				    st->key);
@@ -870,9 +868,9 @@ static int stage_package(build_ctx *b)
 	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
 			   b->recipe->image.tag);
 	err = nf_package_image(&po, st->key);
-	if (!err)
-		err = package_to_cache(b, key, st->key);
 	st->seconds = now_seconds() - t0;
+	if (!err)
+		err = package_to_cache(b, key, st->key, st->seconds);
 	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
 	return err;
 }
@@ -1037,6 +1035,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = stage_fetch(&b);
 	if (!err)
 		err = load_calibration(&b);
+	if (!err)
+		err = stage_keys(&b);
 	if (!err)
 		err = stage_convert(&b);
 	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
