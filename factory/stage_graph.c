@@ -66,7 +66,7 @@ double nf_stage_timing_read(const char *stage_dir)
 	return seconds;
 }
 
-/* 1 when c holds the stage result under key; *seconds its recorded time (0 without one). */
+/* 1 when c holds the stage result under key; *seconds its recorded time (-1 without one). */
 static int cached(const nf_cache *c, const char *key, double *seconds)
 {
 	char *dir = NULL;
@@ -74,8 +74,7 @@ static int cached(const nf_cache *c, const char *key, double *seconds)
 		nf_error_clear();
 		return 0;
 	}
-	double t = nf_stage_timing_read(dir);
-	*seconds = t < 0 ? 0 : t;
+	*seconds = nf_stage_timing_read(dir);
 	free(dir);
 	return 1;
 }

@@ -3,7 +3,8 @@
 # result cached: a rebuild with nothing changed runs no stage (the log says
 # so per stage), keeps OUT/oci byte for byte and takes well under a second;
 # changing one profile's gate threshold re-runs that gate and the package,
-# nothing else; --rebuild runs everything again.
+# nothing else; `plan` says so before any work; --rebuild runs everything
+# again.
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
 MODELS="${NF_SHARED:?}/models/stories260K"
@@ -46,10 +47,22 @@ else
 	is "rebuild in well under a second ($secs s)" "$(awk -v s="$secs" 'BEGIN{print (s != "" && s < 0.5) ? "yes" : "no"}')" yes
 fi
 
+# plan, before any work, agrees with what the rebuild found.
+"$NF" plan "$W/r.yaml" >"$W/plan.txt" 2>&1
+is "plan: every stage cached" "$(grep -c '^ *[0-9]* .* cached' "$W/plan.txt")" 8
+"$NF" plan "$W/r.yaml" --json >"$W/plan.json"
+is "plan --json: the keys a build uses, every stage cached, the gates' times recorded" \
+	"$(json_get "$W/plan.json" "[s['key'] for s in j['stages'] if s['kind'] == 'gate'] == [s['key'] for s in json.load(open('$W/out/plan.json'))['stages'] if s['kind'] == 'gate'] and all(s['cached'] for s in j['stages']) and all(s['seconds'] > 0 for s in j['stages'] if s['kind'] == 'gate')")" True
+"$NF" plan "$W/r.yaml" --cache "$W/empty-cache" >"$W/plan-empty.txt" 2>&1
+is "plan against an empty cache: every stage runs" "$(grep -c '^ *[0-9]* .* runs$' "$W/plan-empty.txt")" 8
+
 # One gate threshold of one precision: that gate and the package run again.
 sed 's/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0001}/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0002}/' \
 	"$W/r.yaml" >"$W/gate.yaml"
 t "the recipe changed" sh -c "! cmp -s '$W/r.yaml' '$W/gate.yaml'"
+"$NF" plan "$W/gate.yaml" >"$W/plan-gate.txt" 2>&1
+is "plan: the fp32 gate and the package would run, nothing else" \
+	"$(sed -n 's/^ *[0-9]* \([a-z]*\) \([^ ]*\).* runs$/\1 \2/p' "$W/plan-gate.txt" | tr '\n' ' ')" "gate cpu-fp32-tp1 package image "
 build "$W/gate.yaml" gate.log
 is "build with another fp32 threshold" "$?" 0
 is "threshold: convert cached" "$(count gate.log 'convert: cached: key ')" 1
