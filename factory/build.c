@@ -12,6 +12,7 @@
 #include "engine/chat.h"
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
+#include "engine/wformat.h"
 #include "factory/cache.h"
 #include "factory/deploy.h"
 #include "factory/digest.h"
@@ -22,6 +23,7 @@
 #include "factory/remote_cache.h"
 #include "factory/stage_gates.h"
 #include "factory/stage_graph.h"
+#include "factory/stage_sched.h"
 #include "factory/stage_keys.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
@@ -353,15 +355,13 @@ static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *s
 
 /* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
 static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
-			  const char *provenance, char **stage_dir)
+			  const char *provenance, char **stage_dir, int threads)
 {
 	nf_cache_stage *cs = NULL;
 	char *engine_dir = NULL, *report = NULL;
 	double t0 = now_seconds();
 	int err;
 
-	if ((err = load_model(b, "compile")))
-		return err;
 	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
 	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
 		goto done;
@@ -377,7 +377,7 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
-		.threads = b->opts->threads,
+		.threads = threads,
 		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
 		.autotune = b->recipe->build.autotune && !p->is_gpu,
 		.tactics_report = report,
@@ -402,37 +402,136 @@ done:
 	return err;
 }
 
-static int stage_compile(build_ctx *b, size_t i)
-{
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
-	char *provenance = NULL, *stage_dir = NULL;
-	double t0 = now_seconds();
-	int err;
+/* One profile's compile: found in a cache, or built by a scheduled job. */
+typedef struct compile_job {
+	build_ctx *b;
+	size_t profile;
+	char *provenance;
+	char *stage_dir; /* the stage folder, found or made */
+} compile_job;
 
-	if ((err = nf_stage_key_compile(st->key, &provenance, b->recipe, p, b->source_digest,
-					b->tok_digest, b->calib_text ? b->calib_digest : NULL)))
-		goto done;
-	lookup_compiled(b, p, st, &stage_dir);
-	st->cached = stage_dir != NULL;
-	if (!stage_dir && (err = compile_engine(b, p, st, provenance, &stage_dir)))
-		goto done;
-	if (!st->cached)
-		st->seconds = now_seconds() - t0;
-	/* The stage folder holds the engine one level down. */
-	if (!(p->engine_dir = nf_path_join(stage_dir, "engine"))) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
+/* Key and cache lookup of profile i's compile (serial: the remote client is one connection). */
+static int compile_lookup(build_ctx *b, compile_job *j)
+{
+	nf_profile *p = &b->plan->profiles[j->profile];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	int err = nf_stage_key_compile(st->key, &j->provenance, b->recipe, p, b->source_digest,
+				       b->tok_digest, b->calib_text ? b->calib_digest : NULL);
+	if (!err) {
+		lookup_compiled(b, p, st, &j->stage_dir);
+		st->cached = j->stage_dir != NULL;
 	}
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* The scheduled work of a compile, on its own thread. */
+static int compile_run(void *arg, int threads)
+{
+	compile_job *j = arg;
+	nf_profile *p = &j->b->plan->profiles[j->profile];
+	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	double t0 = now_seconds();
+	int err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir, threads);
+	st->seconds = now_seconds() - t0;
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* The engine's place in the plan, and the stage pushed to --cache-to. */
+static int compile_finish(build_ctx *b, const compile_job *j)
+{
+	nf_profile *p = &b->plan->profiles[j->profile];
+	const nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	int err = 0;
+	/* The stage folder holds the engine one level down. */
+	if (!(p->engine_dir = nf_path_join(j->stage_dir, "engine")))
+		return nf_error_set(NF_ENOMEM, "out of memory");
 	if (b->remote_to &&
-	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, stage_dir)))
+	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, j->stage_dir)))
 		nf_log_debug(b->log, "cache", "compile %s: stage %.12s in %s", p->name, st->key,
 			     nf_remote_cache_ref(b->remote_to));
-done:
-	if (err)
-		nf_error_wrap(err, "compile %s", p->name);
-	free(provenance);
-	free(stage_dir);
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* Peak memory of building p's engine, beside the float32 model it reads:
+ * the engine's weights in p's format and a KV cache at the model's context
+ * (calibration runs the forward pass). */
+static uint64_t compile_memory(const build_ctx *b, const nf_profile *p)
+{
+	const nf_model_config *c = &b->model->cfg;
+	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p->precision)->weights);
+	size_t params = 0;
+	double kv_dim = c->n_heads ? (double)c->dim / c->n_heads * c->n_kv_heads : 0;
+	nf_model_param_count(&params, c);
+	nf_error_clear();
+	double bytes = (double)params * (f ? f->bits : 32) / 8.0 +
+		       2.0 * c->n_layers * c->max_seq_len * kv_dim * sizeof(float);
+	return bytes < 1.8e19 ? (uint64_t)bytes : UINT64_MAX;
+}
+
+/* The float32 model's bytes (convert's peak, resident while engines are built). */
+static uint64_t model_memory(const build_ctx *b)
+{
+	size_t params = 0;
+	nf_model_param_count(&params, &b->model->cfg);
+	nf_error_clear();
+	return (uint64_t)params * sizeof(float);
+}
+
+/* The engines not found in a cache, built as scheduled jobs: up to --jobs at
+ * once, within what the float32 model leaves of --memory. */
+static int compile_missing(build_ctx *b, compile_job *js, size_t n)
+{
+	nf_stage_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	uint64_t budget = b->opts->memory ? b->opts->memory : nf_stage_sched_available_memory();
+	size_t m = 0;
+	int err = jobs ? load_model(b, "compile") : nf_error_set(NF_ENOMEM, "out of memory");
+
+	if (!err && budget && model_memory(b) >= budget)
+		err = nf_error_set(NF_EINPUT, "convert: the float32 model needs about %.1f MiB, more "
+				   "than the memory budget of %.1f MiB (--memory)",
+				   model_memory(b) / 1048576.0, budget / 1048576.0);
+	for (size_t i = 0; !err && i < n; i++)
+		if (!js[i].stage_dir)
+			jobs[m++] = (nf_stage_job){.stage = "compile",
+						   .name = b->plan->profiles[js[i].profile].name,
+						   .memory = compile_memory(b, &b->plan->profiles[js[i].profile]),
+						   .run = compile_run,
+						   .arg = &js[i]};
+	nf_stage_sched_opts so = {
+		.max_jobs = b->opts->jobs > 0 ? b->opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
+		.budget = budget ? budget - model_memory(b) : 0,
+		.threads = b->opts->threads,
+		.log = b->log,
+	};
+	if (so.max_jobs < 1)
+		so.max_jobs = 1;
+	if (!err)
+		err = nf_stage_sched_run(jobs, m, &so);
+	free(jobs);
+	return err;
+}
+
+/* Every profile's compile: looked up, the missing ones built (in parallel), then placed. */
+static int stage_compiles(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles, missing = 0;
+	compile_job *js = calloc(n ? n : 1, sizeof(*js));
+	int err = js ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+
+	for (size_t i = 0; !err && i < n; i++) {
+		js[i] = (compile_job){.b = b, .profile = i};
+		if (!(err = compile_lookup(b, &js[i])))
+			missing += !js[i].stage_dir;
+	}
+	if (!err && missing)
+		err = compile_missing(b, js, n);
+	for (size_t i = 0; !err && i < n; i++)
+		err = compile_finish(b, &js[i]);
+	for (size_t i = 0; js && i < n; i++) {
+		free(js[i].provenance);
+		free(js[i].stage_dir);
+	}
+	free(js);
 	return err;
 }
 
@@ -1039,8 +1138,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = stage_keys(&b);
 	if (!err)
 		err = stage_convert(&b);
-	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
-		err = stage_compile(&b, i);
+	if (!err)
+		err = stage_compiles(&b);
 	if (!err)
 		err = stage_gates(&b);
 	if (err)

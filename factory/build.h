@@ -17,6 +17,8 @@
 #ifndef NF_FACTORY_BUILD_H
 #define NF_FACTORY_BUILD_H
 
+#include <stdint.h>
+
 #include "factory/log.h"
 
 typedef struct nf_build_opts {
@@ -24,6 +26,9 @@ typedef struct nf_build_opts {
 	const char *out_dir;   /* NULL: out/<model name> */
 	const char *cache_dir; /* NULL: $NIMFACTORY_CACHE or the XDG default */
 	int threads;           /* engine threads for gates; 0 = all cores */
+	int jobs;              /* profiles compiled at once; 0 = the number of cores */
+	uint64_t memory;       /* memory budget in bytes for those compiles; 0 = the
+				  machine's available memory (factory/stage_sched.h) */
 	int rebuild;           /* 1: ignore cached stage results */
 	int allow_skipped_gates; /* 1: package profiles whose gates were skipped (a GPU
 				    profile built where its GPU is not); 0: such a build

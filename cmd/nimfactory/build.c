@@ -6,6 +6,8 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cmd/nimfactory/commands.h"
 #include "factory/build.h"
@@ -16,6 +18,7 @@
 
 static const char build_usage[] =
 	"usage: nimfactory build RECIPE [--out DIR] [--cache DIR] [--threads N] [--rebuild]\n"
+	"                        [-j|--jobs N] [--memory SIZE]\n"
 	"                        [--cache-from REF] [--cache-to REF] [--insecure] [--profile NAME]\n"
 	"                        [--allow-skipped-gates]\n"
 	"                        [--log-format auto|text|tty|json] [--log-level debug|info|warn|error]\n"
@@ -24,6 +27,10 @@ static const char build_usage[] =
 	"(default DIR: out/<model name>).  Exit status: 0 built, 2 bad input, 3 a gate\n"
 	"failed or was skipped (reports in DIR/reports), 4 environment (network, disk,\n"
 	"missing tool).\n"
+	"  -j, --jobs N      profiles compiled at once (default: the number of cores)\n"
+	"  --memory SIZE     their memory budget, e.g. 24G or 512M (default: the machine's\n"
+	"                    available memory): a compile starts only when its estimate fits\n"
+	"                    in what the float32 model and the running ones leave\n"
 	"  --cache-from REF  pull a stage missing from the local cache from the registry\n"
 	"                    repository REF (HOST[:PORT]/NAME) before running it\n"
 	"  --cache-to REF    push every stage result to REF (docs/ci.md)\n"
@@ -34,12 +41,38 @@ static const char build_usage[] =
 	"                    GPU is not (with the roofline model's figures); gates.json\n"
 	"                    records the choice and never says passed (docs/cuda.md)\n";
 
+/* --memory: bytes, or a count of K, M, G or T (binary units); at most 1 PiB.
+ * (nf_cli_parse_size caps at 4 GiB, the registry's chunk sizes.) */
+static int parse_memory(uint64_t *out, const char *s)
+{
+	static const char units[] = "KMGT";
+	char buf[32];
+	size_t n = strlen(s);
+	const char *u = n ? strchr(units, s[n - 1] & ~0x20) : NULL;
+	unsigned shift = u && *u ? 10u * (unsigned)(u - units + 1) : 0;
+	uint64_t v;
+	int err;
+
+	if (n == 0 || n >= sizeof(buf))
+		return nf_error_set(NF_EINPUT, "--memory: '%.40s' is not a size", s);
+	memcpy(buf, s, n + 1);
+	if (shift)
+		buf[n - 1] = '\0';
+	if ((err = nf_parse_u64(&v, buf, ((uint64_t)1 << 50) >> shift, "--memory")))
+		return err;
+	if ((*out = v << shift) == 0)
+		return nf_error_set(NF_EINPUT, "--memory: must be more than 0");
+	return 0;
+}
+
 int nf_cmd_build(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{"out", required_argument, NULL, 'o'},
 		{"cache", required_argument, NULL, 'c'},
-		{"threads", required_argument, NULL, 'j'},
+		{"threads", required_argument, NULL, 'T'},
+		{"jobs", required_argument, NULL, 'j'},
+		{"memory", required_argument, NULL, 'm'},
 		{"rebuild", no_argument, NULL, 'r'},
 		{"allow-skipped-gates", no_argument, NULL, 'S'},
 		{"log-format", required_argument, NULL, 'F'},
@@ -54,7 +87,7 @@ int nf_cmd_build(int argc, char **argv)
 	nf_build_opts bo = {0};
 	nf_log_opts lo = {.level = NF_LOG_INFO};
 	nf_log *log = NULL;
-	long threads = 0;
+	long threads = 0, jobs = 0;
 	int c, err = 0;
 
 	optind = 1;
@@ -62,7 +95,9 @@ int nf_cmd_build(int argc, char **argv)
 		switch (c) {
 		case 'o': bo.out_dir = optarg; break;
 		case 'c': bo.cache_dir = optarg; break;
-		case 'j': err = nf_parse_long(&threads, optarg, 0, 1024, "--threads"); break;
+		case 'T': err = nf_parse_long(&threads, optarg, 0, 1024, "--threads"); break;
+		case 'j': err = nf_parse_long(&jobs, optarg, 1, 1024, "--jobs"); break;
+		case 'm': err = parse_memory(&bo.memory, optarg); break;
 		case 'r': bo.rebuild = 1; break;
 		case 'S': bo.allow_skipped_gates = 1; break;
 		case 'f': bo.cache_from = optarg; break;
@@ -85,6 +120,7 @@ int nf_cmd_build(int argc, char **argv)
 	}
 	bo.recipe_path = argv[optind];
 	bo.threads = (int)threads;
+	bo.jobs = (int)jobs;
 	if ((err = nf_log_new(&log, &lo))) {
 		fprintf(stderr, "nimfactory build: %s\n", nf_error_last());
 		return nf_error_exit_status(err);
