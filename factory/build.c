@@ -13,6 +13,7 @@
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
 #include "engine/wformat.h"
+#include "factory/build_shared.h"
 #include "factory/cache.h"
 #include "factory/deploy.h"
 #include "factory/digest.h"
@@ -63,6 +64,7 @@ typedef struct build_ctx {
 	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
 	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
 	nf_stage_graph_keys keys; /* the keys the plan's stages do not hold */
+	int model_borrowed;       /* model and tokenizers belong to opts->shared */
 	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
 } build_ctx;
 
@@ -94,6 +96,16 @@ static void source_spec(nf_source_spec *spec, const nf_recipe_source *s)
 	spec->archive = s->archive;
 }
 
+/* What a source's fields are, as one string: two recipes whose sources
+ * read the same give the same bytes (a pin, a commit or a local path). */
+static char *source_identity(const nf_recipe_source *s)
+{
+	return nf_strdup_printf("%s|%s|%s|%s|%s|%s|%d", nf_source_kind_name(s->kind),
+				s->url ? s->url : "", s->path ? s->path : "",
+				s->sha256 ? s->sha256 : "", s->git.url ? s->git.url : "",
+				s->git.commit ? s->git.commit : "", s->archive);
+}
+
 /* Fetch one source and learn its content digest. */
 static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, char **path,
 		     char digest[NF_SHA256_HEX_LEN + 1])
@@ -103,6 +115,20 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 	double t0 = now_seconds();
 	int err;
 
+	char *identity = source_identity(src);
+	const char *shared_path = NULL;
+	if (!identity)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (nf_build_shared_source(b->opts->shared, identity, &shared_path, digest) == 0) {
+		free(identity);
+		if (!(*path = strdup(shared_path)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+		st->cached = 1;
+		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s (fetched for an earlier recipe)",
+				    st->name, digest);
+		return 0;
+	}
 	source_spec(&spec, src);
 	nf_fetch_opts_init(&fo);
 	fo.progress = fetch_progress;
@@ -120,6 +146,9 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 	}
 	if (!err)
 		memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+	if (!err && b->opts->shared)
+		err = nf_build_shared_add_source(b->opts->shared, identity, *path, digest);
+	free(identity);
 	st->seconds = now_seconds() - t0;
 	nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
 	return err;
@@ -251,6 +280,15 @@ static int load_model(build_ctx *b, const char *why)
 
 	if (b->model)
 		return 0;
+	if (nf_build_shared_model(b->opts->shared, nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key,
+				  &b->model, &b->model_tokenizer) == 0) {
+		b->model_borrowed = 1;
+		if (b->model_tokenizer && nf_tokenizer_kind(b->model_tokenizer) != NF_TOK_LLAMA2C)
+			b->tokenizer = b->model_tokenizer;
+		nf_log_stage_cached(b->log, "convert", "the checkpoint loaded for an earlier recipe (%s)",
+				    why);
+		return resolve_chat_template(b);
+	}
 	nf_log_stage_begin(b->log, "convert", "loading the checkpoint (%s)", why);
 	err = nf_ckpt_load(&b->model, b->model_path, fmt);
 	if (!err && fmt == NF_CKPT_LLAMA2C && !b->tok_path)
@@ -1034,11 +1072,16 @@ static int prepare_output(build_ctx *b)
 	char *parent;
 	int err;
 
-	b->out_final = out ? strdup(out) : nf_strdup_printf("out/%s", b->recipe->model.name);
+	if (b->opts->out_parent)
+		b->out_final = nf_strdup_printf("%s/%s", b->opts->out_parent, b->recipe->model.name);
+	else
+		b->out_final = out ? strdup(out) : nf_strdup_printf("out/%s", b->recipe->model.name);
 	if (!b->out_final)
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	while (strlen(b->out_final) > 1 && b->out_final[strlen(b->out_final) - 1] == '/')
 		b->out_final[strlen(b->out_final) - 1] = '\0';
+	if (b->opts->shared && (err = nf_build_shared_claim_output(b->opts->shared, b->out_final)))
+		return err;
 	b->out_tmp = nf_strdup_printf("%s.partial-%ld", b->out_final, (long)getpid());
 	parent = strdup(b->out_final);
 	if (!b->out_tmp || !parent) {
@@ -1201,9 +1244,14 @@ done:
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
 	free(b.gated_now);
-	nf_model_free(b.model);
+	if (b.model && !b.model_borrowed && o->shared) /* for the next recipe; freed by shared */
+		nf_build_shared_add_model(o->shared, nf_plan_stage(b.plan, NF_STAGE_CONVERT, -1)->key,
+					  b.model, b.model_tokenizer);
+	else if (!b.model_borrowed) {
+		nf_model_free(b.model);
+		nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
+	}
 	free(b.calib_text);
-	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);

@@ -46,6 +46,11 @@ typedef struct nf_build_opts {
 	 * its reports, and make no image (a CI job per profile; the package job
 	 * then builds the whole recipe from the shared cache). */
 	const char *profile;
+	/* Several recipes in one build (`nimfactory build a.yaml b.yaml`): what
+	 * their builds share (factory/build_shared.h), NULL for one recipe; and
+	 * OUT as out_parent/<model name> (NULL: out_dir as above). */
+	struct nf_build_shared *shared;
+	const char *out_parent;
 } nf_build_opts;
 
 /* 0 built; NF_EGATE a gate failed, or was skipped without allow_skipped_gates

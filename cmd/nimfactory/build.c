@@ -11,20 +11,23 @@
 
 #include "cmd/nimfactory/commands.h"
 #include "factory/build.h"
+#include "factory/build_shared.h"
 #include "factory/log.h"
 #include "util/error.h"
 #include "util/parse.h"
 #include "util/banned.h"
 
 static const char build_usage[] =
-	"usage: nimfactory build RECIPE [--out DIR] [--cache DIR] [--threads N] [--rebuild]\n"
+	"usage: nimfactory build RECIPE... [--out DIR] [--cache DIR] [--threads N] [--rebuild]\n"
 	"                        [-j|--jobs N] [--memory SIZE]\n"
 	"                        [--cache-from REF] [--cache-to REF] [--insecure] [--profile NAME]\n"
 	"                        [--allow-skipped-gates]\n"
 	"                        [--log-format auto|text|tty|json] [--log-level debug|info|warn|error]\n"
 	"\n"
 	"Builds every profile of RECIPE, gates it and writes the OCI image to DIR/oci\n"
-	"(default DIR: out/<model name>).  Exit status: 0 built, 2 bad input, 3 a gate\n"
+	"(default DIR: out/<model name>).  Several recipes share one stage graph: a\n"
+	"checkpoint they pin is fetched and converted once, and each recipe's output\n"
+	"goes to DIR/<model name> (default out/<model name>).  Exit status: 0 built, 2 bad input, 3 a gate\n"
 	"failed or was skipped (reports in DIR/reports), 4 environment (network, disk,\n"
 	"missing tool).\n"
 	"  -j, --jobs N      profiles compiled at once (default: the number of cores)\n"
@@ -63,6 +66,34 @@ static int parse_memory(uint64_t *out, const char *s)
 	if ((*out = v << shift) == 0)
 		return nf_error_set(NF_EINPUT, "--memory: must be more than 0");
 	return 0;
+}
+
+static int build_one(nf_build_opts *bo, const char *recipe)
+{
+	bo->recipe_path = recipe;
+	int err = nf_build_run(bo);
+	if (err)
+		nf_log_error(bo->log, "build", "%s", nf_error_last());
+	return err;
+}
+
+/* Each recipe in turn on one shared graph; every recipe is built even when
+ * an earlier one fails, and the first failure decides the exit status. */
+static int build_many(nf_build_opts *bo, char **recipes, size_t n)
+{
+	nf_build_shared *shared = NULL;
+	int first = nf_build_shared_new(&shared);
+	if (first)
+		return first;
+	bo->shared = shared;
+	bo->out_parent = bo->out_dir;
+	for (size_t i = 0; i < n; i++) {
+		int err = build_one(bo, recipes[i]);
+		if (err && !first)
+			first = err;
+	}
+	nf_build_shared_free(shared);
+	return first;
 }
 
 int nf_cmd_build(int argc, char **argv)
@@ -114,11 +145,10 @@ int nf_cmd_build(int argc, char **argv)
 			return NF_EXIT_INPUT;
 		}
 	}
-	if (optind + 1 != argc) {
+	if (optind >= argc) {
 		fputs(build_usage, stderr);
 		return NF_EXIT_INPUT;
 	}
-	bo.recipe_path = argv[optind];
 	bo.threads = (int)threads;
 	bo.jobs = (int)jobs;
 	if ((err = nf_log_new(&log, &lo))) {
@@ -127,9 +157,8 @@ int nf_cmd_build(int argc, char **argv)
 	}
 	nf_log_set_default(log);
 	bo.log = log;
-	err = nf_build_run(&bo);
-	if (err)
-		nf_log_error(log, "build", "%s", nf_error_last());
+	err = argc - optind == 1 ? build_one(&bo, argv[optind]) : build_many(&bo, argv + optind,
+									   (size_t)(argc - optind));
 	nf_log_set_default(NULL);
 	nf_log_free(log);
 	return nf_error_exit_status(err);

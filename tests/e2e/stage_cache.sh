@@ -3,8 +3,9 @@
 # result cached: a rebuild with nothing changed runs no stage (the log says
 # so per stage), keeps OUT/oci byte for byte and takes well under a second;
 # changing one profile's gate threshold re-runs that gate and the package,
-# nothing else; `plan` says so before any work; --rebuild runs everything
-# again.
+# nothing else; `plan` says so before any work; two recipes pinning one
+# checkpoint in one build fetch and convert it once; --rebuild runs
+# everything again.
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
 MODELS="${NF_SHARED:?}/models/stories260K"
@@ -76,6 +77,26 @@ t "the new threshold is in the report" \
 
 build "$W/gate.yaml" gate-again.log
 is "the changed recipe, rebuilt: nothing runs" "$(count gate-again.log ': cached:')" 6
+
+# Two recipes pinning one checkpoint, in one build on an empty cache: it is
+# fetched and converted once, and each recipe gets OUT/<model name>.
+sed 's/precisions: \[fp32, int8-wo\]/precisions: [fp32]/; s/precision_preference: .*/precision_preference: [fp32]/' \
+	"$W/r.yaml" >"$W/a.yaml"
+sed 's/name: stories260k$/name: stories260k-half/; s/precisions: \[fp32\]/precisions: [fp16]/; s/precision_preference: .*/precision_preference: [fp16]/; s|repository: nimfactory/stories260k|repository: nimfactory/stories260k-half|' \
+	"$W/a.yaml" >"$W/b.yaml"
+NIMFACTORY_CACHE="$W/cache-two" "$NF" cache add "$MODELS/stories260K.bin" "$MODELS/tok512.bin" >/dev/null
+NIMFACTORY_CACHE="$W/cache-two" "$NF" build "$W/a.yaml" "$W/b.yaml" --out "$W/two" --log-format text >"$W/two.log" 2>&1
+is "two recipes in one build" "$?" 0
+is "the checkpoint loaded once" "$(count two.log 'convert: loading the checkpoint')" 1
+is "the second recipe's sources came from the first's fetch" "$(count two.log 'fetched for an earlier recipe')" 2
+t "the second recipe's engine from the loaded checkpoint" grep -q 'convert: cached: the checkpoint loaded for an earlier recipe' "$W/two.log"
+t "each recipe has its own OUT/<model name>" test -f "$W/two/stories260k/oci/index.json" -a -f "$W/two/stories260k-half/oci/index.json"
+is "each with its own profile" \
+	"$(json_get "$W/two/stories260k/plan.json" "j['profiles'][0]['name']") $(json_get "$W/two/stories260k-half/plan.json" "j['profiles'][0]['name']")" \
+	"cpu-fp32-tp1 cpu-fp16-tp1"
+NIMFACTORY_CACHE="$W/cache-two" "$NF" build "$W/a.yaml" "$W/a.yaml" --out "$W/same" >"$W/same.log" 2>&1
+is "two recipes writing one OUT: refused" "$?" 2
+t "the refusal says why" grep -q 'an earlier recipe of this build wrote it' "$W/same.log"
 
 build "$W/r.yaml" rebuild.log --rebuild
 is "--rebuild" "$?" 0
