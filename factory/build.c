@@ -825,8 +825,10 @@ static int run_gates(build_ctx *b)
 			err = stage_gate(b, i);
 	if (!err)
 		err = stage_perf_ratios(b);
+	/* A skipped gate (a GPU profile where its GPU is not) measured nothing:
+	 * it is not a result, and a machine with the GPU must run it. */
 	for (size_t i = 0; !err && i < n; i++)
-		if (b->gated_now[i])
+		if (b->gated_now[i] && b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
 			err = gate_to_cache(b, i);
 	return err;
 }
@@ -846,7 +848,8 @@ static int stage_gates(build_ctx *b)
 	if (missing)
 		err = run_gates(b);
 	for (size_t i = 0; !err && i < n; i++)
-		err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
+		if (b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
+			err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
 	return err;
 }
 

@@ -54,6 +54,17 @@ is "plan: every stage cached" "$(grep -c '^ *[0-9]* .* cached' "$W/plan.txt")" 8
 "$NF" plan "$W/r.yaml" --json >"$W/plan.json"
 is "plan --json: the keys a build uses, every stage cached, the gates' times recorded" \
 	"$(json_get "$W/plan.json" "[s['key'] for s in j['stages'] if s['kind'] == 'gate'] == [s['key'] for s in json.load(open('$W/out/plan.json'))['stages'] if s['kind'] == 'gate'] and all(s['cached'] for s in j['stages']) and all(s['seconds'] > 0 for s in j['stages'] if s['kind'] == 'gate')")" True
+PY="$SRC/build/venv/bin/python"
+if "$PY" -c 'import jsonschema' 2>/dev/null; then
+	t "plan --json validates against docs/schemas/plan.schema.json" "$PY" -c '
+import json, sys, jsonschema
+s = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(s)
+jsonschema.validate(json.load(open(sys.argv[2])), s, cls=jsonschema.Draft202012Validator)
+' "$SRC/docs/schemas/plan.schema.json" "$W/plan.json"
+else
+	skip "jsonschema is not in build/venv"
+fi
 "$NF" plan "$W/r.yaml" --cache "$W/empty-cache" >"$W/plan-empty.txt" 2>&1
 is "plan against an empty cache: every stage runs" "$(grep -c '^ *[0-9]* .* runs$' "$W/plan-empty.txt")" 8
 
