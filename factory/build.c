@@ -107,35 +107,54 @@ static char *source_identity(const nf_recipe_source *s)
 }
 
 /* Fetch one source and learn its content digest. */
+/* A pinned download already in the cache: its fetch stage has nothing to do. */
+static int fetch_is_cached(const build_ctx *b, const nf_recipe_source *src)
+{
+	int hit = src->kind == NF_SOURCE_URL && src->sha256 && !src->archive &&
+		  nf_cache_blob_lookup(NULL, b->cache, src->sha256) == 0;
+	nf_error_clear();
+	return hit;
+}
+
+/* The source as an earlier recipe of this build fetched it: 1 when it did. */
+static int fetch_from_shared(build_ctx *b, nf_stage *st, const char *identity, char **path,
+			     char digest[NF_SHA256_HEX_LEN + 1])
+{
+	const char *shared_path = NULL;
+	if (nf_build_shared_source(b->opts->shared, identity, &shared_path, digest) != 0 ||
+	    !(*path = strdup(shared_path)))
+		return 0;
+	memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+	st->cached = 1;
+	nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s (fetched for an earlier recipe)",
+			    st->name, digest);
+	return 1;
+}
+
 static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, char **path,
 		     char digest[NF_SHA256_HEX_LEN + 1])
 {
 	nf_source_spec spec;
 	nf_fetch_opts fo;
 	double t0 = now_seconds();
+	char *identity = source_identity(src);
 	int err;
 
-	char *identity = source_identity(src);
-	const char *shared_path = NULL;
 	if (!identity)
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	if (nf_build_shared_source(b->opts->shared, identity, &shared_path, digest) == 0) {
+	if (fetch_from_shared(b, st, identity, path, digest)) {
 		free(identity);
-		if (!(*path = strdup(shared_path)))
-			return nf_error_set(NF_ENOMEM, "out of memory");
-		memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
-		st->cached = 1;
-		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s (fetched for an earlier recipe)",
-				    st->name, digest);
 		return 0;
 	}
+	st->cached = fetch_is_cached(b, src);
 	source_spec(&spec, src);
 	nf_fetch_opts_init(&fo);
 	fo.progress = fetch_progress;
 	fo.progress_user = b->log;
-	nf_log_stage_begin(b->log, "fetch", "%s", src->kind == NF_SOURCE_URL ? src->url
-						  : src->kind == NF_SOURCE_GIT ? src->git.url
-									       : src->path);
+	if (!st->cached)
+		nf_log_stage_begin(b->log, "fetch", "%s", src->kind == NF_SOURCE_URL ? src->url
+							  : src->kind == NF_SOURCE_GIT ? src->git.url
+										       : src->path);
 	err = nf_fetch_source(path, b->cache, &spec, &fo);
 	if (!err) {
 		/* A pinned file is known by its pin; anything else is hashed. */
@@ -150,7 +169,12 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 		err = nf_build_shared_add_source(b->opts->shared, identity, *path, digest);
 	free(identity);
 	st->seconds = now_seconds() - t0;
-	nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
+	if (st->cached && !err)
+		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s", st->name, digest);
+	else if (st->cached)
+		nf_log_error(b->log, "fetch", "%s: %s", st->name, nf_error_last());
+	else
+		nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
 	return err;
 }
 
