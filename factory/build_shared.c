@@ -111,6 +111,14 @@ int nf_build_shared_model(const nf_build_shared *s, const char *convert_key, nf_
 int nf_build_shared_add_model(nf_build_shared *s, const char *convert_key, nf_model *model,
 			      nf_tokenizer *tokenizer)
 {
+	/* One float32 checkpoint held at a time: the recipes that pin it come
+	 * one after the other (the caller orders them), and two large models
+	 * must not sit in memory together. */
+	for (size_t i = 0; i < s->n_models; i++) {
+		nf_model_free(s->models[i].model);
+		nf_tokenizer_free(s->models[i].tokenizer);
+	}
+	s->n_models = 0;
 	int err = grow((void **)&s->models, s->n_models, sizeof(*s->models));
 	if (err) {
 		nf_model_free(model);

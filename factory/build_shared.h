@@ -31,7 +31,8 @@ int nf_build_shared_add_source(nf_build_shared *s, const char *identity, const c
 int nf_build_shared_model(const nf_build_shared *s, const char *convert_key, nf_model **model,
 			  nf_tokenizer **tokenizer);
 /* Hand a loaded model and its tokenizer (may be NULL) to s, which frees
- * them (also on failure). */
+ * them (also on failure), and frees the one it held before: s holds one
+ * checkpoint at a time, so build the recipes that share one in a row. */
 int nf_build_shared_add_model(nf_build_shared *s, const char *convert_key, nf_model *model,
 			      nf_tokenizer *tokenizer);
 

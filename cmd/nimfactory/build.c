@@ -12,6 +12,7 @@
 #include "cmd/nimfactory/commands.h"
 #include "factory/build.h"
 #include "factory/build_shared.h"
+#include "factory/recipe.h"
 #include "factory/log.h"
 #include "util/error.h"
 #include "util/parse.h"
@@ -77,23 +78,67 @@ static int build_one(nf_build_opts *bo, const char *recipe)
 	return err;
 }
 
+/* What identifies a recipe's checkpoint for ordering ("" when it cannot be
+ * read: its build reports why). */
+static char *checkpoint_of(const char *recipe)
+{
+	nf_recipe *r = NULL;
+	char *id = NULL;
+	if (nf_recipe_load(&r, recipe) == 0) {
+		const nf_recipe_source *s = &r->model.source;
+		id = strdup(s->sha256 ? s->sha256 : s->url ? s->url : s->path ? s->path
+						 : s->git.commit ? s->git.commit : "");
+	}
+	nf_error_clear();
+	nf_recipe_free(r);
+	return id ? id : strdup("");
+}
+
+/* The recipes in the order given, except that those pinning one checkpoint
+ * come one after the other (at the first one's place), so it is loaded
+ * once.  order[] gets indices into recipes. */
+static int order_by_checkpoint(size_t *order, char **recipes, size_t n)
+{
+	char **ids = calloc(n, sizeof(*ids));
+	size_t m = 0;
+	int err = ids ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; !err && i < n; i++)
+		if (!(ids[i] = checkpoint_of(recipes[i])))
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; !err && i < n; i++) {
+		int seen = 0;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = ids[i][0] && !strcmp(ids[i], ids[j]);
+		for (size_t k = i; !seen && k < n; k++) /* i and every later one like it */
+			if (k == i || (ids[i][0] && !strcmp(ids[i], ids[k])))
+				order[m++] = k;
+	}
+	for (size_t i = 0; ids && i < n; i++)
+		free(ids[i]);
+	free(ids);
+	return err;
+}
+
 /* Each recipe in turn on one shared graph; every recipe is built even when
  * an earlier one fails, and the first failure decides the exit status. */
 static int build_many(nf_build_opts *bo, char **recipes, size_t n)
 {
 	nf_build_shared *shared = NULL;
-	int first = nf_build_shared_new(&shared);
-	if (first)
-		return first;
+	size_t *order = calloc(n, sizeof(*order));
+	int first = 0, err = order ? nf_build_shared_new(&shared)
+				   : nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = order_by_checkpoint(order, recipes, n);
 	bo->shared = shared;
 	bo->out_parent = bo->out_dir;
-	for (size_t i = 0; i < n; i++) {
-		int err = build_one(bo, recipes[i]);
-		if (err && !first)
-			first = err;
+	for (size_t i = 0; !err && i < n; i++) {
+		int built = build_one(bo, recipes[order[i]]);
+		if (built && !first)
+			first = built;
 	}
 	nf_build_shared_free(shared);
-	return first;
+	free(order);
+	return err ? err : first;
 }
 
 int nf_cmd_build(int argc, char **argv)
