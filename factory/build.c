@@ -12,6 +12,8 @@
 #include "engine/chat.h"
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
+#include "engine/wformat.h"
+#include "factory/build_shared.h"
 #include "factory/cache.h"
 #include "factory/deploy.h"
 #include "factory/digest.h"
@@ -20,6 +22,10 @@
 #include "factory/plan.h"
 #include "factory/recipe.h"
 #include "factory/remote_cache.h"
+#include "factory/stage_gates.h"
+#include "factory/stage_graph.h"
+#include "factory/stage_sched.h"
+#include "factory/stage_keys.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
 #include "factory/package.h"
@@ -57,6 +63,9 @@ typedef struct build_ctx {
 	nf_gate_results results;
 	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
 	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
+	nf_stage_graph_keys keys; /* the keys the plan's stages do not hold */
+	int model_borrowed;       /* model and tokenizers belong to opts->shared */
+	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
 } build_ctx;
 
 static double now_seconds(void)
@@ -87,22 +96,65 @@ static void source_spec(nf_source_spec *spec, const nf_recipe_source *s)
 	spec->archive = s->archive;
 }
 
+/* What a source's fields are, as one string: two recipes whose sources
+ * read the same give the same bytes (a pin, a commit or a local path). */
+static char *source_identity(const nf_recipe_source *s)
+{
+	return nf_strdup_printf("%s|%s|%s|%s|%s|%s|%d", nf_source_kind_name(s->kind),
+				s->url ? s->url : "", s->path ? s->path : "",
+				s->sha256 ? s->sha256 : "", s->git.url ? s->git.url : "",
+				s->git.commit ? s->git.commit : "", s->archive);
+}
+
 /* Fetch one source and learn its content digest. */
+/* A pinned download already in the cache: its fetch stage has nothing to do. */
+static int fetch_is_cached(const build_ctx *b, const nf_recipe_source *src)
+{
+	int hit = src->kind == NF_SOURCE_URL && src->sha256 && !src->archive &&
+		  nf_cache_blob_lookup(NULL, b->cache, src->sha256) == 0;
+	nf_error_clear();
+	return hit;
+}
+
+/* The source as an earlier recipe of this build fetched it: 1 when it did. */
+static int fetch_from_shared(build_ctx *b, nf_stage *st, const char *identity, char **path,
+			     char digest[NF_SHA256_HEX_LEN + 1])
+{
+	const char *shared_path = NULL;
+	if (nf_build_shared_source(b->opts->shared, identity, &shared_path, digest) != 0 ||
+	    !(*path = strdup(shared_path)))
+		return 0;
+	memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+	st->cached = 1;
+	nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s (fetched for an earlier recipe)",
+			    st->name, digest);
+	return 1;
+}
+
 static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, char **path,
 		     char digest[NF_SHA256_HEX_LEN + 1])
 {
 	nf_source_spec spec;
 	nf_fetch_opts fo;
 	double t0 = now_seconds();
+	char *identity = source_identity(src);
 	int err;
 
+	if (!identity)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (fetch_from_shared(b, st, identity, path, digest)) {
+		free(identity);
+		return 0;
+	}
+	st->cached = fetch_is_cached(b, src);
 	source_spec(&spec, src);
 	nf_fetch_opts_init(&fo);
 	fo.progress = fetch_progress;
 	fo.progress_user = b->log;
-	nf_log_stage_begin(b->log, "fetch", "%s", src->kind == NF_SOURCE_URL ? src->url
-						  : src->kind == NF_SOURCE_GIT ? src->git.url
-									       : src->path);
+	if (!st->cached)
+		nf_log_stage_begin(b->log, "fetch", "%s", src->kind == NF_SOURCE_URL ? src->url
+							  : src->kind == NF_SOURCE_GIT ? src->git.url
+										       : src->path);
 	err = nf_fetch_source(path, b->cache, &spec, &fo);
 	if (!err) {
 		/* A pinned file is known by its pin; anything else is hashed. */
@@ -113,8 +165,16 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 	}
 	if (!err)
 		memcpy(st->key, digest, NF_SHA256_HEX_LEN + 1);
+	if (!err && b->opts->shared)
+		err = nf_build_shared_add_source(b->opts->shared, identity, *path, digest);
+	free(identity);
 	st->seconds = now_seconds() - t0;
-	nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
+	if (st->cached && !err)
+		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s", st->name, digest);
+	else if (st->cached)
+		nf_log_error(b->log, "fetch", "%s: %s", st->name, nf_error_last());
+	else
+		nf_log_stage_end(b->log, "fetch", err, "%s sha256:%.12s", st->name, err ? "" : digest);
 	return err;
 }
 
@@ -188,14 +248,72 @@ static int load_calibration(build_ctx *b)
 	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
 }
 
-static int stage_convert(build_ctx *b)
+/* Where a stage's result was found. */
+typedef enum stage_found {
+	STAGE_MISSING = 0, /* run it */
+	STAGE_LOCAL,       /* in the local cache */
+	STAGE_PULLED,      /* pulled from --cache-from into the local cache */
+} stage_found;
+
+/* The folder of stage (kind, key) from the local cache, else pulled from
+ * the remote one; *dir NULL when neither has it (or --rebuild). */
+static stage_found stage_lookup(build_ctx *b, const char *kind, const char *key, char **dir)
 {
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
+	*dir = NULL;
+	if (b->opts->rebuild)
+		return STAGE_MISSING;
+	if (nf_cache_stage_lookup(dir, b->cache, key) == 0)
+		return STAGE_LOCAL;
+	nf_error_clear();
+	if (b->remote_from && nf_remote_cache_pull(dir, b->remote_from, b->cache, kind, key) == 0)
+		return STAGE_PULLED;
+	nf_error_clear();
+	return STAGE_MISSING;
+}
+
+/* " (pulled from REF)" after a stage that came from the remote cache, else "". */
+static const char *pulled_note(build_ctx *b, stage_found f, char *buf, size_t size)
+{
+	if (f != STAGE_PULLED)
+		return "";
+	snprintf(buf, size, " (pulled from %s)", nf_remote_cache_ref(b->remote_from));
+	return buf;
+}
+
+/* Push the finished stage (kind, key) to --cache-to, made or found. */
+static int stage_push(build_ctx *b, const char *kind, const char *key)
+{
+	char *dir = NULL;
+	int err;
+	if (!b->remote_to)
+		return 0;
+	if (!(err = nf_cache_stage_lookup(&dir, b->cache, key)))
+		err = nf_remote_cache_push(b->remote_to, b->cache, kind, key, dir);
+	free(dir);
+	return err;
+}
+
+/* The checkpoint in memory, loaded the first time a stage needs the model
+ * (a compile or a gate that is not cached): a rebuild that finds every
+ * result in the cache never reads the weights. */
+static int load_model(build_ctx *b, const char *why)
+{
 	nf_ckpt_format fmt = ckpt_format(b->recipe->model.source.format, b->model_path);
 	double t0 = now_seconds();
 	int err;
 
-	nf_log_stage_begin(b->log, "convert", "loading the checkpoint");
+	if (b->model)
+		return 0;
+	if (nf_build_shared_model(b->opts->shared, nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key,
+				  &b->model, &b->model_tokenizer) == 0) {
+		b->model_borrowed = 1;
+		if (b->model_tokenizer && nf_tokenizer_kind(b->model_tokenizer) != NF_TOK_LLAMA2C)
+			b->tokenizer = b->model_tokenizer;
+		nf_log_stage_cached(b->log, "convert", "the checkpoint loaded for an earlier recipe (%s)",
+				    why);
+		return resolve_chat_template(b);
+	}
+	nf_log_stage_begin(b->log, "convert", "loading the checkpoint (%s)", why);
 	err = nf_ckpt_load(&b->model, b->model_path, fmt);
 	if (!err && fmt == NF_CKPT_LLAMA2C && !b->tok_path)
 		err = nf_error_set(NF_EINPUT, "%s: model.tokenizer: this model needs a tokenizer",
@@ -204,11 +322,7 @@ static int stage_convert(build_ctx *b)
 		err = load_tokenizer(b, fmt);
 	if (!err)
 		err = resolve_chat_template(b);
-	if (!err)
-		err = load_calibration(b);
-	if (!err)
-		memcpy(st->key, b->source_digest, sizeof(st->key));
-	st->seconds = now_seconds() - t0;
+	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += now_seconds() - t0;
 	if (!err) {
 		const nf_model_config *c = &b->model->cfg;
 		nf_log_stage_end(b->log, "convert", 0,
@@ -221,79 +335,93 @@ static int stage_convert(build_ctx *b)
 	return err;
 }
 
-/* What of build.quantization the engine of p depends on (its int4 group,
- * its calibration text), added to its provenance; -1 out of memory. */
-static int quantization_provenance(const build_ctx *b, const nf_profile *p, json_t *prov)
+/* The name of the chat template a cached convert resolved, as the static
+ * string nf_chat_template_name gives; NULL when it is none of them. */
+static const char *chat_template_named(const char *name)
 {
-	const nf_precision_info *info = nf_precision_info_of(p->precision);
-	int group = nf_precision_group(p->precision, b->recipe->build.quant.group_size);
-	if (group && json_object_set_new(prov, "group_size", json_integer(group)))
-		return -1;
-	if (info->calibrated &&
-	    json_object_set_new(prov, "calibration_sha256",
-				json_string(b->calib_text ? b->calib_digest : "default")))
-		return -1;
-	return 0;
+	for (nf_chat_template t = NF_CHAT_MODEL; t <= NF_CHAT_CHATML; t++)
+		if (!strcmp(nf_chat_template_name(t), name))
+			return nf_chat_template_name(t);
+	return NULL;
 }
 
-/* What an engine is made of: it is rebuilt exactly when one of these changes. */
-static int compile_key(build_ctx *b, const nf_profile *p, char key[NF_SHA256_HEX_LEN + 1],
-		       char **provenance)
-{
-	json_t *prov = json_pack("{s:s, s:s, s:s, s:s, s:s}", "tool", "nimfactory " NF_VERSION,
-				 "source_sha256", b->source_digest, "tokenizer_sha256",
-				 b->tok_digest, "profile_id", p->id, "precision",
-				 nf_precision_name(p->precision));
-	json_t *keyj = NULL;
-	int err = 0;
+/* What a convert stage leaves in the cache: the chat template it resolved
+ * (the package needs it; the weights themselves go into each engine). */
+#define CONVERT_RESULT "chat_template"
 
-	*provenance = NULL;
-	if (!prov)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	if (quantization_provenance(b, p, prov)) {
-		json_decref(prov);
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	}
-	if (p->is_gpu && (err = nf_gpu_profile_provenance(prov, p))) {
-		json_decref(prov);
-		return err;
-	}
-	keyj = json_pack("{s:s, s:O, s:b}", "stage", "compile", "provenance", prov, "autotune",
-			 b->recipe->build.autotune);
-	*provenance = json_dumps(prov, JSON_SORT_KEYS | JSON_COMPACT);
-	if (!keyj || !*provenance)
+static int convert_from_cache(build_ctx *b, const nf_stage *st)
+{
+	char *dir = NULL, *path = NULL, *text = NULL, note[300];
+	size_t len;
+	int found = 0;
+	stage_found where = stage_lookup(b, "convert", st->key, &dir);
+	if (where == STAGE_MISSING)
+		goto done;
+	if ((path = nf_path_join(dir, CONVERT_RESULT)) &&
+	    !nf_fs_read_file(&text, &len, path, 64) &&
+	    (b->plan->chat_template = chat_template_named(text)))
+		found = 1;
+	if (found)
+		nf_log_stage_cached(b->log, "convert", "key %.12s%s", st->key,
+				    pulled_note(b, where, note, sizeof(note)));
+done:
+	nf_error_clear();
+	free(dir);
+	free(path);
+	free(text);
+	return found;
+}
+
+static int convert_to_cache(build_ctx *b, const nf_stage *st)
+{
+	nf_cache_stage *cs = NULL;
+	char *path = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
+	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), CONVERT_RESULT)))
 		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_fs_write_atomic(path, b->plan->chat_template, strlen(b->plan->chat_template),
+					 0644);
+	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
 	else
-		err = nf_json_digest(key, keyj);
-	json_decref(prov);
-	json_decref(keyj);
+		nf_cache_stage_abort(cs);
+	free(path);
 	return err;
+}
+
+/* The convert stage: keyed by the checkpoint's and tokenizer's bytes; when
+ * cached, the model is loaded later only if a stage that follows runs. */
+static int stage_convert(build_ctx *b)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
+	int err;
+	if (!(st->cached = convert_from_cache(b, st)) &&
+	    ((err = load_model(b, "convert")) || (err = convert_to_cache(b, st))))
+		return err;
+	return stage_push(b, "convert", st->key);
 }
 
 /* The compile stage's folder from the local cache, else pulled from the
  * remote one; *stage_dir NULL when neither has it (or --rebuild). */
 static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
-	*stage_dir = NULL;
-	if (b->opts->rebuild)
-		return;
-	if (nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0) {
-		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s)", p->name, st->key);
-		return;
-	}
-	nf_error_clear();
-	if (b->remote_from &&
-	    nf_remote_cache_pull(stage_dir, b->remote_from, b->cache, "compile", st->key) == 0)
-		nf_log_stage_cached(b->log, "compile", "%s (pulled from %s, stage %.12s)", p->name,
-				    nf_remote_cache_ref(b->remote_from), st->key);
+	char note[300];
+	stage_found where = stage_lookup(b, "compile", st->key, stage_dir);
+	if (where != STAGE_MISSING)
+		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)%s", p->name, st->key,
+				    pulled_note(b, where, note, sizeof(note)));
 }
 
 /* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
 static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
-			  const char *provenance, char **stage_dir)
+			  const char *provenance, char **stage_dir, int threads)
 {
 	nf_cache_stage *cs = NULL;
 	char *engine_dir = NULL, *report = NULL;
+	double t0 = now_seconds();
 	int err;
 
 	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
@@ -311,7 +439,7 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
-		.threads = b->opts->threads,
+		.threads = threads,
 		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
 		.autotune = b->recipe->build.autotune && !p->is_gpu,
 		.tactics_report = report,
@@ -324,6 +452,8 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
 			  (err = nf_gpu_profile_kernels(engine_dir, p))))
 		goto done;
+	if ((err = nf_stage_timing_write(nf_cache_stage_dir(cs), now_seconds() - t0)))
+		goto done;
 	err = nf_cache_stage_commit(stage_dir, cs);
 	cs = NULL;
 done:
@@ -334,36 +464,136 @@ done:
 	return err;
 }
 
-static int stage_compile(build_ctx *b, size_t i)
-{
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i);
-	char *provenance = NULL, *stage_dir = NULL;
-	double t0 = now_seconds();
-	int err;
+/* One profile's compile: found in a cache, or built by a scheduled job. */
+typedef struct compile_job {
+	build_ctx *b;
+	size_t profile;
+	char *provenance;
+	char *stage_dir; /* the stage folder, found or made */
+} compile_job;
 
-	if ((err = compile_key(b, p, st->key, &provenance)))
-		goto done;
-	lookup_compiled(b, p, st, &stage_dir);
-	st->cached = stage_dir != NULL;
-	if (!stage_dir && (err = compile_engine(b, p, st, provenance, &stage_dir)))
-		goto done;
-	if (!st->cached)
-		st->seconds = now_seconds() - t0;
-	/* The stage folder holds the engine one level down. */
-	if (!(p->engine_dir = nf_path_join(stage_dir, "engine"))) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
+/* Key and cache lookup of profile i's compile (serial: the remote client is one connection). */
+static int compile_lookup(build_ctx *b, compile_job *j)
+{
+	nf_profile *p = &b->plan->profiles[j->profile];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	int err = nf_stage_key_compile(st->key, &j->provenance, b->recipe, p, b->source_digest,
+				       b->tok_digest, b->calib_text ? b->calib_digest : NULL);
+	if (!err) {
+		lookup_compiled(b, p, st, &j->stage_dir);
+		st->cached = j->stage_dir != NULL;
 	}
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* The scheduled work of a compile, on its own thread. */
+static int compile_run(void *arg, int threads)
+{
+	compile_job *j = arg;
+	nf_profile *p = &j->b->plan->profiles[j->profile];
+	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	double t0 = now_seconds();
+	int err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir, threads);
+	st->seconds = now_seconds() - t0;
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* The engine's place in the plan, and the stage pushed to --cache-to. */
+static int compile_finish(build_ctx *b, const compile_job *j)
+{
+	nf_profile *p = &b->plan->profiles[j->profile];
+	const nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	int err = 0;
+	/* The stage folder holds the engine one level down. */
+	if (!(p->engine_dir = nf_path_join(j->stage_dir, "engine")))
+		return nf_error_set(NF_ENOMEM, "out of memory");
 	if (b->remote_to &&
-	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, stage_dir)))
+	    !(err = nf_remote_cache_push(b->remote_to, b->cache, "compile", st->key, j->stage_dir)))
 		nf_log_debug(b->log, "cache", "compile %s: stage %.12s in %s", p->name, st->key,
 			     nf_remote_cache_ref(b->remote_to));
-done:
-	if (err)
-		nf_error_wrap(err, "compile %s", p->name);
-	free(provenance);
-	free(stage_dir);
+	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
+}
+
+/* Peak memory of building p's engine, beside the float32 model it reads:
+ * the engine's weights in p's format and a KV cache at the model's context
+ * (calibration runs the forward pass). */
+static uint64_t compile_memory(const build_ctx *b, const nf_profile *p)
+{
+	const nf_model_config *c = &b->model->cfg;
+	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p->precision)->weights);
+	size_t params = 0;
+	double kv_dim = c->n_heads ? (double)c->dim / c->n_heads * c->n_kv_heads : 0;
+	nf_model_param_count(&params, c);
+	nf_error_clear();
+	double bytes = (double)params * (f ? f->bits : 32) / 8.0 +
+		       2.0 * c->n_layers * c->max_seq_len * kv_dim * sizeof(float);
+	return bytes < 1.8e19 ? (uint64_t)bytes : UINT64_MAX;
+}
+
+/* The float32 model's bytes (convert's peak, resident while engines are built). */
+static uint64_t model_memory(const build_ctx *b)
+{
+	size_t params = 0;
+	nf_model_param_count(&params, &b->model->cfg);
+	nf_error_clear();
+	return (uint64_t)params * sizeof(float);
+}
+
+/* The engines not found in a cache, built as scheduled jobs: up to --jobs at
+ * once, within what the float32 model leaves of --memory. */
+static int compile_missing(build_ctx *b, compile_job *js, size_t n)
+{
+	nf_stage_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	uint64_t budget = b->opts->memory ? b->opts->memory : nf_stage_sched_available_memory();
+	size_t m = 0;
+	int err = jobs ? load_model(b, "compile") : nf_error_set(NF_ENOMEM, "out of memory");
+
+	if (!err && budget && model_memory(b) >= budget)
+		err = nf_error_set(NF_EINPUT, "convert: the float32 model needs about %.1f MiB, more "
+				   "than the memory budget of %.1f MiB (--memory)",
+				   model_memory(b) / 1048576.0, budget / 1048576.0);
+	for (size_t i = 0; !err && i < n; i++)
+		if (!js[i].stage_dir)
+			jobs[m++] = (nf_stage_job){.stage = "compile",
+						   .name = b->plan->profiles[js[i].profile].name,
+						   .memory = compile_memory(b, &b->plan->profiles[js[i].profile]),
+						   .run = compile_run,
+						   .arg = &js[i]};
+	nf_stage_sched_opts so = {
+		.max_jobs = b->opts->jobs > 0 ? b->opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
+		.budget = budget ? budget - model_memory(b) : 0,
+		.threads = b->opts->threads,
+		.log = b->log,
+	};
+	if (so.max_jobs < 1)
+		so.max_jobs = 1;
+	if (!err)
+		err = nf_stage_sched_run(jobs, m, &so);
+	free(jobs);
+	return err;
+}
+
+/* Every profile's compile: looked up, the missing ones built (in parallel), then placed. */
+static int stage_compiles(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles, missing = 0;
+	compile_job *js = calloc(n ? n : 1, sizeof(*js));
+	int err = js ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+
+	for (size_t i = 0; !err && i < n; i++) {
+		js[i] = (compile_job){.b = b, .profile = i};
+		if (!(err = compile_lookup(b, &js[i])))
+			missing += !js[i].stage_dir;
+	}
+	if (!err && missing)
+		err = compile_missing(b, js, n);
+	for (size_t i = 0; !err && i < n; i++)
+		err = compile_finish(b, &js[i]);
+	for (size_t i = 0; js && i < n; i++) {
+		free(js[i].provenance);
+		free(js[i].stage_dir);
+	}
+	free(js);
 	return err;
 }
 
@@ -514,6 +744,8 @@ static int stage_perf_ratios(build_ctx *b)
 	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
 	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
 		nf_profile *p = &b->plan->profiles[i];
+		if (!b->gated_now[i]) /* a cached gate holds its ratios already */
+			continue;
 		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
 		for (size_t k = 0; !err && k < b->results.n; k++) {
 			nf_gate_result *r = b->results.items[k];
@@ -550,15 +782,101 @@ static int stage_gate(build_ctx *b, size_t i)
 		if (!err)
 			err = nf_gate_results_add(&b->results, res);
 	}
-	if (!err) {
+	if (!err)
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-		snprintf(st->key, sizeof(st->key), "%s",
-			 nf_plan_stage(b->plan, NF_STAGE_COMPILE, (int)i)->key);
-	}
+	b->gated_now[i] = 1;
 	st->seconds = now_seconds() - t0;
 	nf_log_stage_end(b->log, "gate", err, "%s: %s", p->name, nf_verdict_name(p->verdict));
 	return err;
 }
+
+/* The gates of profile i from the cache: 1 when found (its results added),
+ * 0 when they must run (absent, --rebuild, or a damaged entry). */
+static int gate_from_cache(build_ctx *b, size_t i)
+{
+	nf_profile *p = &b->plan->profiles[i];
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
+	char *dir = NULL, *path = NULL, note[300];
+	int found = 0;
+	stage_found where = stage_lookup(b, "gate", st->key, &dir);
+
+	if (where != STAGE_MISSING && (path = nf_path_join(dir, NF_STAGE_GATES_FILE)) &&
+	    !nf_stage_gates_load(&b->results, path))
+		found = 1;
+	nf_error_clear();
+	if (found) {
+		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
+		st->cached = 1;
+		nf_log_stage_cached(b->log, "gate", "%s (key %.12s)%s: %s", p->name, st->key,
+				    pulled_note(b, where, note, sizeof(note)), nf_verdict_name(p->verdict));
+	}
+	free(dir);
+	free(path);
+	return found;
+}
+
+static int gate_to_cache(build_ctx *b, size_t i)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
+	nf_cache_stage *cs = NULL;
+	char *path = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
+	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), NF_STAGE_GATES_FILE)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_stage_gates_save(path, &b->results, b->plan->profiles[i].id);
+	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
+	else
+		nf_cache_stage_abort(cs);
+	free(path);
+	return err;
+}
+
+/* The gates not found in the cache, run and stored under their keys. */
+static int run_gates(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles;
+	int err = make_gate_tmp(b);
+	if (!err)
+		err = load_model(b, "the gates' reference");
+	if (!err)
+		err = stage_reference(b);
+	for (size_t i = 0; !err && i < n; i++)
+		if (!nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->cached)
+			err = stage_gate(b, i);
+	if (!err)
+		err = stage_perf_ratios(b);
+	/* A skipped gate (a GPU profile where its GPU is not) measured nothing:
+	 * it is not a result, and a machine with the GPU must run it. */
+	for (size_t i = 0; !err && i < n; i++)
+		if (b->gated_now[i] && b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
+			err = gate_to_cache(b, i);
+	return err;
+}
+
+/* Every profile's gates: those cached are read back; the others run against
+ * the float32 reference (computed only then), get their ratios to fp32, and
+ * are stored under their keys. */
+static int stage_gates(build_ctx *b)
+{
+	size_t n = b->plan->n_profiles, missing = 0;
+	int err = 0;
+
+	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		missing += !gate_from_cache(b, i);
+	if (missing)
+		err = run_gates(b);
+	for (size_t i = 0; !err && i < n; i++)
+		if (b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
+			err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
+	return err;
+}
+
 
 static int write_json_file(const char *dir, const char *name, json_t *j)
 {
@@ -607,6 +925,91 @@ static int write_outputs(build_ctx *b)
 	return err;
 }
 
+/* What a package stage leaves in the cache: the OCI layout as written, and
+ * the digest its tag points at (deploy names the image by it). */
+#define PACKAGE_LAYOUT "oci"
+#define PACKAGE_DIGEST "image-digest"
+
+/* Every stage's key, once the sources are fetched: the digests they start
+ * from are the sources', the files the recipe names and the runtime's. */
+static int stage_keys(build_ctx *b)
+{
+	const char *eval = b->recipe->gates.correctness.eval_text;
+	char *nimserve = nf_package_find_nimserve(b->opts->runtime_dir);
+	char eval_digest[NF_SHA256_HEX_LEN + 1] = "", runtime[NF_SHA256_HEX_LEN + 1] = "";
+	int err = eval ? nf_digest_path(eval_digest, eval) : 0;
+	if (!err && nimserve && nf_fs_exists(nimserve))
+		err = nf_digest_path(runtime, nimserve);
+	nf_stage_inputs in = {
+		.source_digest = b->source_digest,
+		.tok_digest = b->tok_digest,
+		.calib_digest = b->calib_text ? b->calib_digest : NULL,
+		.eval_digest = eval_digest,
+		.runtime_digest = runtime,
+		.threads = b->opts->threads,
+	};
+	if (!err)
+		err = nf_stage_graph_keys_fill(&b->keys, b->plan, b->recipe, &in);
+	free(nimserve);
+	return err;
+}
+
+/* OUT/oci restored byte for byte from the cache: 1 when it was there. */
+static int package_from_cache(build_ctx *b, const char *key, char image[NF_SHA256_HEX_LEN + 1])
+{
+	char *dir = NULL, *src = NULL, *dst = NULL, *digest = NULL, *text = NULL;
+	size_t len;
+	int found = 0;
+	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, key))
+		goto done;
+	src = nf_path_join(dir, PACKAGE_LAYOUT);
+	dst = nf_path_join(b->out_tmp, PACKAGE_LAYOUT);
+	digest = nf_path_join(dir, PACKAGE_DIGEST);
+	if (!src || !dst || !digest ||
+	    nf_fs_read_file(&text, &len, digest, NF_SHA256_HEX_LEN) || len != NF_SHA256_HEX_LEN)
+		goto done;
+	if (nf_fs_copy_tree(src, dst)) {
+		nf_fs_remove_tree(dst); /* packaged again below, from nothing */
+		goto done;
+	}
+	memcpy(image, text, NF_SHA256_HEX_LEN + 1);
+	found = 1;
+done:
+	nf_error_clear();
+	free(dir);
+	free(src);
+	free(dst);
+	free(digest);
+	free(text);
+	return found;
+}
+
+static int package_to_cache(build_ctx *b, const char *key, const char *image, double seconds)
+{
+	nf_cache_stage *cs = NULL;
+	char *src = nf_path_join(b->out_tmp, PACKAGE_LAYOUT), *dst = NULL, *digest = NULL;
+	int err = nf_cache_stage_begin(&cs, b->cache, key);
+	if (!err && (!src || !(dst = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_LAYOUT)) ||
+		     !(digest = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_DIGEST))))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_fs_copy_tree(src, dst);
+	if (!err)
+		err = nf_fs_write_atomic(digest, image, strlen(image), 0444);
+	if (!err)
+		err = nf_stage_timing_write(nf_cache_stage_dir(cs), seconds);
+	if (!err)
+		err = nf_cache_stage_commit(NULL, cs);
+	else
+		nf_cache_stage_abort(cs);
+	free(src);
+	free(dst);
+	free(digest);
+	return err;
+}
+
+/* The package stage, keyed by everything the image holds.  Its plan entry
+ * keeps the image's digest (deploy and plan.json name the image by it). */
 static int stage_package(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
@@ -618,12 +1021,20 @@ static int stage_package(build_ctx *b)
 		.runtime_dir = b->opts->runtime_dir,
 		.log = b->log,
 	};
+	const char *key = b->keys.package;
 	int err;
 
+	if ((st->cached = package_from_cache(b, key, st->key))) {
+		nf_log_stage_cached(b->log, "package", "key %.12s: image sha256:%.12s", key,
+				    st->key);
+		return 0;
+	}
 	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
 			   b->recipe->image.tag);
 	err = nf_package_image(&po, st->key);
 	st->seconds = now_seconds() - t0;
+	if (!err)
+		err = package_to_cache(b, key, st->key, st->seconds);
 	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
 	return err;
 }
@@ -688,11 +1099,16 @@ static int prepare_output(build_ctx *b)
 	char *parent;
 	int err;
 
-	b->out_final = out ? strdup(out) : nf_strdup_printf("out/%s", b->recipe->model.name);
+	if (b->opts->out_parent)
+		b->out_final = nf_strdup_printf("%s/%s", b->opts->out_parent, b->recipe->model.name);
+	else
+		b->out_final = out ? strdup(out) : nf_strdup_printf("out/%s", b->recipe->model.name);
 	if (!b->out_final)
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	while (strlen(b->out_final) > 1 && b->out_final[strlen(b->out_final) - 1] == '/')
 		b->out_final[strlen(b->out_final) - 1] = '\0';
+	if (b->opts->shared && (err = nf_build_shared_claim_output(b->opts->shared, b->out_final)))
+		return err;
 	b->out_tmp = nf_strdup_printf("%s.partial-%ld", b->out_final, (long)getpid());
 	parent = strdup(b->out_final);
 	if (!b->out_tmp || !parent) {
@@ -787,17 +1203,15 @@ int nf_build_run(const nf_build_opts *o)
 	if (!err)
 		err = stage_fetch(&b);
 	if (!err)
+		err = load_calibration(&b);
+	if (!err)
+		err = stage_keys(&b);
+	if (!err)
 		err = stage_convert(&b);
-	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
-		err = stage_compile(&b, i);
 	if (!err)
-		err = make_gate_tmp(&b);
+		err = stage_compiles(&b);
 	if (!err)
-		err = stage_reference(&b);
-	for (size_t i = 0; !err && i < b.plan->n_profiles; i++)
-		err = stage_gate(&b, i);
-	if (!err)
-		err = stage_perf_ratios(&b);
+		err = stage_gates(&b);
 	if (err)
 		goto done;
 
@@ -856,9 +1270,15 @@ done:
 	if (b.gate_tmp)
 		nf_fs_remove_tree(b.gate_tmp);
 	free(b.gate_tmp);
-	nf_model_free(b.model);
+	free(b.gated_now);
+	if (b.model && !b.model_borrowed && o->shared) /* for the next recipe; freed by shared */
+		nf_build_shared_add_model(o->shared, nf_plan_stage(b.plan, NF_STAGE_CONVERT, -1)->key,
+					  b.model, b.model_tokenizer);
+	else if (!b.model_borrowed) {
+		nf_model_free(b.model);
+		nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
+	}
 	free(b.calib_text);
-	nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
 	free(b.model_path);
 	free(b.tok_path);
 	free(b.out_final);

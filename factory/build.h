@@ -17,6 +17,8 @@
 #ifndef NF_FACTORY_BUILD_H
 #define NF_FACTORY_BUILD_H
 
+#include <stdint.h>
+
 #include "factory/log.h"
 
 typedef struct nf_build_opts {
@@ -24,6 +26,9 @@ typedef struct nf_build_opts {
 	const char *out_dir;   /* NULL: out/<model name> */
 	const char *cache_dir; /* NULL: $NIMFACTORY_CACHE or the XDG default */
 	int threads;           /* engine threads for gates; 0 = all cores */
+	int jobs;              /* profiles compiled at once; 0 = the number of cores */
+	uint64_t memory;       /* memory budget in bytes for those compiles; 0 = the
+				  machine's available memory (factory/stage_sched.h) */
 	int rebuild;           /* 1: ignore cached stage results */
 	int allow_skipped_gates; /* 1: package profiles whose gates were skipped (a GPU
 				    profile built where its GPU is not); 0: such a build
@@ -41,6 +46,11 @@ typedef struct nf_build_opts {
 	 * its reports, and make no image (a CI job per profile; the package job
 	 * then builds the whole recipe from the shared cache). */
 	const char *profile;
+	/* Several recipes in one build (`nimfactory build a.yaml b.yaml`): what
+	 * their builds share (factory/build_shared.h), NULL for one recipe; and
+	 * OUT as out_parent/<model name> (NULL: out_dir as above). */
+	struct nf_build_shared *shared;
+	const char *out_parent;
 } nf_build_opts;
 
 /* 0 built; NF_EGATE a gate failed, or was skipped without allow_skipped_gates

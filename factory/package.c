@@ -28,8 +28,7 @@ static nf_oci_compression compression_of(const nf_recipe *r)
 	}
 }
 
-/* The nimserve binary to ship: runtime_dir/nimserve, else beside /proc/self/exe. */
-static char *find_nimserve(const char *runtime_dir)
+char *nf_package_find_nimserve(const char *runtime_dir)
 {
 	char exe[PATH_MAX];
 	if (runtime_dir)
@@ -451,7 +450,7 @@ static int attach_gate_report(const nf_package_opts *o, const char *oci, const n
 int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1])
 {
 	const nf_recipe *r = o->recipe;
-	char *oci = nf_path_join(o->out_dir, "oci"), *nimserve = find_nimserve(o->runtime_dir);
+	char *oci = nf_path_join(o->out_dir, "oci"), *nimserve = nf_package_find_nimserve(o->runtime_dir);
 	nf_oci_desc top;
 	int err = oci ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
 

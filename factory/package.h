@@ -33,6 +33,10 @@ typedef struct nf_package_opts {
 int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, const nf_plan *plan,
 			       const char *device);
 
+/* The nimserve binary to ship: runtime_dir/nimserve, else the one beside the
+ * running nimfactory; NULL when there is none.  Caller frees. */
+char *nf_package_find_nimserve(const char *runtime_dir);
+
 /* Write OUT/oci; key gets the hex digest of what the tag points at. */
 int nf_package_image(const nf_package_opts *o, char key[NF_SHA256_HEX_LEN + 1]);
 

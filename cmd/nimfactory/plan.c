@@ -9,17 +9,23 @@
 #include <string.h>
 
 #include "cmd/nimfactory/commands.h"
+#include "factory/cache.h"
 #include "factory/pipeline.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
+#include "factory/stage_plan.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/banned.h"
 
 static const char plan_usage[] =
-	"usage: nimfactory plan RECIPE... [--json]\n"
+	"usage: nimfactory plan RECIPE... [--json] [--cache DIR]\n"
 	"       nimfactory plan RECIPE... --emit gitlab|jenkins|json [--output FILE]\n"
 	"                       [--cache-ref REF] [--registry HOST[/PREFIX]] [--insecure]\n"
+	"  --json             the plans as JSON (each stage's key, cached, seconds)\n"
+	"  --cache DIR        the local cache whose stage results are reported (default:\n"
+	"                     $NIMFACTORY_CACHE or the XDG default); each stage says whether\n"
+	"                     a build would run it or find it cached, and how long it took\n"
 	"  --emit FORMAT      the CI pipeline that builds the recipes: a GitLab child pipeline,\n"
 	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md)\n"
 	"  --output FILE      write it to FILE instead of stdout\n"
@@ -31,6 +37,8 @@ static const char plan_usage[] =
 typedef struct plan_set {
 	nf_recipe **recipes;
 	nf_plan **plans;
+	nf_stage_graph_keys *keys; /* per plan, with known */
+	int *known;                /* per plan: 0 when a source's digest needs a fetch */
 	size_t n;
 } plan_set;
 
@@ -42,6 +50,8 @@ static void plan_set_release(plan_set *s)
 	}
 	free(s->plans);
 	free(s->recipes);
+	free(s->keys);
+	free(s->known);
 }
 
 static int plan_set_load(plan_set *s, char **paths, size_t n)
@@ -50,7 +60,9 @@ static int plan_set_load(plan_set *s, char **paths, size_t n)
 	memset(s, 0, sizeof(*s));
 	s->recipes = calloc(n, sizeof(*s->recipes));
 	s->plans = calloc(n, sizeof(*s->plans));
-	if (!s->recipes || !s->plans)
+	s->keys = calloc(n, sizeof(*s->keys));
+	s->known = calloc(n, sizeof(*s->known));
+	if (!s->recipes || !s->plans || !s->keys || !s->known)
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	for (; !err && s->n < n; s->n++) {
 		err = nf_recipe_load(&s->recipes[s->n], paths[s->n]);
@@ -60,7 +72,39 @@ static int plan_set_load(plan_set *s, char **paths, size_t n)
 	return err;
 }
 
-static void print_text(const nf_recipe *recipe, const nf_plan *plan)
+/* Each plan's stage keys and what the cache at cache_dir (NULL: the default) holds of them. */
+static int plan_set_check_cache(plan_set *s, const char *cache_dir)
+{
+	char *root = NULL;
+	nf_cache *c = NULL;
+	int err = cache_dir ? 0 : nf_cache_default_root(&root);
+	if (!err)
+		err = nf_cache_open(&c, cache_dir ? cache_dir : root);
+	for (size_t i = 0; !err && i < s->n; i++)
+		err = nf_stage_plan(&s->keys[i], &s->known[i], s->plans[i], s->recipes[i], c, NULL);
+	nf_cache_free(c);
+	free(root);
+	return err;
+}
+
+/* What a build would do with a stage: find it cached (and how long it took), or run it. */
+static void print_stage_state(const nf_stage *st, int known, const nf_stage_graph_keys *keys)
+{
+	const char *key = st->kind == NF_STAGE_PACKAGE ? keys->package : st->key;
+	if (st->cached && st->kind == NF_STAGE_FETCH)
+		printf("  cached");
+	else if (st->cached && st->seconds >= 0)
+		printf("  cached (key %.12s, took %.2f s)", key, st->seconds);
+	else if (st->cached)
+		printf("  cached (key %.12s)", key);
+	else if (!known && st->kind != NF_STAGE_FETCH)
+		printf("  runs (key known once the sources are fetched)");
+	else
+		printf("  runs");
+}
+
+static void print_text(const nf_recipe *recipe, const nf_plan *plan, int known,
+		       const nf_stage_graph_keys *keys)
 {
 	printf("recipe %s (sha256:%s)\n\nprofiles:\n", recipe->model.name, plan->recipe_digest);
 	for (size_t i = 0; i < plan->n_profiles; i++)
@@ -73,8 +117,11 @@ static void print_text(const nf_recipe *recipe, const nf_plan *plan)
 	printf("\nstages:\n");
 	for (size_t i = 0; i < plan->n_stages; i++) {
 		printf("  %2zu %-36s", i, plan->stages[i].name);
+		int width = 0;
 		for (size_t k = 0; k < plan->stages[i].n_deps; k++)
-			printf("%s%zu", k ? "," : " after ", plan->stages[i].deps[k]);
+			width += printf("%s%zu", k ? "," : " after ", plan->stages[i].deps[k]);
+		printf("%*s", width < 12 ? 12 - width : 0, "");
+		print_stage_state(&plan->stages[i], known, keys);
 		printf("\n");
 	}
 }
@@ -87,6 +134,12 @@ static int print_json(const plan_set *s)
 	for (size_t i = 0; !err && i < s->n; i++) {
 		if ((err = nf_plan_to_json(&j, s->plans[i])))
 			break;
+		if (json_object_set_new(j, "keys_known", json_boolean(s->known[i])) ||
+		    (s->known[i] && json_object_set_new(j, "package_key", json_string(s->keys[i].package)))) {
+			json_decref(j);
+			err = nf_error_set(NF_ENOMEM, "out of memory");
+			break;
+		}
 		if (!all)
 			all = j;
 		else if (json_array_append_new(all, j))
@@ -140,12 +193,13 @@ int nf_cmd_plan(int argc, char **argv)
 		{"cache-ref", required_argument, NULL, 'c'},
 		{"registry", required_argument, NULL, 'r'},
 		{"insecure", no_argument, NULL, 'k'},
+		{"cache", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	nf_pipeline_opts po = {0};
 	nf_pipeline_format fmt = NF_PIPELINE_JSON;
-	const char *output = NULL;
+	const char *output = NULL, *cache_dir = NULL;
 	plan_set set = {0};
 	int as_json = 0, emitting = 0, c, err = 0;
 
@@ -158,6 +212,7 @@ int nf_cmd_plan(int argc, char **argv)
 		case 'c': po.cache_ref = optarg; break;
 		case 'r': po.registry = optarg; break;
 		case 'k': po.insecure = true; break;
+		case 'C': cache_dir = optarg; break;
 		case 'h': fputs(plan_usage, stdout); return NF_EXIT_OK;
 		default: fputs(plan_usage, stderr); return NF_EXIT_INPUT;
 		}
@@ -170,6 +225,8 @@ int nf_cmd_plan(int argc, char **argv)
 	}
 	if ((err = plan_set_load(&set, argv + optind, (size_t)(argc - optind))))
 		goto done;
+	if (!emitting && (err = plan_set_check_cache(&set, cache_dir)))
+		goto done;
 	if (emitting)
 		err = emit(&set, argv + optind, fmt, &po, output);
 	else if (as_json)
@@ -178,7 +235,7 @@ int nf_cmd_plan(int argc, char **argv)
 		for (size_t i = 0; i < set.n; i++) {
 			if (i)
 				printf("\n");
-			print_text(set.recipes[i], set.plans[i]);
+			print_text(set.recipes[i], set.plans[i], set.known[i], &set.keys[i]);
 		}
 done:
 	plan_set_release(&set);

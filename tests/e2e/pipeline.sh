@@ -148,7 +148,9 @@ run_jobs package
 is "the package job succeeds" "$?" 0
 PKG=$(cat "$W/ids")
 is "the package job compiled nothing" "$(grep -c 'compile: .*quantize' "$W/job-$PKG.log")" 0
-t "the package job pulled both engines the compile jobs pushed" grep -q "from $NIMFACTORY_REMOTE_CACHE: 2 pulled, 0 missing, 0 refused" "$W/job-$PKG.log"
+# the compile jobs pushed the convert stage, both engines and both profiles' gate results
+t "the package job pulled the stages the compile jobs pushed" grep -q "from $NIMFACTORY_REMOTE_CACHE: 5 pulled, 0 missing, 0 refused" "$W/job-$PKG.log"
+is "the package job ran no gate" "$(grep -c 'float32 reference' "$W/job-$PKG.log")" 0
 t "the package job pushed the image" grep -q "^pushed 127.0.0.1:$R_PORT/nimfactory/stories260k:1.0.0@sha256:" "$W/job-$PKG.log"
 for p in $PROFILES; do
 	t "the $p job left its JUnit gate report where the pipeline attaches it" test -s "out/stories260k/$p/reports/junit.xml"

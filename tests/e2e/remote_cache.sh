@@ -49,9 +49,10 @@ build A --cache-to "$REF" --cache-from "$REF"
 is "build A with --cache-to exits 0" "$?" 0
 is "build A compiled both profiles" "$(compiled A)" 2
 t "build A found nothing in the empty registry, without a warning" \
-	sh -c "grep -q 'from $REF: 0 pulled, 2 missing, 0 refused' '$W/A.log' && ! grep -q warning '$W/A.log'"
-t "build A says it pushed 2 stages" grep -q "to $REF: 2 pushed, 0 already there" "$W/A.log"
-KEYS=$(ls "$W/cache-A/stages" | sort | tr '\n' ' ' | sed 's/ $//')
+	sh -c "grep -q 'from $REF: 0 pulled, 5 missing, 0 refused' '$W/A.log' && ! grep -q warning '$W/A.log'"
+# convert, two compiles and two profiles' gates (the image is pushed by `push`, not cached)
+t "build A says it pushed 5 stages" grep -q "to $REF: 5 pushed, 0 already there" "$W/A.log"
+KEYS=$(json_get "$W/out-A/plan.json" "' '.join(sorted(s['key'] for s in j['stages'] if s['kind'] == 'compile'))")
 is "the registry holds one tag per compile stage, named by its key" "$(stage_tags)" \
 	"$(for k in $KEYS; do printf 'compile-%s ' "$k"; done | sed 's/ $//')"
 K1=${KEYS%% *}
@@ -66,17 +67,20 @@ build B --cache-from "$REF"
 is "build B with --cache-from exits 0" "$?" 0
 is "build B compiled nothing" "$(compiled B)" 0
 is "build B pulled both compile stages" "$(pulled B)" 2
-t "build B's summary: 2 pulled, 0 missing, 0 refused" grep -q "from $REF: 2 pulled, 0 missing, 0 refused" "$W/B.log"
+t "build B's summary: 5 pulled, 0 missing, 0 refused" grep -q "from $REF: 5 pulled, 0 missing, 0 refused" "$W/B.log"
+is "build B pulled both profiles' gates, and ran none" \
+	"$(grep -c 'gate: cached: .*(pulled from' "$W/B.log") $(grep -c 'float32 reference' "$W/B.log")" "2 0"
 is "build B made the same image as A (manifest digest)" "$(image_digest B)" "$(image_digest A)"
-is "the pulled stages are in B's own cache" "$(ls "$W/cache-B/stages" | sort | tr '\n' ' ' | sed 's/ $//')" "$KEYS"
+is "the pulled stages are in B's own cache, the image's too: the same keys as A's" \
+	"$(ls "$W/cache-B/stages" | sort | tr '\n' ' ')" "$(ls "$W/cache-A/stages" | sort | tr '\n' ' ')"
 t "the pulled engine is byte-identical to A's" diff -r "$W/cache-A/stages/$K1" "$W/cache-B/stages/$K1"
 
 # --- --profile: one profile compiled (here: pulled) and gated, no image
 build E --cache-from "$REF" --cache-to "$REF" --profile cpu-int8-wo-tp1
 is "build --profile exits 0" "$?" 0
 is "build --profile plans only that profile" "$(json_get "$W/out-E/plan.json" "[p['name'] for p in j['profiles']]")" "['cpu-int8-wo-tp1']"
-t "build --profile pulled its one stage, and pushed nothing: it is there already" \
-	sh -c "grep -q 'from $REF: 1 pulled, 0 missing, 0 refused' '$W/E.log' && grep -q 'to $REF: 0 pushed, 1 already there' '$W/E.log'"
+t "build --profile pulled its convert, compile and gate stages, and pushed nothing: they are there already" \
+	sh -c "grep -q 'from $REF: 3 pulled, 0 missing, 0 refused' '$W/E.log' && grep -q 'to $REF: 0 pushed, 3 already there' '$W/E.log'"
 is "build --profile gated it, reports written" "$(json_get "$W/out-E/reports/gates.json" "[p['name'] for p in j['profiles']], j['verdict']")" "(['cpu-int8-wo-tp1'], 'passed')"
 t "build --profile makes no image" test ! -e "$W/out-E/oci"
 build F --profile cpu-nonesuch-tp1
@@ -95,7 +99,7 @@ if [ -f "$DATA" ]; then
 	is "build C (both stages bad in the registry) exits 0" "$?" 0
 	t "build C warns that the corrupted stage was not used" grep -q "warning: .*remote cache .*:compile-$(echo "$K1" | cut -c1-12).* not used: .* its bytes hash to" "$W/C.log"
 	t "build C warns that the foreign artifact was not used" grep -q "warning: .*remote cache .*:compile-$(echo "$K2" | cut -c1-12).* not used: it is annotated as another stage" "$W/C.log"
-	t "build C's summary: 0 pulled, 0 missing, 2 refused" grep -q "from $REF: 0 pulled, 0 missing, 2 refused" "$W/C.log"
+	t "build C's summary: 3 pulled (convert, gates), 0 missing, 2 refused" grep -q "from $REF: 3 pulled, 0 missing, 2 refused" "$W/C.log"
 	is "build C compiled both itself" "$(compiled C)" 2
 	is "build C still made the same image" "$(image_digest C)" "$(image_digest A)"
 else
