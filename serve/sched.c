@@ -459,8 +459,8 @@ static int draft_catch_up(nf_sched *s, nf_job *j, int *from)
 	return 0;
 }
 
-/* The first draft step: every decoding job that may draft feeds what its
- * draft sequence lacks and its next token.  Returns the sequences laid out. */
+/* Lay out the first draft step: every decoding job that may draft feeds
+ * what its draft sequence lacks and its next token; *nb: the sequences. */
 static int draft_first_step(nf_sched *s, size_t n_active, size_t *nb)
 {
 	int nt = 0, rc;
