@@ -8,7 +8,8 @@
 # one at a time, at most BENCH_GUIDED_TOKENS, 96, each); tokens/s are shown
 # too, though a guided answer has another length.  Issue 16's target:
 # nimserve's guided TPOT less than 10% above its unguided one.  Results:
-# build/bench/results/guided.{tsv,md}.
+# build/bench/results/guided.{tsv,md}.  BENCH_SPEC_PEER=0 leaves llama-server
+# out (bench_spec.sh).
 
 GUIDED_SCHEMA='{"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150}, "city": {"type": "string"}, "hobbies": {"type": "array", "items": {"type": "string"}, "maxItems": 4}, "member": {"type": "boolean"}}, "required": ["name", "age", "city", "hobbies", "member"], "additionalProperties": false}'
 
@@ -46,9 +47,11 @@ bench_guided() {
 	serve_start_nimserve "$BB/serve/manifest-spec.yaml" guided --profile cpu-int8-wo-tp1 --max-batch 8
 	guided_measure "$SERVE_PORT" nimserve
 	serve_stop "$SERVE_PID"
-	spec_start_llama "$BB/gguf/smollm2-$(bench_gguf_type int8-wo).gguf" guided
-	guided_measure "$SERVE_PORT" llama-server
-	serve_stop "$SERVE_PID"
+	if [ "${BENCH_SPEC_PEER:-1}" = 1 ]; then
+		spec_start_llama "$BB/gguf/smollm2-$(bench_gguf_type int8-wo).gguf" guided
+		guided_measure "$SERVE_PORT" llama-server
+		serve_stop "$SERVE_PID"
+	fi
 	python3 -c '
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]

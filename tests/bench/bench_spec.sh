@@ -16,7 +16,9 @@
 # tokens/s and its ratio on/off, measured in the same run; nimserve's
 # acceptance rate is read from /v1/metrics.  Greedy answers are the same with
 # speculation, so on and off must report the same output tokens (checked for
-# nimserve).  Results: build/bench/results/spec.{tsv,md}.
+# nimserve).  BENCH_SPEC_PEER=0 leaves llama-server out (on cores shared with
+# other work its threads, which spin while waiting, slow down far more than
+# ours).  Results: build/bench/results/spec.{tsv,md}.
 
 SPEC_K=4
 
@@ -34,6 +36,7 @@ spec_prepare() {
 	done
 	spec_manifest >"$BB/serve/manifest-spec.yaml.tmp"
 	mv "$BB/serve/manifest-spec.yaml.tmp" "$BB/serve/manifest-spec.yaml"
+	[ "${BENCH_SPEC_PEER:-1}" = 1 ] || return 0
 	bench_peer_start
 	bench_peer_wait
 	for prec in fp32 int8-wo int4-wo; do
@@ -149,6 +152,7 @@ spec_case_ours() {
 spec_case_peer() {
 	gg=$1 ds=$2 name=$3
 	shift 3
+	[ "${BENCH_SPEC_PEER:-1}" = 1 ] || return 0
 	spec_start_llama "$gg" "$name-off"
 	off=$(spec_measure "$SERVE_PORT" "$ds" "spec-$name-llama-off")
 	serve_stop "$SERVE_PID"
