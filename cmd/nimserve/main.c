@@ -201,6 +201,13 @@ static int speculation_setup(nf_sched_opts *so, nf_engine **draft, const opts *o
 	if (!want)
 		return nf_error_set(NF_EINPUT, "--speculative draft: no --draft-profile, and the manifest "
 				    "names none");
+	for (at = 0; at < m->n_profiles; at++)
+		if (!strcmp(m->profiles[at].id, want) || !strcmp(m->profiles[at].name, want))
+			break;
+	if (at == m->n_profiles)
+		return nf_error_set(NF_EINPUT, "draft profile '%s': the manifest %s has no such profile",
+				    want, m->path);
+	/* it must fit here as a chosen one must */
 	if ((rc = nf_profile_select(&at, why, sizeof why, m, gpus, want, 1)) < 0)
 		return nf_error_wrap(rc, "draft profile");
 	if ((rc = nf_engine_open(draft, m->profiles[at].engine_path, (int)o->threads)) < 0)
