@@ -68,6 +68,11 @@ static char *request_body(const nf_lg_run_opts *o, const nf_lg_item *it, json_t 
 		bad = json_object_set_new(b, "prompt", json_string(it->prompt ? it->prompt : "")) < 0;
 	if (!bad && o->ignore_eos)
 		bad = json_object_set_new(b, "ignore_eos", json_true()) < 0;
+	if (!bad && o->extra_body) { /* checked by the caller: an object */
+		json_t *x = json_loads(o->extra_body, 0, NULL);
+		bad = !x || json_object_update(b, x) < 0;
+		json_decref(x);
+	}
 	if (!bad)
 		text = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(b);

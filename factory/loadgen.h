@@ -36,6 +36,8 @@ typedef struct nf_lg_run_opts {
 	bool chat;              /* /v1/chat/completions, else /v1/completions */
 	const char *path;       /* the request path after server.path; NULL: by chat */
 	bool ignore_eos;        /* send "ignore_eos": true (llama.cpp, vLLM) */
+	const char *extra_body; /* a JSON object whose members join every request body
+				   (response_format, speculative options...); NULL: none */
 	long max_tokens;        /* for items without their own */
 	size_t requests;
 	int concurrency;        /* closed loop: clients; open loop: most requests in flight */

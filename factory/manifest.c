@@ -113,6 +113,31 @@ static int emit_profile(yaml_emitter_t *e, const nf_manifest_info *info, const n
 	return 0;
 }
 
+/* serving.speculative, when the recipe names it. */
+static int emit_speculative(yaml_emitter_t *e, const nf_manifest_info *info)
+{
+	if (!info->spec_method)
+		return 0;
+	if (scalar(e, "speculative") || map_start(e, 1) || kv_string(e, "method", info->spec_method) ||
+	    (info->spec_k && (scalar(e, "k") || integer(e, info->spec_k))) ||
+	    (info->spec_draft_profile && kv_string(e, "draft_profile", info->spec_draft_profile)))
+		return -1;
+	return map_end(e);
+}
+
+/* The draft profile, if any, is one of those rendered: nimserve refuses a
+ * manifest naming another. */
+static int check_draft_profile(const nf_manifest_info *info, const nf_profile *profiles, size_t n)
+{
+	if (!info->spec_draft_profile)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(profiles[i].name, info->spec_draft_profile))
+			return 0;
+	return nf_error_set(NF_EINPUT, "serving.speculative.draft_profile: '%s' is not one of the "
+			    "image's profiles", info->spec_draft_profile);
+}
+
 static int emit_document(yaml_emitter_t *e, const nf_manifest_info *info,
 			 const nf_profile *profiles, size_t n)
 {
@@ -147,7 +172,7 @@ static int emit_document(yaml_emitter_t *e, const nf_manifest_info *info,
 	for (size_t i = 0; i < info->n_tp_preference; i++)
 		if (integer(e, info->tp_preference[i]))
 			return -1;
-	if (seq_end(e) || map_end(e))
+	if (seq_end(e) || emit_speculative(e, info) || map_end(e))
 		return -1;
 	if (scalar(e, "profiles") || seq_start(e, 0))
 		return -1;
@@ -172,6 +197,8 @@ int nf_manifest_render(char **out, size_t *len, const nf_manifest_info *info,
 
 	*out = NULL;
 	*len = 0;
+	if ((err = check_draft_profile(info, profiles, n_profiles)) < 0)
+		return err;
 	if (!yaml_emitter_initialize(&emitter))
 		return nf_error_set(NF_ENOMEM, "model manifest: cannot start the YAML emitter");
 	yaml_emitter_set_output(&emitter, write_handler, &buf);

@@ -21,6 +21,12 @@ typedef struct nf_manifest_info {
 	const int *tp_preference;    /* may be NULL */
 	size_t n_tp_preference;
 	const char *engine_prefix;   /* where engines live relative to the manifest: "engines" */
+	/* serving.speculative, written when spec_method is not NULL: "none",
+	 * "lookup" or "draft"; spec_k 0 leaves k out; spec_draft_profile (draft
+	 * only) must name one of the profiles rendered */
+	const char *spec_method;
+	int spec_k;
+	const char *spec_draft_profile;
 } nf_manifest_info;
 
 /* Render the manifest as YAML into a new NUL-terminated string (caller frees). */

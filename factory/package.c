@@ -276,6 +276,7 @@ int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, con
 			       const char *device)
 {
 	const char *prefs[NF_PREC_COUNT];
+	const nf_recipe_speculative *sp = &r->serving.speculative;
 	nf_profile *subset = calloc(plan->n_profiles, sizeof(*subset));
 	size_t n = 0;
 	int err;
@@ -299,6 +300,9 @@ int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, con
 		.tp_preference = r->serving.tensor_parallel_preference,
 		.n_tp_preference = r->serving.n_tensor_parallel_preference,
 		.engine_prefix = "engines",
+		.spec_method = sp->present ? nf_recipe_spec_method_name(sp->method) : NULL,
+		.spec_k = sp->k,
+		.spec_draft_profile = sp->draft_profile,
 	};
 	err = nf_manifest_render(yaml, len, &info, subset, n);
 	free(subset);

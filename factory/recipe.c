@@ -35,6 +35,7 @@ static const char *const format_names[] = {"auto", "llama2c", "hf", "gguf", NULL
 static const char *const kind_names[] = {"none", "url", "path", "git", NULL};
 static const char *const family_names[] = {"llama", "mistral", "qwen2", NULL};
 static const char *const chat_names[] = {"auto", "model", "plain", "llama2", "chatml", NULL};
+static const char *const spec_method_names[] = {"none", "lookup", "draft", NULL};
 static const char *const compress_names[] = {"none", "gzip", "zstd", NULL};
 static const char *const layout_names[] = {"single", "per-device", NULL};
 
@@ -47,6 +48,7 @@ static const char *name_at(const char *const *names, size_t n, int i)
 const char *nf_source_format_name(nf_source_format f) { return NAME_OF(format_names, f); }
 const char *nf_source_kind_name(nf_source_kind k) { return NAME_OF(kind_names, k); }
 const char *nf_chat_template_name(nf_chat_template t) { return NAME_OF(chat_names, t); }
+const char *nf_recipe_spec_method_name(nf_recipe_spec_method m) { return NAME_OF(spec_method_names, m); }
 const char *nf_compression_name(nf_compression c) { return NAME_OF(compress_names, c); }
 const char *nf_image_layout_name(nf_image_layout l) { return NAME_OF(layout_names, l); }
 const char *nf_model_family_name(nf_model_family f) { return NAME_OF(family_names, f); }
@@ -1238,12 +1240,21 @@ static const struct field gates_rows[] = {
 };
 static const struct schema gates_schema = SCHEMA(gates_rows);
 
+static int speculative_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys);
+static const struct field speculative_rows[] = {
+	ENUM("method", F_REQ, spec_method_names, nf_recipe_speculative, method),
+	INT("k", 0, 1, 16, nf_recipe_speculative, k),
+	STR("draft_profile", 0, 95, nf_recipe_speculative, draft_profile, NULL),
+};
+static const struct schema speculative_schema = SCHEMA(speculative_rows, .post = speculative_post);
+
 static const struct field serving_rows[] = {
 	ENUM("chat_template", 0, chat_names, nf_recipe_serving, chat_template),
 	LIST(T_PREC_LIST, "precision_preference", 0, 1, NF_PREC_COUNT * 4, 0, nf_recipe_serving,
 	     precision_preference, n_precision_preference),
 	LIST(T_TP_LIST, "tensor_parallel_preference", 0, 1, NF_RECIPE_MAX_TP * 4, 0, nf_recipe_serving,
 	     tensor_parallel_preference, n_tensor_parallel_preference),
+	MAP("speculative", 0, speculative_schema, nf_recipe_serving, speculative),
 };
 static const struct schema serving_schema = SCHEMA(serving_rows);
 
@@ -1397,6 +1408,20 @@ static int parse_overrides(struct ctx *c, const nf_ynode *v, void *obj)
 	return 0;
 }
 
+/* A draft profile with method draft, and only then. */
+static int speculative_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
+{
+	nf_recipe_speculative *sp = obj;
+	int draft = sp->method == NF_RECIPE_SPEC_DRAFT;
+	sp->present = true;
+	if (draft && !sp->draft_profile)
+		return cerr(c, m, "%s: method draft needs a draft_profile (the name of the profile that "
+			    "drafts, e.g. cpu-int8-wo-tp1)", c->path);
+	if (!draft && sp->draft_profile)
+		return cerr(c, keys[2], "%s.draft_profile: only with method draft", c->path);
+	return 0;
+}
+
 static int performance_post(struct ctx *c, const nf_ynode *m, void *obj, const nf_ynode *const *keys)
 {
 	((nf_recipe_performance *)obj)->present = true;
@@ -1511,6 +1536,7 @@ void nf_recipe_free(nf_recipe *r)
 	free(r->gates.correctness.eval_text);
 	free(r->gates.correctness.eval_text_written);
 	free(r->gates.performance.prompt);
+	free(r->serving.speculative.draft_profile);
 	free(r->image.repository);
 	free(r->image.tag);
 	for (size_t i = 0; i < r->image.n_labels; i++) {

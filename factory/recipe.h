@@ -161,6 +161,22 @@ typedef enum nf_chat_template {
 	NF_CHAT_CHATML,
 } nf_chat_template;
 
+typedef enum nf_recipe_spec_method {
+	NF_RECIPE_SPEC_NONE = 0,
+	NF_RECIPE_SPEC_LOOKUP, /* prompt lookup */
+	NF_RECIPE_SPEC_DRAFT,  /* a draft engine: another profile of the image */
+} nf_recipe_spec_method;
+
+/* serving.speculative: how the image's nimserve speculates by default
+ * (its --speculative overrides); carried to the model manifest. */
+typedef struct nf_recipe_speculative {
+	bool present;                 /* written in the recipe */
+	nf_recipe_spec_method method; /* default none */
+	int k;                        /* tokens drafted per step, 1..16; 0 not written */
+	char *draft_profile;          /* draft only, and then required: a profile's name
+					 ("cpu-int8-wo-tp1"), which the image must hold */
+} nf_recipe_speculative;
+
 typedef struct nf_recipe_serving {
 	nf_chat_template chat_template; /* default auto */
 	/* Every precision listed is built by some target.  Default: the targets'
@@ -171,6 +187,7 @@ typedef struct nf_recipe_serving {
 	 * degrees, ascending. */
 	int tensor_parallel_preference[NF_RECIPE_MAX_TP];
 	size_t n_tensor_parallel_preference;
+	nf_recipe_speculative speculative;
 } nf_recipe_serving;
 
 typedef enum nf_compression {
@@ -240,7 +257,8 @@ int nf_recipe_digest(char hex[NF_SHA256_HEX_LEN + 1], const nf_recipe *r);
 /* Names of the enums, as written in recipes. */
 const char *nf_source_format_name(nf_source_format f);  /* "auto" "llama2c" "hf" */
 const char *nf_source_kind_name(nf_source_kind k);      /* "none" "url" "path" "git" */
-const char *nf_chat_template_name(nf_chat_template t);  /* "plain" "llama2" "chatml" */
+const char *nf_chat_template_name(nf_chat_template t);
+const char *nf_recipe_spec_method_name(nf_recipe_spec_method m); /* "none" "lookup" "draft" */  /* "plain" "llama2" "chatml" */
 const char *nf_compression_name(nf_compression c);      /* "none" "gzip" "zstd" */
 const char *nf_image_layout_name(nf_image_layout l);    /* "single" "per-device" */
 const char *nf_model_family_name(nf_model_family f);    /* "llama" */

@@ -204,6 +204,13 @@ int nf_recipe_to_json(json_t **out, const nf_recipe *r)
 	jset(&b, o, "tensor_parallel_preference",
 	     ints_json(&b, r->serving.tensor_parallel_preference,
 		       r->serving.n_tensor_parallel_preference));
+	if (r->serving.speculative.present) { /* absent: older recipes keep their digest */
+		const nf_recipe_speculative *sp = &r->serving.speculative;
+		x = jset(&b, o, "speculative", json_object());
+		jset(&b, x, "method", json_string(nf_recipe_spec_method_name(sp->method)));
+		jset(&b, x, "k", sp->k ? json_integer(sp->k) : json_null());
+		jset(&b, x, "draft_profile", sp->draft_profile ? jstr(sp->draft_profile) : json_null());
+	}
 
 	o = jset(&b, root, "image", json_object());
 	jset(&b, o, "repository", jstr(r->image.repository));

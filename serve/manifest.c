@@ -229,13 +229,55 @@ done:
 	return rc;
 }
 
+/* serving.speculative (n may be NULL): {method?, k?, draft_profile?};
+ * a draft profile only with method draft, which needs one. */
+static int parse_speculative(nf_manifest_spec *sp, const mctx *c, yaml_node_t *n)
+{
+	static const char *const keys[] = {"method", "k", "draft_profile", NULL};
+	static const char *const none[] = {NULL};
+	yaml_node_t *v;
+	int rc, draft;
+	if (!n)
+		return 0;
+	if ((rc = check_map(c, n, "serving.speculative", keys, none)) < 0)
+		return rc;
+	if ((v = get(c, n, "method")) && (rc = get_str(&sp->method, c, v, "serving.speculative.method", 0)) < 0)
+		return rc;
+	if (sp->method && strcmp(sp->method, "none") && strcmp(sp->method, "lookup") &&
+	    strcmp(sp->method, "draft"))
+		return at_err(c, v, "serving.speculative.method: expected none, lookup or draft");
+	if ((v = get(c, n, "k")) && (rc = get_int(&sp->k, c, v, "serving.speculative.k", 1, 16)) < 0)
+		return rc;
+	if ((v = get(c, n, "draft_profile")) &&
+	    (rc = get_str(&sp->draft_profile, c, v, "serving.speculative.draft_profile", 0)) < 0)
+		return rc;
+	draft = sp->method && !strcmp(sp->method, "draft");
+	if (draft != (sp->draft_profile != NULL))
+		return at_err(c, n, draft ? "serving.speculative: method draft needs a draft_profile"
+				  : "serving.speculative.draft_profile: only with method draft");
+	return 0;
+}
+
+/* The draft profile, if any, is one of the manifest's (by id or name). */
+static int check_draft_profile(const nf_manifest *m, const mctx *c, yaml_node_t *n)
+{
+	const char *want = m->speculative.draft_profile;
+	if (!want)
+		return 0;
+	for (size_t i = 0; i < m->n_profiles; i++)
+		if (!strcmp(m->profiles[i].id, want) || !strcmp(m->profiles[i].name, want))
+			return 0;
+	return at_err(c, get(c, n, "draft_profile"),
+		      "serving.speculative.draft_profile: '%s' is not one of the profiles", want);
+}
+
 static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const char *base_dir)
 {
 	static const char *const keys[] = {"apiVersion", "kind", "model", "recipe_digest",
 					   "serving", "profiles", NULL};
 	static const char *const mkeys[] = {"name", "family", "version", NULL};
 	static const char *const skeys[] = {"chat_template", "precision_preference",
-					    "tensor_parallel_preference", NULL};
+					    "tensor_parallel_preference", "speculative", NULL};
 	static const char *const sreq[] = {"chat_template", NULL};
 	char *s = NULL;
 	yaml_node_t *n, *v;
@@ -328,6 +370,8 @@ static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const ch
 				goto done;
 		}
 	}
+	if ((rc = parse_speculative(&m->speculative, c, get(c, n, "speculative"))) < 0)
+		goto done;
 	n = get(c, root, "profiles");
 	if (n->type != YAML_SEQUENCE_NODE) {
 		rc = at_err(c, n, "profiles: expected a list");
@@ -357,6 +401,8 @@ static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const ch
 				}
 		}
 	}
+	if ((rc = check_draft_profile(m, c, get(c, get(c, root, "serving"), "speculative"))) < 0)
+		goto done;
 	rc = 0;
 done:
 	free(s);
@@ -478,6 +524,8 @@ void nf_manifest_free(nf_manifest *m)
 {
 	if (!m)
 		return;
+	free(m->speculative.method);
+	free(m->speculative.draft_profile);
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		nf_manifest_profile *p = &m->profiles[i];
 		free(p->id);

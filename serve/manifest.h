@@ -48,6 +48,14 @@ typedef struct nf_manifest_profile {
 	nf_gate_state gate;
 } nf_manifest_profile;
 
+/* serving.speculative: how nimserve speculates unless told otherwise
+ * (docs/recipe.md); every field optional. */
+typedef struct nf_manifest_spec {
+	char *method;        /* NULL (not named), "none", "lookup" or "draft" */
+	int k;               /* tokens drafted per step, 1..16; 0 not named */
+	char *draft_profile; /* draft: the id or name of one of the profiles, or NULL */
+} nf_manifest_spec;
+
 typedef struct nf_manifest {
 	char *path;           /* the file it was read from */
 	char *model_name;
@@ -59,6 +67,7 @@ typedef struct nf_manifest {
 	size_t n_precision_pref;
 	int tp_pref[NF_MANIFEST_MAX_PREFS];
 	size_t n_tp_pref;
+	nf_manifest_spec speculative;
 	nf_manifest_profile *profiles;
 	size_t n_profiles;
 } nf_manifest;

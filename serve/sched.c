@@ -58,6 +58,7 @@ struct nf_job {
 	size_t n_plp;
 	int draft[NF_SPEC_MAX_K]; /* tokens drafted to follow next_token this step */
 	int n_draft;
+	nf_seq *dseq;      /* on opts.spec_draft: its copy of the text, for drafting */
 	nf_guide *guide;   /* what the answer must match, or NULL */
 	nf_grammar_state *gstate; /* where the answer is in it */
 	uint32_t *gmask;   /* the tokens it allows next */
@@ -87,6 +88,12 @@ struct nf_sched {
 	int *b_tokens, *b_ntok, *b_pos, *b_job;
 	int *b_rows;             /* logits rows of each stepped sequence (its drafts + 1) */
 	int *ctx;                /* (max_seq_len) a sequence's text, for prompt lookup */
+	/* one draft step over opts.spec_draft: d_seqs[k] consumes d_ntok[k]
+	 * tokens of d_tokens (capacity max_batch * (NF_SPEC_MAX_K + 1)) at
+	 * d_pos[k]; it is active[d_job[k]]'s, which drafts d_k[k] tokens */
+	nf_seq **d_seqs;
+	int *d_tokens, *d_ntok, *d_pos, *d_job, *d_k;
+	float *d_logits;         /* (max_batch, vocab) */
 	nf_stepcost cost;        /* thread only: what steps take here */
 	int *eog;                /* the end-of-generation tokens (and BOS), masked under min_tokens */
 	size_t n_eog;
@@ -111,6 +118,7 @@ static void job_unref(nf_job *j)
 	if (!last)
 		return;
 	nf_seq_free(j->seq);
+	nf_seq_free(j->dseq);
 	nf_grammar_state_free(j->gstate);
 	nf_guide_release(j->guide);
 	free(j->gmask);
@@ -170,7 +178,8 @@ static void job_finish(nf_sched *s, nf_job *j, const char *reason)
 	job_signal(j, 0);
 	pthread_mutex_unlock(&j->mu);
 	nf_seq_free(j->seq);
-	j->seq = NULL;
+	nf_seq_free(j->dseq);
+	j->seq = j->dseq = NULL;
 }
 
 static int is_stop_id(const nf_job *j, int token)
@@ -388,6 +397,145 @@ static int job_share_prefix(nf_sched *s, size_t n_active, size_t i)
 	return 0;
 }
 
+/* The text of decoding job j before its next token: positions [0, pos),
+ * which its sequence has consumed (drafts it rejected lie beyond them).
+ * Valid until its sequence is stepped. */
+static const int *job_text(const nf_job *j)
+{
+	const int *hist = NULL;
+	nf_seq_tokens(j->seq, &hist);
+	return hist;
+}
+
+/* Tokens decoding job j may draft this step: opts.spec_k, no more than it
+ * may still generate or its context holds after its next token. */
+static int job_draft_room(const nf_sched *s, const nf_job *j)
+{
+	int max_seq = nf_engine_config(s->engine)->max_seq_len, k = s->opts.spec_k;
+	int left = j->max_tokens - j->generated - 1, room = max_seq - 2 - j->pos;
+	if (j->pos < 0 || room <= 0 || left <= 0)
+		return 0;
+	k = k < left ? k : left;
+	return k < room ? k : room;
+}
+
+/* Prompt lookup for decoding job j: up to job_draft_room tokens to follow
+ * its next token. */
+static int job_draft(nf_sched *s, nf_job *j)
+{
+	size_t n = nf_seq_tokens(j->seq, NULL), k = (size_t)job_draft_room(s, j);
+	if (k == 0)
+		return 0;
+	if (n > (size_t)j->pos)
+		n = (size_t)j->pos;
+	memcpy(s->ctx, job_text(j), n * sizeof *s->ctx);
+	s->ctx[n] = j->next_token;
+	return (int)nf_spec_lookup(s->ctx, n + 1, s->opts.spec_ngram, j->draft, k);
+}
+
+/* Bring job j's draft sequence to within NF_SPEC_MAX_K positions of its
+ * text before the next token; *from: the first position it still lacks.
+ * The draft sequence holds the text it shares with the job's (what the
+ * draft engine's prefix cache gave a new one, then what steps fed it):
+ * drafts the verifier rejected drop out of it here, and the rest of a new
+ * prompt is prefilled alone, once per request. */
+static int draft_catch_up(nf_sched *s, nf_job *j, int *from)
+{
+	const int *text = job_text(j);
+	size_t have = 0;
+	int rc;
+	if (!j->dseq && (rc = nf_seq_new_prefixed(&j->dseq, s->opts.spec_draft, text,
+						  (size_t)j->pos, &have)) < 0)
+		return rc;
+	have = nf_seq_common_prefix(j->dseq, text, (size_t)j->pos);
+	if ((size_t)j->pos - have > NF_SPEC_MAX_K) {
+		size_t n = (size_t)j->pos - NF_SPEC_MAX_K - have;
+		if ((rc = nf_engine_prefill(s->opts.spec_draft, j->dseq, text + have, n, (int)have,
+					    NULL)) < 0)
+			return rc;
+		have += n;
+	}
+	*from = (int)have;
+	return 0;
+}
+
+/* Lay out the first draft step: every decoding job that may draft feeds
+ * what its draft sequence lacks and its next token; *nb: the sequences. */
+static int draft_first_step(nf_sched *s, size_t n_active, size_t *nb)
+{
+	int nt = 0, rc;
+	*nb = 0;
+	for (size_t i = 0; i < n_active; i++) {
+		nf_job *j = s->active[i];
+		int k = j->pos >= j->n_prompt ? job_draft_room(s, j) : 0, from;
+		if (k == 0 || nf_seq_tokens(j->seq, NULL) < (size_t)j->pos)
+			continue;
+		if ((rc = draft_catch_up(s, j, &from)) < 0)
+			return rc;
+		int lack = j->pos - from; /* 0..NF_SPEC_MAX_K */
+		memcpy(s->d_tokens + nt, job_text(j) + from, (size_t)lack * sizeof *s->d_tokens);
+		s->d_tokens[nt + lack] = j->next_token;
+		s->d_seqs[*nb] = j->dseq;
+		s->d_ntok[*nb] = lack + 1;
+		s->d_pos[*nb] = from;
+		s->d_job[*nb] = (int)i;
+		s->d_k[*nb] = k;
+		nt += lack + 1;
+		(*nb)++;
+	}
+	return 0;
+}
+
+/* Draft engine speculation: each decoding job's draft sequence continues
+ * its text greedily, all of them in one batched step per drafted token
+ * (up to opts.spec_k steps; a job leaves once it has its own count).  The
+ * last draft is never fed: the next catch-up feeds it if it was accepted. */
+static int draft_all(nf_sched *s, size_t n_active)
+{
+	int vocab = nf_engine_config(s->engine)->vocab_size, rc;
+	size_t nb;
+	if ((rc = draft_first_step(s, n_active, &nb)) < 0)
+		return rc;
+	while (nb > 0) {
+		size_t keep = 0;
+		if ((rc = nf_engine_step_ragged(s->opts.spec_draft, s->d_seqs, s->d_tokens, s->d_ntok,
+						s->d_pos, nb, s->d_logits)) < 0)
+			return rc;
+		for (size_t b = 0; b < nb; b++) {
+			nf_job *j = s->active[s->d_job[b]];
+			int tok = nf_argmax(s->d_logits + b * (size_t)vocab, vocab);
+			j->draft[j->n_draft++] = tok;
+			if (j->n_draft == s->d_k[b])
+				continue;
+			/* the next step feeds it (tokens are one per sequence from here) */
+			s->d_seqs[keep] = s->d_seqs[b];
+			s->d_tokens[keep] = tok;
+			s->d_ntok[keep] = 1;
+			s->d_pos[keep] = j->pos + j->n_draft;
+			s->d_job[keep] = s->d_job[b];
+			s->d_k[keep] = s->d_k[b];
+			keep++;
+		}
+		nb = keep;
+	}
+	return 0;
+}
+
+/* Every job's drafts for this step (none while in its prompt).  A draft
+ * engine that fails only costs the drafts: the step verifies none. */
+static void draft_step(nf_sched *s, size_t n_active)
+{
+	for (size_t i = 0; i < n_active; i++) {
+		nf_job *j = s->active[i];
+		j->n_draft = 0;
+		if (s->opts.spec_k > 0 && !s->opts.spec_draft && j->pos >= j->n_prompt)
+			j->n_draft = job_draft(s, j);
+	}
+	if (s->opts.spec_k > 0 && s->opts.spec_draft && draft_all(s, n_active) < 0)
+		for (size_t i = 0; i < n_active; i++)
+			s->active[i]->n_draft = 0;
+}
+
 /* Lay out one ragged step over active[0, n_active) (admission order): every
  * decoding job feeds its one token, and the jobs still in their prompt share
  * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens), first come
@@ -398,34 +546,14 @@ static int job_share_prefix(nf_sched *s, size_t n_active, size_t i)
  * per step.  A prompt job left without budget sits this step out, as does
  * one waiting for a shared prefix (job_share_prefix).  *nb: the sequences
  * stepped. */
-/* Prompt lookup for decoding job j: up to opts.spec_k tokens to follow
- * its next token, no more than it may still generate or its context holds. */
-static int job_draft(nf_sched *s, nf_job *j)
-{
-	const int *hist;
-	int max_seq = nf_engine_config(s->engine)->max_seq_len;
-	size_t n = nf_seq_tokens(j->seq, &hist), k = (size_t)s->opts.spec_k;
-	size_t left = (size_t)(j->max_tokens - j->generated - 1);
-	size_t room = (size_t)(max_seq - 2 - j->pos);
-	if (j->pos < 0 || j->pos >= max_seq - 2 || j->generated + 1 >= j->max_tokens)
-		return 0;
-	k = k < left ? k : left;
-	k = k < room ? k : room;
-	if (n > (size_t)j->pos)
-		n = (size_t)j->pos;
-	memcpy(s->ctx, hist, n * sizeof *hist);
-	s->ctx[n] = j->next_token;
-	return (int)nf_spec_lookup(s->ctx, n + 1, s->opts.spec_ngram, j->draft, k);
-}
-
 static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 {
 	int n_decode = 0, budget, nt = 0;
 	size_t k = 0;
+	draft_step(s, n_active);
 	for (size_t i = 0; i < n_active; i++) {
 		nf_job *j = s->active[i];
 		int decoding = j->pos >= j->n_prompt;
-		j->n_draft = decoding && s->opts.spec_k > 0 ? job_draft(s, j) : 0;
 		n_decode += decoding ? 1 + j->n_draft : 0;
 	}
 	budget = NF_FWD_PASS_TOKENS - n_decode;
@@ -647,6 +775,48 @@ static int end_tokens(nf_sched *s)
 	return 0;
 }
 
+/* Speculation's options: k in range, and a draft engine that can draft
+ * for e (its vocabulary, and at least its context). */
+static int check_spec_opts(const nf_sched_opts *o, nf_engine *e)
+{
+	const nf_model_config *c = nf_engine_config(e), *d;
+	if (o->spec_k < 0 || o->spec_k > NF_SPEC_MAX_K ||
+	    (o->spec_k && !o->spec_draft && (o->spec_ngram < 1 || o->spec_ngram > 8)))
+		return nf_error_set(NF_EINPUT, "speculative decoding: 0..%d drafts and n-grams of 1..8",
+				    NF_SPEC_MAX_K);
+	if (!o->spec_draft)
+		return 0;
+	d = nf_engine_config(o->spec_draft);
+	if (o->spec_k < 1)
+		return nf_error_set(NF_EINPUT, "speculative decoding: a draft engine needs 1..%d drafts",
+				    NF_SPEC_MAX_K);
+	if (d->vocab_size != c->vocab_size || d->max_seq_len < c->max_seq_len)
+		return nf_error_set(NF_EINPUT, "speculative decoding: the draft engine has a vocabulary of "
+				    "%d and a context of %d; the model %d and %d (the vocabulary must be "
+				    "the same, the context at least as long)", d->vocab_size, d->max_seq_len,
+				    c->vocab_size, c->max_seq_len);
+	return 0;
+}
+
+/* The draft engine's step buffers (none without one). */
+static int draft_buffers_new(nf_sched *s)
+{
+	size_t batch = (size_t)s->opts.max_batch, logits;
+	if (!s->opts.spec_draft)
+		return 0;
+	if (!nf_size_mul(&logits, batch, (size_t)nf_engine_config(s->engine)->vocab_size))
+		return NF_ENOMEM;
+	s->d_seqs = calloc(batch, sizeof *s->d_seqs);
+	s->d_tokens = calloc(batch * (NF_SPEC_MAX_K + 1), sizeof *s->d_tokens);
+	s->d_ntok = calloc(batch, sizeof *s->d_ntok);
+	s->d_pos = calloc(batch, sizeof *s->d_pos);
+	s->d_job = calloc(batch, sizeof *s->d_job);
+	s->d_k = calloc(batch, sizeof *s->d_k);
+	s->d_logits = calloc(logits, sizeof *s->d_logits);
+	return s->d_seqs && s->d_tokens && s->d_ntok && s->d_pos && s->d_job && s->d_k &&
+	       s->d_logits ? 0 : NF_ENOMEM;
+}
+
 int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opts *o)
 {
 	nf_sched *s = NULL;
@@ -656,10 +826,9 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	if (o->max_batch < 1 || o->max_batch > 4096 || o->max_queue < 0 || o->max_queue > 65536)
 		return nf_error_set(NF_EINPUT, "max_batch must be 1..4096 and max_queue 0..65536");
 	cap = (size_t)o->max_batch + (size_t)o->max_queue;
+	if ((rc = check_spec_opts(o, e)) < 0)
+		return rc;
 	s = calloc(1, sizeof *s);
-	if (o->spec_k < 0 || o->spec_k > NF_SPEC_MAX_K || (o->spec_k && (o->spec_ngram < 1 || o->spec_ngram > 8)))
-		return nf_error_set(NF_EINPUT, "speculative decoding: 0..%d drafts and n-grams of 1..8",
-				    NF_SPEC_MAX_K);
 	rows = (size_t)o->max_batch * (size_t)(o->spec_k + 1); /* a step's logits rows at most */
 	if (!s || !nf_size_mul(&nl, rows, vocab)) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
@@ -681,12 +850,14 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->b_job = calloc((size_t)o->max_batch, sizeof *s->b_job);
 	s->lp_row = calloc(vocab, sizeof *s->lp_row);
 	if (!s->active || !s->logits || !s->b_seqs || !s->b_tokens || !s->b_ntok || !s->b_pos ||
-	    !s->b_job || !s->b_rows || !s->ctx || !s->lp_row || end_tokens(s) < 0) {
+	    !s->b_job || !s->b_rows || !s->ctx || !s->lp_row || end_tokens(s) < 0 ||
+	    draft_buffers_new(s) < 0) {
 		rc = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
 	/* a finished request's KV cache goes to the next one (engine.h) */
-	if ((rc = nf_engine_keep_sequences(e, (size_t)o->max_batch)))
+	if ((rc = nf_engine_keep_sequences(e, (size_t)o->max_batch)) ||
+	    (o->spec_draft && (rc = nf_engine_keep_sequences(o->spec_draft, (size_t)o->max_batch))))
 		goto done;
 	if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
 		rc = nf_error_set(NF_EENV, "cannot start the scheduler thread");
@@ -728,6 +899,13 @@ void nf_sched_free(nf_sched *s)
 	free(s->ctx);
 	free(s->lp_row);
 	free(s->eog);
+	free(s->d_seqs);
+	free(s->d_tokens);
+	free(s->d_ntok);
+	free(s->d_pos);
+	free(s->d_job);
+	free(s->d_k);
+	free(s->d_logits);
 	free(s);
 }
 

@@ -37,6 +37,11 @@ typedef struct nf_sched_opts {
 	int spec_k;        /* speculative decoding by prompt lookup (engine/speculative.h):
 			      tokens drafted per decoding sequence and step, 0 = off */
 	int spec_ngram;    /* the longest n-gram looked up, 1..8 */
+	nf_engine *spec_draft; /* with spec_k > 0: draft with this engine instead (a cheaper
+				  profile or smaller model with the same vocabulary; borrowed,
+				  must outlive the scheduler, used by its thread only): each
+				  decoding sequence keeps a sequence on it, and spec_k batched
+				  greedy steps draft for all of them at once */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

@@ -36,10 +36,11 @@ static const char usage_text[] =
 	"[--max-concurrency N] [--requests N] [--max-tokens N] [--warmup N] [--model NAME] "
 	"[--endpoint completions|chat] [--dataset random:IN,OUT|prefix:SHARED,IN,OUT|multiturn:TURNS|"
 	"jsonl:FILE] [--seed S] [--timeout S] [--goodput ttft:MS,tpot:MS,e2e:MS] [--ignore-eos] "
+	"[--extra-body JSON] "
 	"[--json FILE] [--markdown FILE] [--svg FILE] [--quiet]\n";
 
 typedef struct bench_args {
-	const char *url, *model, *endpoint, *dataset, *json, *markdown, *svg;
+	const char *url, *model, *endpoint, *dataset, *json, *markdown, *svg, *extra_body;
 	double loads[MAX_LOADS];
 	size_t n_loads;
 	bool rate, ignore_eos, quiet;
@@ -80,6 +81,32 @@ static int parse_loads(bench_args *a, const char *list, bool rate)
 	}
 }
 
+#define MAX_EXTRA_BODY (64 << 10)
+
+/* --extra-body: a JSON object of at most MAX_EXTRA_BODY bytes that leaves
+ * alone the members the generator writes. */
+static int check_extra_body(const char *v)
+{
+	static const char *const owned[] = {"model", "prompt", "messages", "stream", "stream_options"};
+	json_error_t e;
+	json_t *x;
+	if (strlen(v) > MAX_EXTRA_BODY)
+		return nf_error_set(NF_EINPUT, "--extra-body: longer than %d bytes", MAX_EXTRA_BODY);
+	if (!(x = json_loads(v, JSON_REJECT_DUPLICATES, &e)) || !json_is_object(x)) {
+		json_decref(x);
+		return nf_error_set(NF_EINPUT, "--extra-body: expected a JSON object (%s)",
+				    x ? "got another value" : e.text);
+	}
+	for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+		if (json_object_get(x, owned[i])) {
+			json_decref(x);
+			return nf_error_set(NF_EINPUT, "--extra-body: \"%s\" is the generator's to set",
+					    owned[i]);
+		}
+	json_decref(x);
+	return 0;
+}
+
 /* One option; NF_EINPUT on a bad value. */
 static int take_option(bench_args *a, int c, const char *v)
 {
@@ -100,6 +127,7 @@ static int take_option(bench_args *a, int c, const char *v)
 	case 'M': a->markdown = v; return 0;
 	case 'S': a->svg = v; return 0;
 	case 'i': a->ignore_eos = true; return 0;
+	case 'x': a->extra_body = v; return check_extra_body(v);
 	case 'q': a->quiet = true; return 0;
 	default: return nf_error_set(NF_EINPUT, "unknown option");
 	}
@@ -117,6 +145,7 @@ static int parse_args(bench_args *a, int argc, char **argv, bool *help)
 		{"goodput", required_argument, NULL, 'g'}, {"json", required_argument, NULL, 'j'},
 		{"markdown", required_argument, NULL, 'M'}, {"svg", required_argument, NULL, 'S'},
 		{"ignore-eos", no_argument, NULL, 'i'}, {"quiet", no_argument, NULL, 'q'},
+		{"extra-body", required_argument, NULL, 'x'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
 	};
 	int c, err;
@@ -272,6 +301,7 @@ static int prepare(nf_lg_run_opts *o, nf_lg_dataset **ds, nf_lg_dataset **warm, 
 		return err;
 	o->model = a->model ? a->model : *model;
 	o->ignore_eos = a->ignore_eos;
+	o->extra_body = a->extra_body;
 	o->max_tokens = a->max_tokens;
 	o->requests = (size_t)a->requests;
 	o->seed = a->seed;

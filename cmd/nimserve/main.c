@@ -33,7 +33,8 @@ typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
 	long prefill_chunk, prefill_slack, prefix_cache, spec_k, spec_ngram;
-	const char *speculative; /* "none" | "lookup" */
+	const char *speculative;   /* "none" | "lookup" | "draft"; NULL: the manifest's, else none */
+	const char *draft_profile; /* draft: the profile drafting, NULL: the manifest's */
 	int list_profiles;
 	int health;
 } opts;
@@ -78,10 +79,15 @@ static void usage(FILE *f)
 		"                         step, as measured while serving; 0 = no such bound (NIM_PREFILL_SLACK, 0)\n"
 		"  --prefix-cache 0|1     1: a prompt skips the longest prefix it shares with a running or\n"
 		"                         recent request, reusing its KV cache rows (NIM_PREFIX_CACHE, 1)\n"
-		"  --speculative none|lookup  speculative decoding by prompt lookup: each decoding sequence\n"
-		"                         drafts from its own text and one step verifies the drafts; the\n"
-		"                         output is the same (NIM_SPECULATIVE, none)\n"
-		"  --spec-k N             tokens drafted per sequence and step, 1..16 (NIM_SPEC_K, 4)\n"
+		"  --speculative none|lookup|draft  speculative decoding: each decoding sequence drafts\n"
+		"                         tokens, by prompt lookup in its own text or with a draft engine,\n"
+		"                         and one step verifies the drafts; the output is the same\n"
+		"                         (NIM_SPECULATIVE, the manifest's serving.speculative, else none)\n"
+		"  --draft-profile ID|NAME  draft: the manifest's profile that drafts, a cheaper one of the\n"
+		"                         same model or a smaller model with the same vocabulary\n"
+		"                         (NIM_DRAFT_PROFILE, the manifest's)\n"
+		"  --spec-k N             tokens drafted per sequence and step, 1..16, 0 = the manifest's,\n"
+		"                         else 4 (NIM_SPEC_K, 0)\n"
 		"  --spec-ngram N         longest n-gram looked up, 1..8 (NIM_SPEC_NGRAM, 3)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
@@ -120,7 +126,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--prefill-chunk", "NIM_PREFILL_CHUNK", "256", &o->prefill_chunk, 0, 4096},
 		{"--prefill-slack", "NIM_PREFILL_SLACK", "0", &o->prefill_slack, 0, 1000},
 		{"--prefix-cache", "NIM_PREFIX_CACHE", "1", &o->prefix_cache, 0, 1},
-		{"--spec-k", "NIM_SPEC_K", "4", &o->spec_k, 1, 16},
+		{"--spec-k", "NIM_SPEC_K", "0", &o->spec_k, 0, 16},
 		{"--spec-ngram", "NIM_SPEC_NGRAM", "3", &o->spec_ngram, 1, 8},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
@@ -128,7 +134,8 @@ static int parse_args(opts *o, int argc, char **argv)
 	o->manifest = env_or("NIM_MANIFEST", "/opt/nim/model_manifest.yaml");
 	o->host = env_or("NIM_HOST", "0.0.0.0");
 	o->profile = env_or("NIM_MODEL_PROFILE", NULL);
-	o->speculative = env_or("NIM_SPECULATIVE", "none");
+	o->speculative = env_or("NIM_SPECULATIVE", NULL);
+	o->draft_profile = env_or("NIM_DRAFT_PROFILE", NULL);
 	for (size_t i = 0; i < n_nums; i++)
 		if ((rc = parse_long(nums[i].dst, nums[i].env, env_or(nums[i].env, nums[i].dflt),
 				     nums[i].lo, nums[i].hi)) < 0)
@@ -156,6 +163,8 @@ static int parse_args(opts *o, int argc, char **argv)
 			o->port_file = argv[++i], matched = 1;
 		else if (!strcmp(a, "--speculative"))
 			o->speculative = argv[++i], matched = 1;
+		else if (!strcmp(a, "--draft-profile"))
+			o->draft_profile = argv[++i], matched = 1;
 		for (size_t k = 0; k < n_nums && !matched; k++)
 			if (!strcmp(a, nums[k].flag)) {
 				if ((rc = parse_long(nums[k].dst, a, argv[++i], nums[k].lo, nums[k].hi)) < 0)
@@ -165,8 +174,48 @@ static int parse_args(opts *o, int argc, char **argv)
 		if (!matched)
 			return nf_error_set(NF_EINPUT, "unknown option: %s (see --help)", a);
 	}
-	if (strcmp(o->speculative, "none") && strcmp(o->speculative, "lookup"))
-		return nf_error_set(NF_EINPUT, "--speculative: '%s' is not none or lookup", o->speculative);
+	if (o->speculative && strcmp(o->speculative, "none") && strcmp(o->speculative, "lookup") &&
+	    strcmp(o->speculative, "draft"))
+		return nf_error_set(NF_EINPUT, "--speculative: '%s' is not none, lookup or draft",
+				    o->speculative);
+	return 0;
+}
+
+/* The speculation asked for (the options, else the manifest's
+ * serving.speculative) into so; for a draft engine, its profile loaded
+ * into *draft (the caller frees it after the scheduler). */
+static int speculation_setup(nf_sched_opts *so, nf_engine **draft, const opts *o, const nf_manifest *m,
+			     const nf_gpu_list *gpus)
+{
+	const nf_manifest_spec *ms = &m->speculative;
+	const char *method = o->speculative ? o->speculative : ms->method ? ms->method : "none";
+	const char *want = o->draft_profile ? o->draft_profile : ms->draft_profile;
+	char why[1536];
+	size_t at = 0;
+	int rc;
+	so->spec_k = o->spec_k ? (int)o->spec_k : ms->k ? ms->k : 4;
+	so->spec_ngram = (int)o->spec_ngram;
+	if (!strcmp(method, "none"))
+		so->spec_k = 0;
+	if (strcmp(method, "draft"))
+		return 0;
+	if (!want)
+		return nf_error_set(NF_EINPUT, "--speculative draft: no --draft-profile, and the manifest "
+				    "names none");
+	for (at = 0; at < m->n_profiles; at++)
+		if (!strcmp(m->profiles[at].id, want) || !strcmp(m->profiles[at].name, want))
+			break;
+	if (at == m->n_profiles)
+		return nf_error_set(NF_EINPUT, "draft profile '%s': the manifest %s has no such profile",
+				    want, m->path);
+	/* it must fit here as a chosen one must */
+	if ((rc = nf_profile_select(&at, why, sizeof why, m, gpus, want, 1)) < 0)
+		return nf_error_wrap(rc, "draft profile");
+	if ((rc = nf_engine_open(draft, m->profiles[at].engine_path, (int)o->threads)) < 0)
+		return nf_error_wrap(rc, "loading draft engine %s", m->profiles[at].engine_path);
+	logf_("draft profile %s (%s, %s), %d tokens a step: %s", m->profiles[at].name, m->profiles[at].id,
+	      nf_precision_name(nf_engine_precision(*draft)), so->spec_k, why);
+	so->spec_draft = *draft;
 	return 0;
 }
 
@@ -196,7 +245,7 @@ int main(int argc, char **argv)
 	nf_gpu_list gpus;
 	nf_metrics *metrics = NULL;
 	nf_server *srv = NULL;
-	nf_engine *engine = NULL;
+	nf_engine *engine = NULL, *draft = NULL;
 	nf_sched *sched = NULL;
 	nf_server_config sc;
 	nf_sched_opts so;
@@ -278,8 +327,8 @@ int main(int argc, char **argv)
 	so.prefill_chunk = (int)o.prefill_chunk;
 	so.prefill_slack_pct = (int)o.prefill_slack;
 	so.prefix_cache = (int)o.prefix_cache;
-	so.spec_k = strcmp(o.speculative, "lookup") ? 0 : (int)o.spec_k;
-	so.spec_ngram = (int)o.spec_ngram;
+	if ((rc = speculation_setup(&so, &draft, &o, m, &gpus)) < 0)
+		goto done;
 	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
 		goto done;
 	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
@@ -287,7 +336,7 @@ int main(int argc, char **argv)
 	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s, "
 	      "speculative %s", m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
 	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue,
-	      o.prefix_cache ? "on" : "off", so.spec_k ? "lookup" : "off");
+	      o.prefix_cache ? "on" : "off", !so.spec_k ? "off" : so.spec_draft ? "by draft engine" : "lookup");
 
 	while (sigwait(&sigs, &sig) != 0)
 		;
@@ -315,6 +364,7 @@ done:
 	nf_sched_free(sched);
 	nf_server_free(srv);
 	nf_engine_free(engine);
+	nf_engine_free(draft);
 	nf_metrics_free(metrics);
 	nf_manifest_free(m);
 	return rc < 0 ? nf_error_exit_status(rc) : 0;

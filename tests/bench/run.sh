@@ -26,6 +26,11 @@
 #            sha256sum of it and umoci insert / repack
 #   quantize float32 to every weight format, GB/s of input (nf_quant_bench)
 #   push     a 2 GiB layer pushed to a loopback docker-registry: nimfactory push vs skopeo copy
+#   spec     speculative decoding's speed-up on SmolLM2 (prompt lookup on a summarise
+#            task, int4-wo drafting for fp32 and int8-wo on chat), nimserve and
+#            llama-server, off and on in one run (not in the default list)
+#   guided   structured output's cost: TPOT with a json_schema guide over without,
+#            SmolLM2 int8-wo, nimserve and llama-server (not in the default list)
 set -eu
 
 cd "$(dirname "$0")/../.."

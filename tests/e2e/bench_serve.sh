@@ -92,6 +92,15 @@ okt $? "bench-serve --rate 40 --dataset multiturn:3 exits 0"
 is "$(json_get "$W/r.json" '(j["endpoint"], j["mode"], j["runs"][0]["completed"], j["goodput_slo"], j["runs"][0]["goodput"])')" \
 	"('chat', 'rate', 6, None, None)" "chat endpoint chosen for conversations; 6 turns completed; no SLO, no goodput"
 
+# 2b. --extra-body joins every request: here a max_tokens of 3 over --max-tokens 8, and ignore_eos
+"$NF" bench-serve "$U" --concurrency 2 --requests 4 --warmup 0 --max-tokens 8 \
+	--extra-body '{"max_tokens": 3, "ignore_eos": true}' --json "$W/x.json" --quiet >/dev/null 2>>"$W/bench.log"
+okt $? "bench-serve --extra-body exits 0"
+is "$(json_get "$W/x.json" '(j["runs"][0]["completed"], j["runs"][0]["output_tokens"])')" "(4, 12)" \
+	"--extra-body's members are sent: 4 answers of 3 tokens"
+"$NF" bench-serve "$U" --extra-body '{"stream": false}' >/dev/null 2>>"$W/args.log"
+is "$?" 2 "--extra-body setting what the generator sets: exit 2"
+
 # 3. nf_loadgen, on the same client, keeps the fields bench_serve.sh reads
 "$LOADGEN" --port "$PORT" --clients 2 --requests 2 --max-tokens 8 --json >"$W/lg.json" 2>"$W/lg.log"
 okt $? "nf_loadgen exits 0"

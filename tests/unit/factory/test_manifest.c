@@ -4,6 +4,7 @@
 #include <yaml.h>
 
 #include "factory/manifest.h"
+#include "util/error.h"
 #include "tests/tap.h"
 
 /* Parse the YAML back and return 1 when it is one well-formed document. */
@@ -69,5 +70,22 @@ int main(void)
 	ok(again && len2 == len && !memcmp(yaml, again, len), "rendering is deterministic");
 	free(yaml);
 	free(again);
+
+	/* serving.speculative: written when named, its draft profile one of the image's */
+	info.spec_method = "draft";
+	info.spec_k = 3;
+	info.spec_draft_profile = "h100-sxm-fp8-e4m3-tp2";
+	yaml = NULL;
+	is_int(nf_manifest_render(&yaml, &len, &info, profiles, 2), 0, "render with speculation");
+	ok(yaml && parses(yaml, len) &&
+	   strstr(yaml, "  speculative: {method: \"draft\", k: 3, draft_profile: \"h100-sxm-fp8-e4m3-tp2\"}\n"),
+	   "serving.speculative written after the preferences");
+	free(yaml);
+	yaml = NULL;
+	info.spec_draft_profile = "cpu-int4-tp1";
+	is_int(nf_manifest_render(&yaml, &len, &info, profiles, 2), NF_EINPUT,
+	       "a draft profile the image lacks refused");
+	ok(yaml == NULL && strstr(nf_error_last(), "'cpu-int4-tp1' is not one of the image's profiles"),
+	   "and said: %s", nf_error_last());
 	return done_testing();
 }

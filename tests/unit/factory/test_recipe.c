@@ -491,6 +491,25 @@ static void test_hostile(void)
 	free(buf);
 }
 
+/* serving.speculative: read, and in the digest only when written. */
+static void test_speculative(void)
+{
+	char text[1024], hm[65] = "", hs[65] = "";
+	nf_recipe *m = NULL, *r = NULL;
+	snprintf(text, sizeof text, "%sserving: {speculative: {method: draft, k: 3, draft_profile: "
+		 "cpu-int8-wo-tp1}}\n", minimal);
+	ok(parse_mem(text, strlen(text), &r) == 0 && r, "serving.speculative parses");
+	ok(r && r->serving.speculative.present && r->serving.speculative.method == NF_RECIPE_SPEC_DRAFT &&
+	   r->serving.speculative.k == 3 && !strcmp(r->serving.speculative.draft_profile, "cpu-int8-wo-tp1"),
+	   "method, k and draft profile read");
+	ok(parse_mem(minimal, strlen(minimal), &m) == 0 && m && !m->serving.speculative.present &&
+	   m->serving.speculative.method == NF_RECIPE_SPEC_NONE, "absent: none");
+	ok(m && r && nf_recipe_digest(hm, m) == 0 && nf_recipe_digest(hs, r) == 0 && strcmp(hm, hs),
+	   "it changes the digest");
+	nf_recipe_free(m);
+	nf_recipe_free(r);
+}
+
 int main(void)
 {
 	src_dir = tap_env("NF_SRC", ".");
@@ -502,5 +521,6 @@ int main(void)
 	test_bad_files();
 	test_gate_keys();
 	test_hostile();
+	test_speculative();
 	return done_testing();
 }

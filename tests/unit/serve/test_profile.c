@@ -93,6 +93,27 @@ int main(void)
 	ok(bad("engine: engines/h1,", "", "missing key 'engine'"), "missing engine refused");
 	ok(bad("  - {id: " H64("1"), "  - [1, 2]\n  - {id: " H64("1"), "mapping"), "non-mapping profile refused");
 	ok(bad("serving:\n", "serving: [\n", ""), "YAML syntax error gives a position");
+	{ /* serving.speculative: optional; when named, checked against the profiles */
+		static const char *tp = "  tensor_parallel_preference: [2, 1]\n";
+		char buf[8192];
+		const char *p = strstr(good, tp);
+		nf_manifest *sm = NULL;
+		snprintf(buf, sizeof buf, "%.*s%s  speculative: {method: draft, k: 3, draft_profile: cpu-int8}\n%s",
+			 (int)(p - good), good, tp, p + strlen(tp));
+		ok(nf_manifest_parse(&sm, buf, strlen(buf), "m.yaml") == 0 && sm->speculative.k == 3 &&
+		   !strcmp(sm->speculative.method, "draft") && !strcmp(sm->speculative.draft_profile, "cpu-int8"),
+		   "serving.speculative read: %s", nf_error_last());
+		nf_manifest_free(sm);
+		ok(m->speculative.method == NULL && m->speculative.k == 0 && m->speculative.draft_profile == NULL,
+		   "no serving.speculative: nothing named");
+		ok(bad(tp, "  speculative: {method: medusa}\n", "expected none, lookup or draft"), "unknown method refused");
+		ok(bad(tp, "  speculative: {method: lookup, k: 17}\n", "outside 1..16"), "k past 16 refused");
+		ok(bad(tp, "  speculative: {method: draft}\n", "needs a draft_profile"), "draft without a profile refused");
+		ok(bad(tp, "  speculative: {method: lookup, draft_profile: cpu-int8}\n", "only with method draft"),
+		   "a draft profile without method draft refused");
+		ok(bad(tp, "  speculative: {method: draft, draft_profile: cpu-int4}\n", "'cpu-int4' is not one of the profiles"),
+		   "an unknown draft profile refused");
+	}
 	{
 		nf_manifest *x = NULL;
 		char *big = malloc(NF_MANIFEST_MAX_BYTES + 2);
