@@ -340,23 +340,29 @@ done:
 
 /* Take the stage's key lock before computing it: another build computing
  * the same stage (a shared cache) is waited for, and its result used, rather
- * than computed twice.  *stage_dir set when that other build published it. */
+ * than computed twice.  Looked up again under the lock, since it may have
+ * been published since our first look.  *stage_dir set when it was. */
 static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
 			 nf_cache_lock **lock, char **stage_dir)
 {
+	double t0 = now_seconds();
 	int err = nf_cache_stage_lock(lock, b->cache, st->key, false);
-	if (err == 1) {
-		double t0 = now_seconds();
+	bool waited = err == 1;
+	if (waited) {
 		nf_log_info(b->log, "compile", "%s: waiting for another build computing stage %.12s",
 			    p->name, st->key);
-		if ((err = nf_cache_stage_lock(lock, b->cache, st->key, true)))
-			return err;
-		if (!b->opts->rebuild && nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0)
-			nf_log_stage_cached(b->log, "compile", "%s (stage %.12s, computed by another "
-					    "build while we waited %.2f s)", p->name, st->key,
-					    now_seconds() - t0);
+		err = nf_cache_stage_lock(lock, b->cache, st->key, true);
 	}
-	nf_error_clear();
+	if (!err && !b->opts->rebuild && nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0)
+		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s, computed by another build%s)",
+				    p->name, st->key, waited ? " while we waited" : "");
+	if (waited && !err)
+		nf_log_debug(b->log, "compile", "%s: waited %.2f s for stage %.12s", p->name,
+			     now_seconds() - t0, st->key);
+	if (err > 0) /* cannot happen when waiting; never a success code to callers */
+		err = nf_error_set(NF_EINTERNAL, "stage %.12s: lock not taken", st->key);
+	if (err >= 0)
+		nf_error_clear();
 	return err;
 }
 
