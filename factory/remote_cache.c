@@ -161,7 +161,7 @@ static int write_temp(char **path, nf_cache *c, const void *data, size_t len)
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	fd = mkostemp(*path, O_CLOEXEC);
 	if (fd < 0) {
-		err = nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", *path, strerror(errno));
+		err = nf_fs_write_error(*path, errno);
 		free(*path);
 		*path = NULL;
 		return err;
@@ -328,7 +328,7 @@ int nf_remote_cache_push(nf_remote_cache *rc, nf_cache *c, const char *kind, con
 		goto done;
 	}
 	if (!mkdtemp(layout)) {
-		err = nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", layout, strerror(errno));
+		err = nf_fs_write_error(layout, errno);
 		free(layout);
 		layout = NULL;
 		goto done;
