@@ -123,6 +123,38 @@ static int hold_tmp_lock(int *fd, nf_cache *c)
 	return r < 0 ? nf_error_wrap(r, "cache %s", c->root) : 0;
 }
 
+int nf_cache_tmp_make(char **path, int *fd, nf_cache *c, const char *prefix, bool dir)
+{
+	int tmp_lock = -1, err;
+
+	*fd = -1;
+	if (!(*path = nf_strdup_printf("%s/%s.XXXXXX", c->tmp, prefix)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = hold_tmp_lock(&tmp_lock, c)) < 0)
+		goto done;
+	if (dir ? !mkdtemp(*path) : (*fd = mkostemp(*path, O_CLOEXEC)) < 0) {
+		err = nf_fs_write_error(*path, errno);
+		goto done;
+	}
+	if (dir && (err = nf_fs_lock(fd, *path, LOCK_EX, false, false)) != 0) {
+		rmdir(*path);
+		err = err < 0 ? err : nf_error_set(NF_EINTERNAL, "%s: locked by another", *path);
+	} else if (!dir && flock(*fd, LOCK_EX | LOCK_NB) < 0) {
+		err = nf_error_set(NF_EIO, "%s: lock: %s", *path, strerror(errno));
+		close(*fd);
+		unlink(*path);
+	}
+done:
+	if (tmp_lock >= 0)
+		close(tmp_lock);
+	if (err) {
+		*fd = -1;
+		free(*path);
+		*path = NULL;
+	}
+	return err;
+}
+
 int nf_cache_open(nf_cache **out, const char *root)
 {
 	nf_cache *c = NULL;
@@ -234,7 +266,7 @@ void nf_cache_writer_abort(nf_cache_writer *w)
 int nf_cache_writer_open(nf_cache_writer **out, nf_cache *c)
 {
 	nf_cache_writer *w = NULL;
-	int err = 0, tmp_lock = -1;
+	int err = 0;
 
 	*out = NULL;
 	w = calloc(1, sizeof(*w));
@@ -244,31 +276,13 @@ int nf_cache_writer_open(nf_cache_writer **out, nf_cache *c)
 	}
 	w->fd = -1;
 	w->c = c;
-	w->tmp_path = nf_path_join(c->tmp, "blob.XXXXXX");
-	if (!w->tmp_path) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_cache_tmp_make(&w->tmp_path, &w->fd, c, "blob", false)) < 0)
 		goto done;
-	}
-	if ((err = hold_tmp_lock(&tmp_lock, c)) < 0)
-		goto done;
-	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
-	if (w->fd < 0) {
-		err = nf_fs_write_error(w->tmp_path, errno);
-		free(w->tmp_path);
-		w->tmp_path = NULL;
-		goto done;
-	}
-	if (flock(w->fd, LOCK_EX | LOCK_NB) < 0) {
-		err = nf_error_set(NF_EIO, "%s: lock: %s", w->tmp_path, strerror(errno));
-		goto done;
-	}
 	if ((err = nf_sha256_new(&w->h)) < 0)
 		goto done;
 	*out = w;
 	w = NULL;
 done:
-	if (tmp_lock >= 0)
-		close(tmp_lock);
 	nf_cache_writer_abort(w);
 	return err;
 }
@@ -471,44 +485,25 @@ void nf_cache_stage_abort(nf_cache_stage *s)
 int nf_cache_stage_begin(nf_cache_stage **out, nf_cache *c, const char *key_hex)
 {
 	nf_cache_stage *s = NULL;
-	char *tmpl = NULL;
-	int err = 0, tmp_lock = -1;
+	char prefix[sizeof("stage.") + 12];
+	int err = 0;
 
 	*out = NULL;
 	if ((err = check_hex(key_hex, "stage key")) < 0)
 		return err;
-	s = calloc(1, sizeof(*s));
-	if (s)
-		s->dir_fd = -1;
-	tmpl = nf_strdup_printf("%s/stage.%.12s.XXXXXX", c->tmp, key_hex);
-	if (!s || !tmpl) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
+	if (!(s = calloc(1, sizeof(*s))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
 	s->c = c;
 	memcpy(s->key, key_hex, sizeof(s->key));
-	if ((err = hold_tmp_lock(&tmp_lock, c)) < 0)
-		goto done;
-	if (!mkdtemp(tmpl)) {
-		err = nf_fs_write_error(tmpl, errno);
-		goto done;
+	snprintf(prefix, sizeof(prefix), "stage.%.12s", key_hex);
+	if ((err = nf_cache_tmp_make(&s->tmp_dir, &s->dir_fd, c, prefix, true)) < 0) {
+		free(s);
+		return err;
 	}
-	s->tmp_dir = tmpl;
-	tmpl = NULL;
 	/* mkdtemp makes it 0700; stage outputs are meant to be read by others too. */
 	(void)chmod(s->tmp_dir, 0755);
-	if ((err = nf_fs_lock(&s->dir_fd, s->tmp_dir, LOCK_EX, false, false)) != 0) {
-		err = err < 0 ? err : nf_error_set(NF_EINTERNAL, "%s: locked by another", s->tmp_dir);
-		goto done;
-	}
 	*out = s;
-	s = NULL;
-done:
-	if (tmp_lock >= 0)
-		close(tmp_lock);
-	free(tmpl);
-	nf_cache_stage_abort(s);
-	return err;
+	return 0;
 }
 
 const char *nf_cache_stage_dir(const nf_cache_stage *s)

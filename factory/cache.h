@@ -150,6 +150,15 @@ void nf_cache_stage_unlock(nf_cache_lock *l);
 int nf_cache_verify_blobs(nf_cache *c, size_t *n_bad,
 			  void (*fn)(void *user, const char *path, const char *why), void *user);
 
+/*
+ * A new temp file (dir false) or folder under tmp/, named "<prefix>.XXXXXX",
+ * for a writer of the cache that is not a blob or a stage (an archive being
+ * unpacked, a layout being pushed).  *fd holds a flock on it (for a file, the
+ * file's own descriptor, open for writing), so that no sweep removes it while
+ * *fd is open: remove the temp, then close *fd.  Caller owns *path.
+ */
+int nf_cache_tmp_make(char **path, int *fd, nf_cache *c, const char *prefix, bool dir);
+
 /* One entry of the cache, for listing. */
 typedef struct nf_cache_entry {
 	const char *kind; /* "blob" or "stage" */
