@@ -714,8 +714,13 @@ static int swap_output(build_ctx *b)
 			return nf_fs_write_error(b->out_final, errno);
 		return 0;
 	}
-	if (renameat2(AT_FDCWD, b->out_tmp, AT_FDCWD, b->out_final, RENAME_EXCHANGE) == 0)
-		return nf_fs_remove_tree(b->out_tmp); /* now the old output */
+	if (renameat2(AT_FDCWD, b->out_tmp, AT_FDCWD, b->out_final, RENAME_EXCHANGE) == 0) {
+		/* out_tmp is now the old output: the build is done whether or not it
+		 * goes now (the end of nf_build_run, or the next sweep, retries) */
+		(void)nf_fs_remove_tree(b->out_tmp);
+		nf_error_clear();
+		return 0;
+	}
 	if (errno != EINVAL && errno != ENOSYS)
 		return nf_error_set(NF_EIO, "%s: %s", b->out_final, strerror(errno));
 	if (!(old = nf_strdup_printf("%s.old-%ld", b->out_final, (long)getpid())))

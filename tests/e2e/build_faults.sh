@@ -35,9 +35,9 @@ echo "# an uncached build takes $DUR ms"
 # Kill points spread over the build's stages, as the reference build's log
 # timed them: a quarter and three quarters of the way from one stage's start
 # to the next (or the end), and just before the end (the output swap), at
-# least 25 ms apart and from the start; at most 10 of them, spread evenly (3
+# least 25 ms apart and from the start; at most 8 of them, spread evenly (3
 # under the sanitizers, where a build is 4-5 times as slow).
-POINTS=$(awk -v max="$([ "${NF_SAN:-0}" = 1 ] && echo 3 || echo 10)" '
+POINTS=$(awk -v max="$([ "${NF_SAN:-0}" = 1 ] && echo 3 || echo 8)" '
 	(/\.\.\.$/ || /build: built/) && match($0, /^\[ *[0-9.]+/) {
 		v = substr($0, 2, RLENGTH - 1); t[n++] = v * 1000
 	}
@@ -49,7 +49,7 @@ POINTS=$(awk -v max="$([ "${NF_SAN:-0}" = 1 ] && echo 3 || echo 10)" '
 			if (p - last >= 25) { q[m++] = p; last = p }
 		}
 		for (j = 0; j < m && j < max; j++)
-			printf "%d ", q[m <= max ? j : int(j * (m - 1) / (max - 1) + 0.5)]
+			printf "%d ", q[m <= max ? j : int((j + 0.5) * m / max)]
 	}' "$W/ref.log")
 echo "# kill points (ms): $POINTS"
 N=$(echo $POINTS | wc -w)
