@@ -111,14 +111,17 @@ disk_full() {
 	t "$1: no partial output left" sh -c "! ls -d '$4'.* 2>/dev/null"
 }
 
-# RLIMIT_FSIZE: a write past 256 KiB fails with EFBIG (weights, image layers).
+# RLIMIT_FSIZE: a write past the limit fails with EFBIG.  256 KiB: an engine's
+# weights do not fit in the cache's temp stage.
 fresh_cache "$W/cf"
 cp -a "$W/ref" "$W/outf"
 NIMFACTORY_CACHE="$W/cf" prlimit --fsize=262144 "$NF" build "$W/r.yaml" --out "$W/outf" >"$W/fsize.log" 2>&1
 disk_full "file size limit, empty cache" "$?" "$W/fsize.log" "$W/outf" "$W/cf"
 is "no stage was published half-written" "$(ls "$W/cf/stages" | wc -l)" 0
-NIMFACTORY_CACHE="$W/c" prlimit --fsize=262144 "$NF" build "$W/r.yaml" --out "$W/outf" >"$W/fsize2.log" 2>&1
+# 4 MiB: the engines and the gates' scratch fit, the image's runtime layer does not
+NIMFACTORY_CACHE="$W/c" prlimit --fsize=4194304 "$NF" build "$W/r.yaml" --out "$W/outf" >"$W/fsize2.log" 2>&1
 disk_full "file size limit while packaging" "$?" "$W/fsize2.log" "$W/outf" "$W/c"
+t "it was the image's layer that did not fit" grep -q "error: build: .*/oci/blobs/sha256/.*file size limit" "$W/fsize2.log"
 is "the stages built before are all still there" "$(ls "$W/c/stages" | wc -l)" 2
 
 # ENOSPC on a small tmpfs holding the cache and OUT, sized for two outputs
@@ -131,7 +134,7 @@ if [ "${NF_SAN:-0}" = 1 ]; then
 elif mount -t tmpfs -o size=${SMALL_KB}k tmpfs "$W/small" 2>/dev/null; then
 	cp -a "$W/c" "$W/small/cache" && cp -a "$W/ref" "$W/small/out"
 	is "the cache and an earlier output fit on the small disk" "$?" 0
-	# leave 512 KiB free: the image's layers cannot fit
+	# leave 512 KiB free: the gates' scratch, then the image's layers, cannot fit
 	avail=$(df -k --output=avail "$W/small" | tail -1)
 	dd if=/dev/zero of="$W/small/filler" bs=1024 count=$((avail - 512)) 2>/dev/null
 	NIMFACTORY_CACHE="$W/small/cache" "$NF" build "$W/r.yaml" --out "$W/small/out" --rebuild >"$W/enospc.log" 2>&1
