@@ -519,8 +519,7 @@ int nf_st_writer_begin(nf_st_writer *w, const char *path)
 					       w->data_start + w->begins[i]);
 	/* reserved tensors and the padding read as zeros until written */
 	if (!err && ftruncate(w->af.fd, (off_t)(w->data_start + end)) < 0)
-		err = nf_error_set(errno == ENOSPC || errno == EFBIG ? NF_EENV : NF_EIO, "%s: %s",
-				   path, strerror(errno));
+		err = nf_fs_write_error(path, errno);
 	return err;
 }
 

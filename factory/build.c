@@ -3,9 +3,11 @@
 #include "factory/build.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include "factory/stage_keys.h"
 #include "factory/report.h"
 #include "factory/gpu_profile.h"
+#include "factory/output_sweep.h"
 #include "factory/package.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -47,6 +50,7 @@ typedef struct build_ctx {
 	nf_cache *cache;
 	char *out_final;  /* OUT */
 	char *out_tmp;    /* OUT being assembled */
+	int out_tmp_lock; /* flock on out_tmp while we live: a later build knows it is ours */
 	char *model_path; /* fetched checkpoint (file or folder) */
 	char *tok_path;   /* fetched tokenizer, NULL when none */
 	char source_digest[NF_SHA256_HEX_LEN + 1];
@@ -464,6 +468,34 @@ done:
 	return err;
 }
 
+/* Take the stage's key lock before computing it: another build computing
+ * the same stage (a shared cache) is waited for, and its result used, rather
+ * than computed twice.  Looked up again under the lock, since it may have
+ * been published since our first look.  *stage_dir set when it was. */
+static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
+			 nf_cache_lock **lock, char **stage_dir)
+{
+	double t0 = now_seconds();
+	int err = nf_cache_stage_lock(lock, b->cache, st->key, false);
+	bool waited = err == 1;
+	if (waited) {
+		nf_log_info(b->log, "compile", "%s: waiting for another build computing stage %.12s",
+			    p->name, st->key);
+		err = nf_cache_stage_lock(lock, b->cache, st->key, true);
+	}
+	if (!err && !b->opts->rebuild && nf_cache_stage_lookup(stage_dir, b->cache, st->key) == 0)
+		nf_log_stage_cached(b->log, "compile", "%s (stage %.12s, computed by another build%s)",
+				    p->name, st->key, waited ? " while we waited" : "");
+	if (waited && !err)
+		nf_log_debug(b->log, "compile", "%s: waited %.2f s for stage %.12s", p->name,
+			     now_seconds() - t0, st->key);
+	if (err > 0) /* cannot happen when waiting; never a success code to callers */
+		err = nf_error_set(NF_EINTERNAL, "stage %.12s: lock not taken", st->key);
+	if (err >= 0)
+		nf_error_clear();
+	return err;
+}
+
 /* One profile's compile: found in a cache, or built by a scheduled job. */
 typedef struct compile_job {
 	build_ctx *b;
@@ -492,8 +524,15 @@ static int compile_run(void *arg, int threads)
 	compile_job *j = arg;
 	nf_profile *p = &j->b->plan->profiles[j->profile];
 	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
+	nf_cache_lock *lock = NULL;
 	double t0 = now_seconds();
-	int err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir, threads);
+	/* under the stage's key lock: another build computing it is waited for */
+	int err = claim_compile(j->b, p, st, &lock, &j->stage_dir);
+	if (!err && j->stage_dir)
+		st->cached = 1;
+	else if (!err)
+		err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir, threads);
+	nf_cache_stage_unlock(lock);
 	st->seconds = now_seconds() - t0;
 	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
 }
@@ -1073,14 +1112,32 @@ static int stage_deploy(build_ctx *b, const char **note)
 	return nf_deploy_write_build(b->out_tmp, b->recipe, b->plan, digest, note);
 }
 
-/* Put the assembled output in place of OUT, keeping the old one until then. */
+/* Put the assembled output in place of OUT in one step: with OUT there, the
+ * two folders are exchanged (renameat2 RENAME_EXCHANGE), so at every instant
+ * OUT is either the whole old output or the whole new one, and a build killed
+ * in between leaves the old one under out_tmp's name for the next build's
+ * sweep.  Where the file system cannot exchange, OUT is moved aside first. */
 static int swap_output(build_ctx *b)
 {
-	char *old = nf_strdup_printf("%s.old-%ld", b->out_final, (long)getpid());
+	char *old = NULL;
 	int err = 0;
-	if (!old)
+	if (!nf_fs_exists(b->out_final)) {
+		if (rename(b->out_tmp, b->out_final) < 0)
+			return nf_fs_write_error(b->out_final, errno);
+		return 0;
+	}
+	if (renameat2(AT_FDCWD, b->out_tmp, AT_FDCWD, b->out_final, RENAME_EXCHANGE) == 0) {
+		/* out_tmp is now the old output: the build is done whether or not it
+		 * goes now (the end of nf_build_run, or the next sweep, retries) */
+		(void)nf_fs_remove_tree(b->out_tmp);
+		nf_error_clear();
+		return 0;
+	}
+	if (errno != EINVAL && errno != ENOSYS)
+		return nf_error_set(NF_EIO, "%s: %s", b->out_final, strerror(errno));
+	if (!(old = nf_strdup_printf("%s.old-%ld", b->out_final, (long)getpid())))
 		return nf_error_set(NF_ENOMEM, "out of memory");
-	if (nf_fs_exists(b->out_final) && rename(b->out_final, old) < 0)
+	if (rename(b->out_final, old) < 0)
 		err = nf_error_set(NF_EIO, "%s: cannot move the previous output aside: %s",
 				   b->out_final, strerror(errno));
 	if (!err && rename(b->out_tmp, b->out_final) < 0) {
@@ -1126,6 +1183,10 @@ static int prepare_output(build_ctx *b)
 		err = nf_fs_remove_tree(b->out_tmp);
 	if (!err)
 		err = nf_fs_mkdir_p(b->out_tmp, 0755);
+	if (!err && (err = nf_fs_lock(&b->out_tmp_lock, b->out_tmp, LOCK_EX, false, false)) == 1)
+		err = nf_error_set(NF_EINTERNAL, "%s: locked by another process", b->out_tmp);
+	if (!err)
+		err = nf_output_sweep(b->out_final);
 	return err;
 }
 
@@ -1164,7 +1225,7 @@ static void log_remote_caches(build_ctx *b)
 
 int nf_build_run(const nf_build_opts *o)
 {
-	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default()};
+	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default(), .out_tmp_lock = -1};
 	char *cache_root = NULL;
 	double t0 = now_seconds();
 	const char *deploy_note = NULL;
@@ -1255,6 +1316,8 @@ int nf_build_run(const nf_build_opts *o)
 done:
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);
+	if (b.out_tmp_lock >= 0)
+		close(b.out_tmp_lock);
 	log_remote_caches(&b);
 	if (!err && o->profile)
 		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "

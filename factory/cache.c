@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,11 +24,13 @@ struct nf_cache {
 	char *blobs; /* <root>/blobs/sha256 */
 	char *stages;
 	char *tmp;
+	char *locks;    /* <root>/locks: one lock file per stage key */
+	char *tmp_lock; /* <root>/tmp.lock: shared by writers creating a temp, exclusive to sweep */
 };
 
 struct nf_cache_writer {
 	nf_cache *c;
-	int fd;
+	int fd; /* flocked while we write it: a sweep leaves it alone */
 	char *tmp_path;
 	nf_sha256 *h;
 	uint64_t size;
@@ -35,13 +38,14 @@ struct nf_cache_writer {
 
 struct nf_cache_stage {
 	nf_cache *c;
+	int dir_fd; /* the temp folder, flocked while we fill it: a sweep leaves it alone */
 	char *tmp_dir;
 	char key[NF_SHA256_HEX_LEN + 1];
 };
 
 static int errno_code(int e)
 {
-	return e == ENOSPC || e == EACCES || e == EROFS || e == EDQUOT ? NF_EENV : NF_EIO;
+	return nf_fs_errno_code(e);
 }
 
 int nf_cache_default_root(char **out)
@@ -71,7 +75,84 @@ void nf_cache_free(nf_cache *c)
 	free(c->blobs);
 	free(c->stages);
 	free(c->tmp);
+	free(c->locks);
+	free(c->tmp_lock);
 	free(c);
+}
+
+/* A temp file or folder whose writer holds no lock on it was left by a
+ * process that died (SIGKILL, power): remove it.  ctx: unused. */
+static int sweep_one(void *ctx, const char *path, const char *name)
+{
+	int fd, r;
+	(void)ctx;
+	(void)name;
+	r = nf_fs_lock(&fd, path, LOCK_EX, false, false);
+	if (r == 1) /* its writer is alive */
+		return 0;
+	if (r < 0) { /* gone already, or not ours to judge: leave it */
+		nf_error_clear();
+		return 0;
+	}
+	(void)nf_fs_remove_tree(path);
+	close(fd);
+	nf_error_clear();
+	return 0;
+}
+
+/* Remove the leftovers of dead writers from tmp/.  Writers hold tmp.lock
+ * shared from creating their temp until they have locked it, so the sweep,
+ * holding it exclusive, never sees a live temp that is not locked yet.  When
+ * another process holds it, the sweep is skipped: the next open sweeps. */
+static int sweep_tmp(nf_cache *c)
+{
+	int fd, r = nf_fs_lock(&fd, c->tmp_lock, LOCK_EX, true, false);
+	if (r == 1)
+		return 0;
+	if (r < 0)
+		return nf_error_wrap(r, "cache %s", c->root);
+	r = nf_fs_each_child(c->tmp, sweep_one, NULL);
+	close(fd);
+	return r;
+}
+
+/* While a writer creates its temp and locks it: shared, against a sweep. */
+static int hold_tmp_lock(int *fd, nf_cache *c)
+{
+	int r = nf_fs_lock(fd, c->tmp_lock, LOCK_SH, true, true);
+	return r < 0 ? nf_error_wrap(r, "cache %s", c->root) : 0;
+}
+
+int nf_cache_tmp_make(char **path, int *fd, nf_cache *c, const char *prefix, bool dir)
+{
+	int tmp_lock = -1, err;
+
+	*fd = -1;
+	if (!(*path = nf_strdup_printf("%s/%s.XXXXXX", c->tmp, prefix)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = hold_tmp_lock(&tmp_lock, c)) < 0)
+		goto done;
+	if (dir ? !mkdtemp(*path) : (*fd = mkostemp(*path, O_CLOEXEC)) < 0) {
+		err = nf_fs_write_error(*path, errno);
+		goto done;
+	}
+	if (dir && (err = nf_fs_lock(fd, *path, LOCK_EX, false, false)) != 0) {
+		rmdir(*path);
+		err = err < 0 ? err : nf_error_set(NF_EINTERNAL, "%s: locked by another", *path);
+	} else if (!dir && flock(*fd, LOCK_EX | LOCK_NB) < 0) {
+		err = nf_error_set(NF_EIO, "%s: lock: %s", *path, strerror(errno));
+		close(*fd);
+		unlink(*path);
+	}
+done:
+	if (tmp_lock >= 0)
+		close(tmp_lock);
+	if (err) {
+		*fd = -1;
+		free(*path);
+		*path = NULL;
+	}
+	return err;
 }
 
 int nf_cache_open(nf_cache **out, const char *root)
@@ -98,17 +179,22 @@ int nf_cache_open(nf_cache **out, const char *root)
 	c->blobs = nf_path_join(c->root, "blobs/sha256");
 	c->stages = nf_path_join(c->root, "stages");
 	c->tmp = nf_path_join(c->root, "tmp");
+	c->locks = nf_path_join(c->root, "locks");
+	c->tmp_lock = nf_path_join(c->root, "tmp.lock");
 	git = nf_path_join(c->root, "git");
-	if (!c->blobs || !c->stages || !c->tmp || !git) {
+	if (!c->blobs || !c->stages || !c->tmp || !c->locks || !c->tmp_lock || !git) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
 	if ((err = nf_fs_mkdir_p(c->blobs, 0755)) < 0 ||
 	    (err = nf_fs_mkdir_p(c->stages, 0755)) < 0 ||
-	    (err = nf_fs_mkdir_p(c->tmp, 0755)) < 0 || (err = nf_fs_mkdir_p(git, 0755)) < 0) {
+	    (err = nf_fs_mkdir_p(c->tmp, 0755)) < 0 || (err = nf_fs_mkdir_p(git, 0755)) < 0 ||
+	    (err = nf_fs_mkdir_p(c->locks, 0755)) < 0) {
 		nf_error_wrap(err, "cache %s", c->root);
 		goto done;
 	}
+	if ((err = sweep_tmp(c)) < 0)
+		goto done;
 	*out = c;
 	c = NULL;
 done:
@@ -190,18 +276,8 @@ int nf_cache_writer_open(nf_cache_writer **out, nf_cache *c)
 	}
 	w->fd = -1;
 	w->c = c;
-	w->tmp_path = nf_path_join(c->tmp, "blob.XXXXXX");
-	if (!w->tmp_path) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_cache_tmp_make(&w->tmp_path, &w->fd, c, "blob", false)) < 0)
 		goto done;
-	}
-	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
-	if (w->fd < 0) {
-		err = nf_error_set(errno_code(errno), "%s: %s", w->tmp_path, strerror(errno));
-		free(w->tmp_path);
-		w->tmp_path = NULL;
-		goto done;
-	}
 	if ((err = nf_sha256_new(&w->h)) < 0)
 		goto done;
 	*out = w;
@@ -223,8 +299,7 @@ int nf_cache_writer_write(nf_cache_writer *w, const void *data, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return nf_error_set(errno_code(errno), "%s: %s", w->tmp_path,
-					    strerror(errno));
+			return nf_fs_write_error(w->tmp_path, errno);
 		p += n;
 		len -= (size_t)n;
 		w->size += (uint64_t)n;
@@ -270,7 +345,7 @@ int nf_cache_writer_commit(char *out_hex, char **out_path, nf_cache_writer *w,
 		goto done;
 	}
 	if (fchmod(w->fd, 0444) < 0 || fsync(w->fd) < 0) {
-		err = nf_error_set(errno_code(errno), "%s: %s", w->tmp_path, strerror(errno));
+		err = nf_fs_write_error(w->tmp_path, errno);
 		goto done;
 	}
 	if (close(w->fd) < 0) {
@@ -401,6 +476,8 @@ void nf_cache_stage_abort(nf_cache_stage *s)
 		return;
 	if (s->tmp_dir)
 		(void)nf_fs_remove_tree(s->tmp_dir);
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
 	free(s->tmp_dir);
 	free(s);
 }
@@ -408,34 +485,25 @@ void nf_cache_stage_abort(nf_cache_stage *s)
 int nf_cache_stage_begin(nf_cache_stage **out, nf_cache *c, const char *key_hex)
 {
 	nf_cache_stage *s = NULL;
-	char *tmpl = NULL;
+	char prefix[sizeof("stage.") + 12];
 	int err = 0;
 
 	*out = NULL;
 	if ((err = check_hex(key_hex, "stage key")) < 0)
 		return err;
-	s = calloc(1, sizeof(*s));
-	tmpl = nf_strdup_printf("%s/stage.%.12s.XXXXXX", c->tmp, key_hex);
-	if (!s || !tmpl) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
+	if (!(s = calloc(1, sizeof(*s))))
+		return nf_error_set(NF_ENOMEM, "out of memory");
 	s->c = c;
 	memcpy(s->key, key_hex, sizeof(s->key));
-	if (!mkdtemp(tmpl)) {
-		err = nf_error_set(errno_code(errno), "%s: %s", tmpl, strerror(errno));
-		goto done;
+	snprintf(prefix, sizeof(prefix), "stage.%.12s", key_hex);
+	if ((err = nf_cache_tmp_make(&s->tmp_dir, &s->dir_fd, c, prefix, true)) < 0) {
+		free(s);
+		return err;
 	}
 	/* mkdtemp makes it 0700; stage outputs are meant to be read by others too. */
-	(void)chmod(tmpl, 0755);
-	s->tmp_dir = tmpl;
-	tmpl = NULL;
+	(void)chmod(s->tmp_dir, 0755);
 	*out = s;
-	s = NULL;
-done:
-	free(tmpl);
-	nf_cache_stage_abort(s);
-	return err;
+	return 0;
 }
 
 const char *nf_cache_stage_dir(const nf_cache_stage *s)
@@ -515,6 +583,42 @@ done:
 	return err;
 }
 
+/* ---- one writer per stage key ---- */
+
+struct nf_cache_lock {
+	int fd;
+};
+
+int nf_cache_stage_lock(nf_cache_lock **out, nf_cache *c, const char *key_hex, bool wait)
+{
+	char *path = NULL;
+	int fd = -1, err;
+
+	*out = NULL;
+	if ((err = check_hex(key_hex, "stage key")) < 0)
+		return err;
+	if (!(path = nf_strdup_printf("%s/%s.lock", c->locks, key_hex)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	err = nf_fs_lock(&fd, path, LOCK_EX, true, wait);
+	free(path);
+	if (err)
+		return err; /* 1: busy, or an error */
+	if (!(*out = malloc(sizeof(**out)))) {
+		close(fd);
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	}
+	(*out)->fd = fd;
+	return 0;
+}
+
+void nf_cache_stage_unlock(nf_cache_lock *l)
+{
+	if (!l)
+		return;
+	close(l->fd); /* releases the flock; the lock file stays for the next writer */
+	free(l);
+}
+
 /* ---- listing ---- */
 
 static int cmp_str(const void *a, const void *b)
@@ -590,4 +694,41 @@ int nf_cache_foreach(nf_cache *c, int (*fn)(void *user, const nf_cache_entry *e)
 	if (err)
 		return err;
 	return list_dir(c, c->stages, "stage", fn, user);
+}
+
+/* ---- verification ---- */
+
+typedef struct verify_ctx {
+	size_t n_bad;
+	void (*fn)(void *user, const char *path, const char *why);
+	void *user;
+} verify_ctx;
+
+static int verify_blob(void *user, const nf_cache_entry *e)
+{
+	verify_ctx *v = user;
+	char hex[NF_SHA256_HEX_LEN + 1];
+	char why[160];
+	int err = nf_sha256_file_hex(hex, e->path);
+
+	if (!err && !strcmp(hex, e->hex))
+		return 0;
+	if (err)
+		snprintf(why, sizeof(why), "%s", nf_error_last());
+	else
+		snprintf(why, sizeof(why), "its bytes hash to sha256:%s", hex);
+	nf_error_clear();
+	v->n_bad++;
+	if (v->fn)
+		v->fn(v->user, e->path, why);
+	return 0;
+}
+
+int nf_cache_verify_blobs(nf_cache *c, size_t *n_bad,
+			  void (*fn)(void *user, const char *path, const char *why), void *user)
+{
+	verify_ctx v = {0, fn, user};
+	int err = list_dir(c, c->blobs, "blob", verify_blob, &v);
+	*n_bad = v.n_bad;
+	return err;
 }

@@ -13,7 +13,11 @@
  *                        half-written entry.
  *   git/<hex>.git        bare mirrors of git remotes (keyed by the url), used by
  *                        factory/fetch.
- *   tmp/                 temp files and folders (same file system as the rest).
+ *   locks/<key>.lock     flock(2) files: one writer per stage key (nf_cache_stage_lock).
+ *   tmp/                 temp files and folders (same file system as the rest),
+ *                        each flocked by its writer; nf_cache_open removes those
+ *                        no live process holds (leftovers of a killed build).
+ *   tmp.lock             shared while a writer creates its temp, exclusive to sweep.
  *
  * Two processes writing the same digest at once are fine: each writes its own
  * temp file or folder, and the renames are atomic (the first stage to land
@@ -22,6 +26,7 @@
 #ifndef NF_FACTORY_CACHE_H
 #define NF_FACTORY_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,6 +123,41 @@ const char *nf_cache_stage_dir(const nf_cache_stage *s);
 int nf_cache_stage_commit(char **out, nf_cache_stage *s);
 /* Remove the temp folder and free s.  NULL is fine. */
 void nf_cache_stage_abort(nf_cache_stage *s);
+
+/*
+ * One writer per stage key across processes: a build about to compute a
+ * stage takes its key's lock (flock(2) on locks/<key>.lock), looks the stage
+ * up again (another build may have published it while we waited), computes
+ * and commits it, then unlocks.  A second build wanting the same stage waits
+ * for the first instead of computing it twice.  The kernel drops the lock of
+ * a process that dies, so a killed build never blocks the next one.
+ *
+ * 0 and *out when taken (release with nf_cache_stage_unlock); 1 when wait is
+ * false and another process (or another nf_cache_lock of this one: flock
+ * locks are per open file) holds it, *out NULL; negative on error.
+ */
+typedef struct nf_cache_lock nf_cache_lock;
+int nf_cache_stage_lock(nf_cache_lock **out, nf_cache *c, const char *key_hex, bool wait);
+/* NULL is fine. */
+void nf_cache_stage_unlock(nf_cache_lock *l);
+
+/*
+ * Check every blob against its name (the sha256 of its bytes).  fn is
+ * called for each one that fails (path, and the message), and its count is
+ * returned in *n_bad.  Temp leftovers under tmp/ are not entries and are not
+ * looked at.
+ */
+int nf_cache_verify_blobs(nf_cache *c, size_t *n_bad,
+			  void (*fn)(void *user, const char *path, const char *why), void *user);
+
+/*
+ * A new temp file (dir false) or folder under tmp/, named "<prefix>.XXXXXX",
+ * for a writer of the cache that is not a blob or a stage (an archive being
+ * unpacked, a layout being pushed).  *fd holds a flock on it (for a file, the
+ * file's own descriptor, open for writing), so that no sweep removes it while
+ * *fd is open: remove the temp, then close *fd.  Caller owns *path.
+ */
+int nf_cache_tmp_make(char **path, int *fd, nf_cache *c, const char *prefix, bool dir);
 
 /* One entry of the cache, for listing. */
 typedef struct nf_cache_entry {

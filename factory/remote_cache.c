@@ -152,23 +152,12 @@ done:
 	return err;
 }
 
-/* Write data to a new temp file under the cache's tmp/; caller unlinks and frees *path. */
-static int write_temp(char **path, nf_cache *c, const void *data, size_t len)
+/* Write data to a new temp file under the cache's tmp/, flocked through *fd
+ * (see nf_cache_tmp_make); caller unlinks it, then closes *fd and frees *path. */
+static int write_temp(char **path, int *fd, nf_cache *c, const void *data, size_t len)
 {
-	int fd, err;
-
-	if (!(*path = nf_strdup_printf("%s/tmp/remote-pull.XXXXXX", nf_cache_root(c))))
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	fd = mkostemp(*path, O_CLOEXEC);
-	if (fd < 0) {
-		err = nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", *path, strerror(errno));
-		free(*path);
-		*path = NULL;
-		return err;
-	}
-	err = nf_fs_write_all(fd, data, len, *path);
-	close(fd);
-	return err;
+	int err = nf_cache_tmp_make(path, fd, c, "remote-pull", false);
+	return err ? err : nf_fs_write_all(*fd, data, len, *path);
 }
 
 /* Unpack the layer's bytes into a new stage of c keyed key; *out the stage folder. */
@@ -176,9 +165,9 @@ static int unpack_stage(char **out, nf_cache *c, const char *key, const void *da
 {
 	nf_cache_stage *st = NULL;
 	char *archive = NULL, *root = NULL;
-	int err;
+	int err, fd = -1;
 
-	if ((err = write_temp(&archive, c, data, len)))
+	if ((err = write_temp(&archive, &fd, c, data, len)))
 		goto done;
 	if ((err = nf_cache_stage_begin(&st, c, key)))
 		goto done;
@@ -195,6 +184,8 @@ done:
 	nf_cache_stage_abort(st);
 	if (archive)
 		unlink(archive);
+	if (fd >= 0)
+		close(fd);
 	free(archive);
 	free(root);
 	return err;
@@ -313,7 +304,7 @@ int nf_remote_cache_push(nf_remote_cache *rc, nf_cache *c, const char *kind, con
 	nf_oci_desc present_desc, empty;
 	nf_oci_layer_desc ld;
 	bool present = false;
-	int err;
+	int err, layout_lock = -1;
 
 	if ((err = nf_remote_cache_tag(tag, kind, key)))
 		return err;
@@ -323,16 +314,8 @@ int nf_remote_cache_push(nf_remote_cache *rc, nf_cache *c, const char *kind, con
 		rc->st.present++;
 		goto done;
 	}
-	if (!(layout = nf_strdup_printf("%s/tmp/remote-push.XXXXXX", nf_cache_root(c)))) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if ((err = nf_cache_tmp_make(&layout, &layout_lock, c, "remote-push", true)))
 		goto done;
-	}
-	if (!mkdtemp(layout)) {
-		err = nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", layout, strerror(errno));
-		free(layout);
-		layout = NULL;
-		goto done;
-	}
 	if ((err = make_layer(&ld, layout, stage_dir)) ||
 	    (err = nf_oci_desc_set(&empty, NF_OCI_MT_EMPTY, NF_OCI_EMPTY_DIGEST, 2)) ||
 	    (err = upload_blob(rc, layout, &ld.blob, NULL, 0)) ||
@@ -343,6 +326,8 @@ int nf_remote_cache_push(nf_remote_cache *rc, nf_cache *c, const char *kind, con
 done:
 	if (layout)
 		(void)nf_fs_remove_tree(layout);
+	if (layout_lock >= 0)
+		close(layout_lock);
 	free(layout);
 	return err ? nf_error_wrap(err, "remote cache %s: push %s stage %.12s", rc->ref_text, kind,
 				   key) : 0;

@@ -109,8 +109,7 @@ int nf_oci_blob_writer_open(nf_oci_blob_writer **out, const char *layout_dir, bo
 	}
 	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
 	if (w->fd < 0) {
-		err = nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", w->dir,
-				   strerror(errno));
+		err = nf_fs_write_error(w->dir, errno);
 		free(w->tmp_path);
 		w->tmp_path = NULL;
 		goto done;

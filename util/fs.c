@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,6 +93,42 @@ done:
 	return err;
 }
 
+int nf_fs_errno_code(int e)
+{
+	return e == ENOSPC || e == EFBIG || e == EDQUOT || e == EACCES || e == EROFS ? NF_EENV
+										     : NF_EIO;
+}
+
+int nf_fs_write_error(const char *name, int e)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		return nf_error_set(NF_EENV, "%s: the disk is full (%s)", name, strerror(e));
+	if (e == EFBIG) /* RLIMIT_FSIZE: the same to us as a full disk */
+		return nf_error_set(NF_EENV, "%s: the file size limit is reached (%s)", name,
+				    strerror(e));
+	return nf_error_set(nf_fs_errno_code(e), "%s: %s", name, strerror(e));
+}
+
+int nf_fs_lock(int *fd, const char *path, int how, bool create, bool wait)
+{
+	int flags = create ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+	*fd = open(path, flags, 0644);
+	if (*fd < 0)
+		return nf_error_set(errno == ENOENT ? NF_ENOTFOUND : nf_fs_errno_code(errno),
+				    "%s: %s", path, strerror(errno));
+	while (flock(*fd, how | (wait ? 0 : LOCK_NB)) < 0) {
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		close(*fd);
+		*fd = -1;
+		if (e == EWOULDBLOCK && !wait)
+			return 1;
+		return nf_error_set(NF_EIO, "%s: lock: %s", path, strerror(e));
+	}
+	return 0;
+}
+
 int nf_atomic_open(nf_atomic_file *f, const char *path, int mode)
 {
 	f->fd = -1;
@@ -108,7 +145,7 @@ int nf_atomic_open(nf_atomic_file *f, const char *path, int mode)
 	if (f->fd < 0) {
 		int e = errno;
 		nf_atomic_abort(f);
-		return nf_error_set(e == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", path, strerror(e));
+		return nf_fs_write_error(path, e);
 	}
 	/* The umask must not change what we produce: set the mode explicitly. */
 	if (fchmod(f->fd, (mode_t)mode) < 0) {
@@ -130,8 +167,7 @@ static int write_loop(int fd, const void *data, size_t len, const uint64_t *off,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return nf_error_set(errno == ENOSPC ? NF_EENV : NF_EIO, "%s: %s", name,
-					    strerror(errno));
+			return nf_fs_write_error(name, errno);
 		p += n;
 		len -= (size_t)n;
 		at += (uint64_t)n;
@@ -171,10 +207,10 @@ int nf_atomic_pwrite(nf_atomic_file *f, const void *data, size_t len, uint64_t o
 int nf_atomic_commit(nf_atomic_file *f)
 {
 	int err = 0;
-	if (fsync(f->fd) < 0)
-		err = nf_error_set(NF_EIO, "%s: fsync: %s", f->final_path, strerror(errno));
+	if (fsync(f->fd) < 0) /* a delayed allocation can fail here on a full disk */
+		err = nf_fs_write_error(f->final_path, errno);
 	if (close(f->fd) < 0 && !err)
-		err = nf_error_set(NF_EIO, "%s: close: %s", f->final_path, strerror(errno));
+		err = nf_fs_write_error(f->final_path, errno);
 	f->fd = -1;
 	if (!err && rename(f->tmp_path, f->final_path) < 0)
 		err = nf_error_set(NF_EIO, "%s: rename: %s", f->final_path, strerror(errno));
@@ -224,8 +260,7 @@ int nf_fs_mkdir_p(const char *path, int mode)
 			continue;
 		*s = '\0';
 		if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
-			err = nf_error_set(errno == EACCES || errno == ENOSPC ? NF_EENV : NF_EIO,
-					   "%s: mkdir: %s", p, strerror(errno));
+			err = nf_error_set(nf_fs_errno_code(errno), "%s: mkdir: %s", p, strerror(errno));
 			break;
 		}
 		*s = c;
@@ -367,7 +402,7 @@ int nf_fs_copy_tree(const char *src, const char *dst)
 	if (!S_ISDIR(st.st_mode))
 		return nf_fs_copy_file(src, dst);
 	if (mkdir(dst, st.st_mode & 0777) < 0)
-		return nf_error_set(NF_EIO, "%s: mkdir: %s", dst, strerror(errno));
+		return nf_error_set(nf_fs_errno_code(errno), "%s: mkdir: %s", dst, strerror(errno));
 	return nf_fs_each_child(src, copy_child, (void *)dst);
 }
 

@@ -50,6 +50,22 @@ int nf_fs_write_all(int fd, const void *data, size_t len, const char *name);
 /* pwrite(2) all of data at off, with nf_fs_write_all's errors. */
 int nf_fs_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *name);
 
+/* The NF_E* code for a failed write's errno: NF_EENV when the disk (or the
+ * file size limit, RLIMIT_FSIZE's EFBIG) is full, or for permission, else NF_EIO. */
+int nf_fs_errno_code(int e);
+
+/* Set the last error for a write to `name` that failed with errno e, in
+ * words that say the disk is full when it is; returns nf_fs_errno_code(e). */
+int nf_fs_write_error(const char *name, int e);
+
+/*
+ * flock(2) path: exclusive (LOCK_EX) or shared (LOCK_SH).  create: open it as
+ * a lock file, creating it; else open what is there (a file or a folder).
+ * 0 and *fd when taken (close(*fd) releases it, and so does the process's
+ * death); 1 when wait is false and another open file holds it (*fd -1).
+ */
+int nf_fs_lock(int *fd, const char *path, int how, bool create, bool wait);
+
 /* fsync a folder so that a rename into it is durable (best effort: errors ignored). */
 void nf_fs_fsync_dir(const char *path);
 

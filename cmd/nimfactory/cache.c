@@ -24,7 +24,8 @@ static void usage(FILE *to)
 	fprintf(to, "usage: nimfactory cache add FILE...\n"
 		    "       nimfactory cache path\n"
 		    "       nimfactory cache ls\n"
-		    "       nimfactory cache fetch URL SHA256\n\n"
+		    "       nimfactory cache fetch URL SHA256\n"
+		    "       nimfactory cache verify     check every blob against its digest\n\n"
 		    "The cache is $NIMFACTORY_CACHE, else $XDG_CACHE_HOME/nimfactory, else\n"
 		    "~/.cache/nimfactory.  'add' seeds it with files a recipe pins by sha256,\n"
 		    "so that builds with NIMFACTORY_OFFLINE=1 find them.\n");
@@ -38,6 +39,26 @@ static int print_entry(void *user, const nf_cache_entry *e)
 	else
 		printf("stage  %s\n", e->hex);
 	return 0;
+}
+
+static void print_bad(void *user, const char *path, const char *why)
+{
+	(void)user;
+	fprintf(stderr, "nimfactory cache verify: %s: %s\n", path, why);
+}
+
+/* Exit 1 naming each blob whose bytes do not hash to its name. */
+static int verify(nf_cache *c)
+{
+	size_t n_bad = 0;
+	int err = nf_cache_verify_blobs(c, &n_bad, print_bad, NULL);
+	if (err < 0)
+		return nf_cmd_fail("cache", err);
+	if (n_bad) {
+		fprintf(stderr, "nimfactory cache verify: %zu damaged blobs\n", n_bad);
+		return NF_EXIT_INTERNAL;
+	}
+	return NF_EXIT_OK;
 }
 
 int nf_cmd_cache(int argc, char **argv)
@@ -54,7 +75,7 @@ int nf_cmd_cache(int argc, char **argv)
 		return NF_EXIT_OK;
 	}
 	if (strcmp(argv[1], "add") && strcmp(argv[1], "path") && strcmp(argv[1], "ls") &&
-	    strcmp(argv[1], "fetch")) {
+	    strcmp(argv[1], "fetch") && strcmp(argv[1], "verify")) {
 		fprintf(stderr, "nimfactory cache: unknown subcommand '%s'\n", argv[1]);
 		usage(stderr);
 		return NF_EXIT_INPUT;
@@ -86,6 +107,8 @@ int nf_cmd_cache(int argc, char **argv)
 		else
 			printf("sha256:%s  %s\n", argv[3], path);
 		free(path);
+	} else if (!strcmp(argv[1], "verify")) {
+		status = verify(c);
 	} else if (!strcmp(argv[1], "ls")) {
 		if ((err = nf_cache_foreach(c, print_entry, NULL)) < 0)
 			status = nf_cmd_fail("cache", err);

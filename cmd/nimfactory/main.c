@@ -2,6 +2,7 @@
  * main.c - the nimfactory command: one table of subcommands, one file each
  * (cmd/nimfactory/<name>.c), in the manner of git.c.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +43,9 @@ static void usage(FILE *to)
 
 int main(int argc, char **argv)
 {
+	/* Past RLIMIT_FSIZE a write fails with EFBIG, which we report like a full
+	 * disk (exit 4, the path named), rather than the default: killed. */
+	signal(SIGXFSZ, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
 		return NF_EXIT_INPUT;

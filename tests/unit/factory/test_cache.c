@@ -1,13 +1,16 @@
 /*
  * test_cache.c - the content-addressed cache: blobs (add, lookup, read-only,
  * checked on insert, concurrent writers) and stage folders (begin, commit,
- * lookup, abort, a second writer of the same key).
+ * lookup, abort, a second writer of the same key), the per-key lock across
+ * processes (and after one dies), the sweep of a killed writer's temps, and
+ * blob verification.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,6 +213,142 @@ static void test_stages(nf_cache *c, const char *root)
 	nf_cache_stage_abort(NULL);
 }
 
+#define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+/* A child that runs fn(root) and then waits to be killed, once fn has said
+ * (one byte on the pipe) that it holds what it took. */
+static pid_t start_holder(const char *root, void (*fn)(const char *root, int ready))
+{
+	int p[2];
+	char b;
+	pid_t pid;
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		fn(root, p[1]);
+		_exit(1); /* fn pauses; reaching here is a failure to hold */
+	}
+	close(p[1]);
+	if (read(p[0], &b, 1) != 1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		pid = -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+static void kill_holder(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static void hold_lock(const char *root, int ready)
+{
+	nf_cache *c = NULL;
+	nf_cache_lock *l = NULL;
+	if (nf_cache_open(&c, root) || nf_cache_stage_lock(&l, c, KEY_A, true))
+		_exit(2);
+	if (write(ready, "x", 1) != 1)
+		_exit(3);
+	for (;;)
+		pause();
+}
+
+/* A writer killed while writing: one blob and one stage half written. */
+static void hold_temps(const char *root, int ready)
+{
+	nf_cache *c = NULL;
+	nf_cache_writer *w = NULL;
+	nf_cache_stage *st = NULL;
+	char *f = NULL;
+	if (nf_cache_open(&c, root) || nf_cache_writer_open(&w, c) ||
+	    nf_cache_writer_write(w, "half", 4) || nf_cache_stage_begin(&st, c, KEY_A))
+		_exit(2);
+	f = nf_path_join(nf_cache_stage_dir(st), "half.txt");
+	if (!f || nf_fs_write_atomic(f, "half", 4, 0644) || write(ready, "x", 1) != 1)
+		_exit(3);
+	for (;;)
+		pause();
+}
+
+static void test_locks(nf_cache *c, const char *root)
+{
+	nf_cache_lock *l = NULL, *l2 = NULL;
+	pid_t pid;
+
+	is_int(nf_cache_stage_lock(&l, c, "zz", false), NF_EINPUT, "lock: a bad key is refused");
+	is_int(nf_cache_stage_lock(&l, c, KEY_A, false), 0, "lock a stage key");
+	is_int(nf_cache_stage_lock(&l2, c, KEY_A, false), 1, "a second lock of the key is busy");
+	ok(l2 == NULL, "and gives no lock");
+	nf_cache_stage_unlock(l);
+	is_int(nf_cache_stage_lock(&l2, c, KEY_A, false), 0, "free again once unlocked");
+	nf_cache_stage_unlock(l2);
+	nf_cache_stage_unlock(NULL);
+
+	pid = start_holder(root, hold_lock);
+	ok(pid > 0, "another process takes the lock");
+	is_int(nf_cache_stage_lock(&l, c, KEY_A, false), 1, "held by another process: busy");
+	kill_holder(pid);
+	is_int(nf_cache_stage_lock(&l, c, KEY_A, false), 0,
+	       "the lock of a process killed with SIGKILL never blocks");
+	nf_cache_stage_unlock(l);
+}
+
+static void test_sweep(const char *root)
+{
+	nf_cache *c2 = NULL, *c3 = NULL;
+	nf_cache_writer *w = NULL;
+	char hex[NF_SHA256_HEX_LEN + 1];
+	pid_t pid = start_holder(root, hold_temps);
+
+	ok(pid > 0, "a writer is half way through a blob and a stage");
+	is_int(count_sub(root, "tmp"), 2, "its two temps are in tmp/");
+	is_int(nf_cache_open(&c2, root), 0, "another process opens the cache");
+	is_int(count_sub(root, "tmp"), 2, "the temps of a live writer are kept");
+	nf_cache_free(c2);
+	kill_holder(pid);
+	is_int(nf_cache_open(&c2, root), 0, "opened after the writer was killed");
+	is_int(count_sub(root, "tmp"), 0, "the killed writer's temps are swept");
+	is_int(nf_cache_stage_lookup(&(char *){NULL}, c2, KEY_A), NF_ENOTFOUND,
+	       "and its stage never appeared");
+
+	is_int(nf_cache_writer_open(&w, c2), 0, "our own writer");
+	nf_cache_writer_write(w, "abc", 3);
+	is_int(nf_cache_open(&c3, root), 0, "a second handle opens the cache");
+	is_int(count_sub(root, "tmp"), 1, "our live writer's temp is kept");
+	is_int(nf_cache_writer_commit(hex, NULL, w, ABC_HEX), 0, "and commits");
+	nf_cache_free(c3);
+	nf_cache_free(c2);
+}
+
+static void note_bad(void *user, const char *path, const char *why)
+{
+	(void)why;
+	snprintf(user, 512, "%s", path);
+}
+
+static void test_verify(nf_cache *c, const char *root)
+{
+	char bad[512] = "", *path = NULL;
+	size_t n_bad = 99;
+	FILE *f;
+
+	is_int(nf_cache_verify_blobs(c, &n_bad, note_bad, bad), 0, "verify the blobs");
+	is_int((int)n_bad, 0, "every blob hashes to its name");
+	path = nf_strdup_printf("%s/blobs/sha256/%s", root, ABC_HEX);
+	chmod(path, 0644);
+	f = fopen(path, "w");
+	ok(f && fputs("abd", f) >= 0 && fclose(f) == 0, "damage a blob");
+	is_int(nf_cache_verify_blobs(c, &n_bad, note_bad, bad), 0, "verify again");
+	is_int((int)n_bad, 1, "one damaged blob found");
+	is_str(bad, path, "and named");
+	free(path);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/nf_test_cache.XXXXXX";
@@ -231,6 +370,9 @@ int main(void)
 	test_stages(c, root);
 	is_int(nf_cache_foreach(c, count_entry, &n), 0, "foreach");
 	is_int(n, 4, "foreach sees 3 blobs and 1 stage");
+	test_locks(c, root);
+	test_sweep(root);
+	test_verify(c, root);
 	nf_cache_free(c);
 	nf_cache_free(NULL);
 	free(root);
