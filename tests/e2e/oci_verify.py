@@ -52,6 +52,13 @@ def check_layout(oci, errors):
 def check_cache(cache, tmp_empty, errors):
     stages = os.path.join(cache, "stages")
     for key in sorted(os.listdir(stages)):
+        # every stage result is whole: its stage.json, and for a compile its engine
+        if not os.path.isfile(os.path.join(stages, key, "stage.json")):
+            errors.append("stage %s: no stage.json" % key[:12])
+        if not os.path.isdir(os.path.join(stages, key, "engine")):
+            if os.path.isdir(os.path.join(stages, key, "oci")):
+                check_layout(os.path.join(stages, key, "oci"), errors)
+            continue
         cfg = os.path.join(stages, key, "engine", "config.json")
         if not os.path.isfile(cfg):
             errors.append("stage %s: no engine/config.json" % key[:12])
