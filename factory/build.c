@@ -419,9 +419,12 @@ static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *s
 				    pulled_note(b, where, note, sizeof(note)));
 }
 
-/* Quantize and build the engine of p into a new stage; *stage_dir the published folder. */
+/* Quantize and build the engine of p into a new stage; *stage_dir the published folder.
+ * It takes the build's thread count, not the scheduler's share of the cores:
+ * the engine's tactics record the threads they are for, and an engine must
+ * not depend on what else ran beside its compile. */
 static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
-			  const char *provenance, char **stage_dir, int threads)
+			  const char *provenance, char **stage_dir)
 {
 	nf_cache_stage *cs = NULL;
 	char *engine_dir = NULL, *report = NULL;
@@ -443,7 +446,7 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
 		.provenance_json = provenance,
-		.threads = threads,
+		.threads = b->opts->threads,
 		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
 		.autotune = b->recipe->build.autotune && !p->is_gpu,
 		.tactics_report = report,
@@ -521,6 +524,7 @@ static int compile_lookup(build_ctx *b, compile_job *j)
 /* The scheduled work of a compile, on its own thread. */
 static int compile_run(void *arg, int threads)
 {
+	(void)threads; /* see compile_engine */
 	compile_job *j = arg;
 	nf_profile *p = &j->b->plan->profiles[j->profile];
 	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
@@ -531,7 +535,7 @@ static int compile_run(void *arg, int threads)
 	if (!err && j->stage_dir)
 		st->cached = 1;
 	else if (!err)
-		err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir, threads);
+		err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir);
 	nf_cache_stage_unlock(lock);
 	st->seconds = now_seconds() - t0;
 	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
