@@ -6,8 +6,10 @@
  * when fewer than max_jobs run and its estimate fits in what the running
  * ones leave of the budget; so two stages that together exceed the budget
  * never run together.  A job whose estimate alone exceeds the budget is
- * refused before any starts.  The cores are split between the jobs that may
- * run at once (each gets threads / that many, at least one).  The log says
+ * refused before any starts.  Each job is offered a share of the cores
+ * (threads / the jobs that may run at once, at least one), which a job whose
+ * output must not depend on the schedule ignores (the build's compiles: an
+ * engine records its threads).  The log says
  * when each job starts, with how many run and the memory they hold, so the
  * overlap is visible.
  *
