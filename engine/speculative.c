@@ -44,6 +44,58 @@ size_t nf_spec_lookup(const int *ctx, size_t n, int max_ngram, int *draft, size_
 	return 0;
 }
 
+/* The residual max(0, p - q) at token i. */
+static double residual(const float *p, const float *q, int i)
+{
+	return p[i] > q[i] ? (double)p[i] - (double)q[i] : 0.0;
+}
+
+int nf_spec_accept(const float *p, const float *q, int n, int d, double u_keep, double u_draw,
+		   int *kept)
+{
+	double mass = 0.0, at = 0.0;
+	int last = -1;
+	*kept = 0;
+	if (d < 0 || d >= n)
+		return nf_error_set(NF_EINPUT, "speculative decoding: draft token %d (vocab %d)", d, n);
+	if (u_keep * (double)q[d] < (double)p[d]) { /* u < p(d) / q(d), q(d) > 0 or not */
+		*kept = 1;
+		return d;
+	}
+	for (int i = 0; i < n; i++)
+		mass += residual(p, q, i);
+	for (int i = 0; i < n; i++) {
+		double r = residual(p, q, i);
+		if (r <= 0.0)
+			continue;
+		last = i;
+		at += r;
+		if (u_draw * mass < at)
+			return i;
+	}
+	/* no residual (p = q up to rounding, so d was all but certain to be
+	 * kept): d; else rounding ran past the sum: its last token */
+	*kept = last < 0;
+	return last < 0 ? d : last;
+}
+
+size_t nf_spec_verify(nf_sampler *smp, float *rows, int vocab, const int *drafts,
+		      size_t n_drafts, int (*eog)(void *ctx, int token), void *eog_ctx, int *out,
+		      size_t *accepted)
+{
+	size_t produced = 0;
+	*accepted = 0;
+	for (size_t i = 0; i <= n_drafts; i++) {
+		int x = nf_sampler_sample(smp, rows + i * (size_t)vocab);
+		out[produced++] = x;
+		int match = i < n_drafts && x == drafts[i];
+		*accepted += (size_t)match;
+		if (!match || (eog && eog(eog_ctx, x)))
+			break;
+	}
+	return produced;
+}
+
 struct nf_spec {
 	nf_engine *e;
 	nf_seq *seq;
@@ -154,14 +206,8 @@ int nf_spec_next(nf_spec *s, const int *ctx, size_t n, nf_sampler *smp,
 	if ((err = nf_engine_prefill_logits(s->e, s->seq, tokens, drafted + 1, (int)n - 1,
 					    s->logits)))
 		return err;
-	for (size_t i = 0; i <= drafted; i++) {
-		int x = nf_sampler_sample(smp, s->logits + i * (size_t)s->vocab);
-		out[produced++] = x;
-		int match = i < drafted && x == tokens[i + 1];
-		accepted += (size_t)match;
-		if (!match || (eog && eog(eog_ctx, x)))
-			break;
-	}
+	produced = nf_spec_verify(smp, s->logits, s->vocab, tokens + 1, drafted, eog, eog_ctx, out,
+				  &accepted);
 	if (s->o.kind == NF_SPEC_DRAFT && drafted)
 		s->dpos = n + (accepted < drafted - 1 ? accepted : drafted - 1);
 	s->st.steps++;

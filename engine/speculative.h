@@ -59,6 +59,28 @@ typedef struct nf_spec_stats {
  * when no n-gram of max_ngram..1 tokens that ends ctx occurred before). */
 size_t nf_spec_lookup(const int *ctx, size_t n, int max_ngram, int *draft, size_t k);
 
+/* The standard accept/reject rule (Leviathan et al., Chen et al., 2023)
+ * for a draft token d drawn from q, p the target's distribution (n
+ * probabilities each): keep d with probability min(1, p(d) / q(d)), else
+ * draw from max(0, p - q) renormalised; either way the token emitted is
+ * distributed as p, whatever q is.  u_keep, u_draw: uniform in [0, 1).
+ * Returns the token emitted (d when *kept), NF_EINPUT for d outside [0, n).
+ * The drafters here are deterministic, q a point mass at d: the rule is
+ * then "keep d with probability p(d), else draw from p without d", which
+ * nf_spec_verify carries out as one draw x from p, d kept when x == d. */
+int nf_spec_accept(const float *p, const float *q, int n, int d, double u_keep, double u_draw,
+		   int *kept);
+
+/* The verification walk over rows[0, n_drafts] (vocab logits each, the
+ * engine's rows for the pending token and the drafts; smp's transforms
+ * overwrite them): a token drawn from row i is emitted, and the walk goes
+ * on to row i + 1 while it equals drafts[i] and eog() (NULL: never) does
+ * not end the answer.  out: room for n_drafts + 1; returns the count
+ * emitted, *accepted the drafts kept. */
+size_t nf_spec_verify(nf_sampler *smp, float *rows, int vocab, const int *drafts,
+		      size_t n_drafts, int (*eog)(void *ctx, int token), void *eog_ctx, int *out,
+		      size_t *accepted);
+
 /* One sequence's speculative decoder over engine e. */
 typedef struct nf_spec nf_spec;
 
