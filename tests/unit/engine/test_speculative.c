@@ -4,9 +4,12 @@
  * stories260K engines (fp32 and int8-wo targets, prompt lookup and an
  * int8-wo draft engine) the same tokens as one step at a time, greedy and
  * sampled with a seed, over several prompts, with fewer passes than tokens
- * where the drafts are good.
+ * where the drafts are good; and the distribution of the first two tokens
+ * sampled at temperature 1 after a fixed prompt, over many seeds, the same
+ * with speculation as without (a two-sample chi-square test).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +100,165 @@ static int decode_spec(nf_engine *e, const nf_spec_opts *o, const int *prompt, s
 	return err;
 }
 
+#define N_SEEDS 1500
+#define N_FIRST 2
+
+/* The first N_FIRST tokens after prompt[0, n), sampled at temperature temp
+ * with seed: plain decoding when o is NULL, else with speculation (its
+ * counts added to *st). */
+static int first_tokens(nf_engine *e, const nf_spec_opts *o, const int *prompt, size_t n,
+			float temp, uint64_t seed, int *out, nf_spec_stats *st)
+{
+	int ctx[512], vocab = nf_engine_config(e)->vocab_size, pos = (int)n, err;
+	float logits[512];
+	size_t got = 0;
+	nf_seq *s = NULL;
+	nf_spec *sp = NULL;
+	nf_sampler smp;
+	if (vocab > 512 || n + N_FIRST > 512 || (err = nf_seq_new(&s, e)))
+		return -1;
+	if ((err = nf_sampler_init(&smp, vocab, temp, 1.0f, seed))) {
+		nf_seq_free(s);
+		return err;
+	}
+	memcpy(ctx, prompt, n * sizeof *ctx);
+	if (!o) {
+		err = nf_engine_prefill(e, s, prompt, n, 0, logits);
+		for (; !err && got < N_FIRST; got++, pos++) {
+			out[got] = nf_sampler_sample(&smp, logits);
+			if (got + 1 < N_FIRST)
+				err = nf_engine_step(e, &s, &out[got], &pos, 1, logits);
+		}
+	} else if (!(err = nf_spec_new(&sp, e, s, o)) &&
+		   !(err = nf_engine_prefill(e, s, prompt, n - 1, 0, NULL))) {
+		while (!err && got < N_FIRST) {
+			int step[NF_SPEC_MAX_K + 1];
+			size_t k = 0;
+			err = nf_spec_next(sp, ctx, n + got, &smp, NULL, NULL, step, &k);
+			for (size_t i = 0; !err && i < k && got < N_FIRST; i++, got++)
+				out[got] = ctx[n + got] = step[i];
+		}
+		nf_spec_stats add = nf_spec_get_stats(sp);
+		st->drafted += add.drafted;
+		st->accepted += add.accepted;
+	}
+	nf_spec_free(sp);
+	nf_sampler_release(&smp);
+	nf_seq_free(s);
+	return err;
+}
+
+/* Upper 0.001 critical value of chi-square with df degrees of freedom
+ * (Wilson-Hilferty: within 1% of the table from 3 df on). */
+static double chi2_crit_001(int df)
+{
+	double z = 3.0902, a = 2.0 / (9.0 * df), c = 1.0 - a + z * sqrt(a);
+	return df * c * c * c;
+}
+
+/* The two-sample chi-square statistic of histograms a and b of equal
+ * totals over vocab tokens, the tokens seen fewer than 10 times in both
+ * together pooled into one bin; *df its degrees of freedom. */
+static double chi2_two_sample(const long *a, const long *b, int vocab, int *df)
+{
+	long pa = 0, pb = 0;
+	double x2 = 0.0;
+	int bins = 0;
+	for (int t = 0; t < vocab; t++) {
+		if (a[t] + b[t] < 10) {
+			pa += a[t];
+			pb += b[t];
+			continue;
+		}
+		x2 += (double)(a[t] - b[t]) * (double)(a[t] - b[t]) / (double)(a[t] + b[t]);
+		bins++;
+	}
+	if (pa + pb > 0) {
+		x2 += (double)(pa - pb) * (double)(pa - pb) / (double)(pa + pb);
+		bins++;
+	}
+	*df = bins - 1;
+	return x2;
+}
+
+/* Histograms of each of the first N_FIRST tokens over seeds [seed0, seed0
+ * + N_SEEDS): hist[i * vocab + t]. */
+static int histogram(nf_engine *e, const nf_spec_opts *o, const int *prompt, size_t n,
+		     float temp, uint64_t seed0, long *hist, nf_spec_stats *st)
+{
+	int vocab = nf_engine_config(e)->vocab_size;
+	for (uint64_t seed = seed0; seed < seed0 + N_SEEDS; seed++) {
+		int out[N_FIRST];
+		if (first_tokens(e, o, prompt, n, temp, seed, out, st))
+			return -1;
+		for (int i = 0; i < N_FIRST; i++)
+			hist[i * vocab + out[i]]++;
+	}
+	return 0;
+}
+
+/* 1 when every one of the first N_FIRST tokens' histograms in a and b pass
+ * the two-sample test; the statistics go to the test's name. */
+static int same_distribution(const long *a, const long *b, int vocab, char *why, size_t cap)
+{
+	int pass = 1;
+	size_t at = 0;
+	for (int i = 0; i < N_FIRST; i++) {
+		int df;
+		double x2 = chi2_two_sample(a + i * vocab, b + i * vocab, vocab, &df);
+		pass &= df > 0 && x2 < chi2_crit_001(df);
+		at += (size_t)snprintf(why + at, at < cap ? cap - at : 0,
+				       "%stoken %d: chi-square %.1f, %d df, critical %.1f", i ? "; " : "",
+				       i + 1, x2, df, chi2_crit_001(df));
+	}
+	return pass;
+}
+
+/* Sampling at temperature 1, N_SEEDS answers with speculation (lookup and
+ * the int8-wo draft engine) against N_SEEDS without, on other seeds: the
+ * first tokens' distributions agree at significance 0.001; the same test
+ * tells temperature 0.8 from 1, which shows it can fail.  (With one seed
+ * speculation gives plain decoding's very tokens, as compare() checks, so
+ * the two drafters' histograms coincide; this holds the sampled answers to
+ * the model's distribution by their counts, whatever the seeds do.) */
+static void distribution_tests(nf_engine *e, nf_engine *draft)
+{
+	static const char prompt[] = "The cat sat on the mat. The cat sat on the";
+	int vocab = nf_engine_config(e)->vocab_size, *p = NULL;
+	size_t n = 0, cells = (size_t)N_FIRST * (size_t)vocab;
+	long *plain = calloc(cells, sizeof *plain), *other = calloc(cells, sizeof *other);
+	char why[256];
+	nf_spec_opts lookup = {.kind = NF_SPEC_LOOKUP, .k = 4, .max_ngram = 3};
+	nf_spec_opts drafted = {.kind = NF_SPEC_DRAFT, .k = 4, .draft = draft};
+	const nf_spec_opts *opts[] = {&lookup, &drafted};
+	if (!plain || !other ||
+	    nf_tokenizer_encode(nf_engine_tokenizer(e), prompt, strlen(prompt), NF_TOK_ADD_SPECIAL,
+				&p, &n) ||
+	    histogram(e, NULL, p, n, 1.0f, 1, plain, NULL)) {
+		ok(0, "plain sampling over %d seeds: %s", N_SEEDS, nf_error_last());
+		goto done;
+	}
+	for (size_t k = 0; k < 2; k++) {
+		nf_spec_stats st = {0};
+		memset(other, 0, cells * sizeof *other);
+		int err = histogram(e, opts[k], p, n, 1.0f, 1 + N_SEEDS, other, &st);
+		int pass = !err && same_distribution(plain, other, vocab, why, sizeof why);
+		ok(pass, "%s at temperature 1, %d seeds each: the first %d tokens as without (%s)",
+		   nf_spec_kind_name(opts[k]->kind), N_SEEDS, N_FIRST, err ? nf_error_last() : why);
+		ok(st.accepted > 0 && st.accepted < st.drafted,
+		   "%s: drafts both kept and rejected (%" PRIu64 " of %" PRIu64 ")",
+		   nf_spec_kind_name(opts[k]->kind), st.accepted, st.drafted);
+	}
+	memset(other, 0, cells * sizeof *other);
+	int pass = !histogram(e, NULL, p, n, 0.8f, 1 + N_SEEDS, other, NULL) &&
+		   !same_distribution(plain, other, vocab, why, sizeof why);
+	ok(pass, "the same test tells temperature 0.8 from 1 (%s)", why);
+done:
+	free(p);
+	free(plain);
+	free(other);
+}
+
 static nf_engine *engine(const nf_model *m, const char *dir, const char *tok, nf_precision p)
 {
 	nf_engine_build_opts o = {.precision = p, .tokenizer_path = tok, .threads = 1};
@@ -164,6 +326,11 @@ int main(void)
 		compare(f32, &lookup, "fp32, prompt lookup");
 		compare(i8, &lookup, "int8-wo, prompt lookup");
 		compare(f32, &draft, "fp32, int8-wo draft engine");
+		if (getenv("NF_SAN"))
+			skip("the distribution over %d seeds: sampling thousands of answers is slow "
+			     "under the sanitizers, and the plain build runs it", N_SEEDS);
+		else
+			distribution_tests(f32, i8);
 		nf_spec_opts bad = {.kind = NF_SPEC_LOOKUP, .k = 0, .max_ngram = 3};
 		nf_spec *sp = NULL;
 		is_int(nf_spec_new(&sp, f32, NULL, &bad), NF_EINPUT, "k 0 is refused");
