@@ -44,6 +44,8 @@ struct nf_metrics {
 	uint64_t requests[N_ENDPOINTS][N_STATUSES + 1]; /* last: any other status */
 	uint64_t prompt_tokens, cached_tokens, generated_tokens, cancelled;
 	uint64_t spec_steps, spec_drafted, spec_accepted; /* speculative decoding */
+	uint64_t spec_paused;                  /* and its governor's figures */
+	double spec_token_s_with, spec_token_s_without;
 	hist h[NF_HIST_COUNT];
 	size_t queued, active;
 	int ready;
@@ -136,6 +138,26 @@ static int head(nf_sbuf *o, const char *name, const char *type, const char *help
 	return nf_sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* What speculation costs, as the scheduler measures it (spec_gov.h). */
+static int format_spec_costs(nf_sbuf *o, const nf_metrics *snap)
+{
+	int rc;
+	if ((rc = head(o, "nimserve_spec_paused_steps_total", "counter",
+		       "Decode steps run without drafts because that was cheaper a token.")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_paused_steps_total %llu\n",
+				 (unsigned long long)snap->spec_paused)) < 0 ||
+	    (rc = head(o, "nimserve_spec_token_seconds_with_drafts", "gauge",
+		       "Seconds per token emitted by decode steps with drafts (0: not measured).")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_token_seconds_with_drafts %.9f\n",
+				 snap->spec_token_s_with)) < 0 ||
+	    (rc = head(o, "nimserve_spec_token_seconds_without_drafts", "gauge",
+		       "Seconds per token emitted by decode steps without drafts (0: not measured).")) < 0 ||
+	    (rc = nf_sbuf_printf(o, "nimserve_spec_token_seconds_without_drafts %.9f\n",
+				 snap->spec_token_s_without)) < 0)
+		return rc;
+	return 0;
+}
+
 /* Speculative decoding: the counters, and what they mean together. */
 static int format_spec(nf_sbuf *o, const nf_metrics *snap)
 {
@@ -161,7 +183,7 @@ static int format_spec(nf_sbuf *o, const nf_metrics *snap)
 		       "Tokens produced per verification step since the start.")) < 0 ||
 	    (rc = nf_sbuf_printf(o, "nimserve_spec_tokens_per_step %.6f\n", per_step)) < 0)
 		return rc;
-	return 0;
+	return format_spec_costs(o, snap);
 }
 
 void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted)
@@ -170,6 +192,15 @@ void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted)
 	m->spec_steps++;
 	m->spec_drafted += drafted;
 	m->spec_accepted += accepted;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void nf_metrics_spec_costs(nf_metrics *m, uint64_t paused_steps, double with, double without)
+{
+	pthread_mutex_lock(&m->mu);
+	m->spec_paused = paused_steps;
+	m->spec_token_s_with = with;
+	m->spec_token_s_without = without;
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -188,6 +219,9 @@ int nf_metrics_format(const nf_metrics *cm, nf_sbuf *o)
 	snap.spec_steps = m->spec_steps;
 	snap.spec_drafted = m->spec_drafted;
 	snap.spec_accepted = m->spec_accepted;
+	snap.spec_paused = m->spec_paused;
+	snap.spec_token_s_with = m->spec_token_s_with;
+	snap.spec_token_s_without = m->spec_token_s_without;
 	snap.queued = m->queued;
 	snap.active = m->active;
 	snap.ready = m->ready;

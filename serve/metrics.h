@@ -7,6 +7,7 @@
 #define NF_SERVE_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "serve/sbuf.h"
 
@@ -31,6 +32,10 @@ void nf_metrics_cancelled(nf_metrics *m);
 /* A verification step of speculative decoding: tokens drafted, and of
  * those, accepted. */
 void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted);
+/* What speculation costs here (serve/spec_gov.h): decoding steps run
+ * without drafts because that was cheaper, and the latest seconds per
+ * token emitted with drafts and without (0: not measured). */
+void nf_metrics_spec_costs(nf_metrics *m, uint64_t paused_steps, double with, double without);
 void nf_metrics_observe(nf_metrics *m, nf_metric_hist h, double seconds);
 void nf_metrics_set_ready(nf_metrics *m, int ready);
 /* ready < 0 leaves the ready gauge as it is. */

@@ -15,6 +15,7 @@
 
 #include "engine/forward.h"
 #include "engine/generate.h"
+#include "serve/spec_gov.h"
 #include "serve/stepcost.h"
 #include "serve/textstream.h"
 #include "util/checked.h"
@@ -95,6 +96,10 @@ struct nf_sched {
 	int *d_tokens, *d_ntok, *d_pos, *d_job, *d_k;
 	float *d_logits;         /* (max_batch, vocab) */
 	nf_stepcost cost;        /* thread only: what steps take here */
+	nf_spec_gov gov;         /* thread only: whether drafting pays here */
+	int step_decode;         /* thread only, this step: its decoding sequences, */
+	int step_drafting;       /* whether they drafted, */
+	int step_prompt;         /* and the prompt tokens it carries */
 	int *eog;                /* the end-of-generation tokens (and BOS), masked under min_tokens */
 	size_t n_eog;
 	float *lp_row;           /* (vocab) thread only: a processed row kept for its logprobs */
@@ -521,42 +526,39 @@ static int draft_all(nf_sched *s, size_t n_active)
 	return 0;
 }
 
-/* Every job's drafts for this step (none while in its prompt).  A draft
- * engine that fails only costs the drafts: the step verifies none. */
+/* Every job's drafts for this step (none while in its prompt), when
+ * speculation is on and, with opts.spec_adaptive, drafting is the cheaper
+ * way a token here (spec_gov.h).  A draft engine that fails only costs the
+ * drafts: the step verifies none. */
 static void draft_step(nf_sched *s, size_t n_active)
 {
+	int n_decode = 0;
 	for (size_t i = 0; i < n_active; i++) {
-		nf_job *j = s->active[i];
-		j->n_draft = 0;
-		if (s->opts.spec_k > 0 && !s->opts.spec_draft && j->pos >= j->n_prompt)
-			j->n_draft = job_draft(s, j);
+		s->active[i]->n_draft = 0;
+		n_decode += s->active[i]->pos >= s->active[i]->n_prompt;
 	}
-	if (s->opts.spec_k > 0 && s->opts.spec_draft && draft_all(s, n_active) < 0)
+	s->step_decode = n_decode;
+	s->step_drafting = s->opts.spec_k > 0 && n_decode > 0 &&
+			   (!s->opts.spec_adaptive || nf_spec_gov_draft(&s->gov, n_decode));
+	if (!s->step_drafting)
+		return;
+	if (!s->opts.spec_draft) {
+		for (size_t i = 0; i < n_active; i++)
+			if (s->active[i]->pos >= s->active[i]->n_prompt)
+				s->active[i]->n_draft = job_draft(s, s->active[i]);
+	} else if (draft_all(s, n_active) < 0) {
 		for (size_t i = 0; i < n_active; i++)
 			s->active[i]->n_draft = 0;
+	}
 }
 
-/* Lay out one ragged step over active[0, n_active) (admission order): every
- * decoding job feeds its one token, and the jobs still in their prompt share
- * what is left of one forward pass (NF_FWD_PASS_TOKENS tokens), first come
- * first served, so a decode never waits for a prompt and a new prompt is
- * prefilled in one or a few steps.  While anyone decodes, the prompt tokens
- * are also bounded by opts.prefill_chunk and by what keeps the step within
- * opts.prefill_slack_pct of a decode-only step (stepcost.h); at least one
- * per step.  A prompt job left without budget sits this step out, as does
- * one waiting for a shared prefix (job_share_prefix).  *nb: the sequences
- * stepped. */
-static void build_step(nf_sched *s, size_t n_active, size_t *nb)
+/* Prompt tokens a step may carry beside n_decode decoding tokens: what is
+ * left of one forward pass, and while anyone decodes no more than
+ * opts.prefill_chunk and what keeps the step within opts.prefill_slack_pct
+ * of a decode-only step (stepcost.h); at least one. */
+static int prompt_budget(const nf_sched *s, int n_decode)
 {
-	int n_decode = 0, budget, nt = 0;
-	size_t k = 0;
-	draft_step(s, n_active);
-	for (size_t i = 0; i < n_active; i++) {
-		nf_job *j = s->active[i];
-		int decoding = j->pos >= j->n_prompt;
-		n_decode += decoding ? 1 + j->n_draft : 0;
-	}
-	budget = NF_FWD_PASS_TOKENS - n_decode;
+	int budget = NF_FWD_PASS_TOKENS - n_decode;
 	/* While others decode, a big prompt chunk would stretch their step: cap it. */
 	if (n_decode > 0 && s->opts.prefill_chunk > 0 && budget > s->opts.prefill_chunk)
 		budget = s->opts.prefill_chunk;
@@ -566,8 +568,26 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 		if (fit >= 0 && budget > fit)
 			budget = fit;
 	}
-	if (budget < 1)
-		budget = 1;
+	return budget < 1 ? 1 : budget;
+}
+
+/* Lay out one ragged step over active[0, n_active) (admission order): every
+ * decoding job feeds its one token and its drafts, and the jobs still in
+ * their prompt share prompt_budget, first come first served, so a decode
+ * never waits for a prompt and a new prompt is prefilled in one or a few
+ * steps.  A prompt job left without budget sits this step out, as does one
+ * waiting for a shared prefix (job_share_prefix).  *nb: the sequences
+ * stepped. */
+static void build_step(nf_sched *s, size_t n_active, size_t *nb)
+{
+	int n_decode = 0, budget, nt = 0;
+	size_t k = 0;
+	draft_step(s, n_active);
+	for (size_t i = 0; i < n_active; i++)
+		if (s->active[i]->pos >= s->active[i]->n_prompt)
+			n_decode += 1 + s->active[i]->n_draft;
+	budget = prompt_budget(s, n_decode);
+	s->step_prompt = 0;
 	for (size_t i = 0; i < n_active; i++) {
 		nf_job *j = s->active[i];
 		int take;
@@ -585,6 +605,7 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 			if (take == 0)
 				continue;
 			budget -= take;
+			s->step_prompt += take;
 			memcpy(s->b_tokens + nt, j->tokens + j->pos, (size_t)take * sizeof *s->b_tokens);
 		}
 		s->b_seqs[k] = j->seq;
@@ -601,14 +622,15 @@ static void build_step(nf_sched *s, size_t n_active, size_t *nb)
 /* Job j's rows of logits after a step: its next token drawn from the
  * first, then, while each drawn token equals the token drafted there, the
  * next drafted one's row (speculative.h's accept rule: one draw per token
- * produced, so the text is the one decoding without drafts gives).  1 when
- * the job is over. */
-static int job_take_rows(nf_sched *s, nf_job *j, float *lg, double now)
+ * produced, so the text is the one decoding without drafts gives); *emitted
+ * grows by the tokens drawn.  1 when the job is over. */
+static int job_take_rows(nf_sched *s, nf_job *j, float *lg, double now, int *emitted)
 {
 	int vocab = nf_engine_config(s->engine)->vocab_size, accepted = 0, over = 0;
 	for (int i = 0; i <= j->n_draft && !over; i++, lg += vocab) {
 		nf_token_logprob rec;
 		int tok = job_sample(s, j, lg, &rec), prev;
+		(*emitted)++;
 		if (j->pos < j->n_prompt)
 			j->pos = j->n_prompt - 1; /* the prompt's last token was fed */
 		prev = j->pos < j->n_prompt ? j->tokens[j->pos] : j->next_token;
@@ -627,129 +649,184 @@ static int job_take_rows(nf_sched *s, nf_job *j, float *lg, double now)
 	return over;
 }
 
+/* Every job of active[0, n_active) ends with reason and is let go. */
+static void finish_all(nf_sched *s, size_t n_active, const char *reason)
+{
+	for (size_t i = 0; i < n_active; i++) {
+		job_finish(s, s->active[i], reason);
+		job_unref(s->active[i]);
+	}
+}
+
+/* Wait for work, then move queued jobs to active[] behind the *n_active
+ * there: up to opts.max_batch, or, once stopping, all of them (to be
+ * cancelled; capacity: see nf_sched_new).  Returns whether stopping. */
+static int admit_queued(nf_sched *s, size_t *n_active)
+{
+	pthread_mutex_lock(&s->mu);
+	while (!s->stopping && !s->q_head && *n_active == 0)
+		pthread_cond_wait(&s->cv, &s->mu);
+	int stopping = s->stopping;
+	size_t cap = (size_t)s->opts.max_batch + (stopping ? (size_t)s->opts.max_queue : 0);
+	while (s->q_head && *n_active < cap) {
+		nf_job *j = s->q_head;
+		s->q_head = j->next;
+		if (!s->q_head)
+			s->q_tail = NULL;
+		s->n_queued--;
+		s->active[(*n_active)++] = j;
+	}
+	if (stopping)
+		s->n_queued = 0;
+	s->n_active = *n_active;
+	pthread_mutex_unlock(&s->mu);
+	return stopping;
+}
+
+/* Stopping: the jobs admitted are cancelled.  1 once the queue is empty
+ * as well (the thread ends). */
+static int cancel_admitted(nf_sched *s, size_t n_active)
+{
+	int empty;
+	finish_all(s, n_active, "cancelled");
+	pthread_mutex_lock(&s->mu);
+	s->n_active = 0;
+	empty = !s->q_head;
+	pthread_mutex_unlock(&s->mu);
+	return empty;
+}
+
+/* Drop the jobs whose clients went away, give new ones a sequence (a job
+ * that cannot have one ends in "error"); returns the jobs left. */
+static size_t drop_cancelled(nf_sched *s, size_t n_active)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < n_active; i++) {
+		nf_job *j = s->active[i];
+		int cancelled;
+		pthread_mutex_lock(&j->mu);
+		cancelled = j->cancelled;
+		pthread_mutex_unlock(&j->mu);
+		if (!cancelled && !j->seq && job_start(s, j) < 0) {
+			job_finish(s, j, "error");
+			cancelled = 2;
+		}
+		if (cancelled) {
+			if (cancelled == 1)
+				job_finish(s, j, "cancelled");
+			job_unref(j);
+			continue;
+		}
+		s->active[n++] = j;
+	}
+	return n;
+}
+
+/* Hand the step's logits rows to their jobs: a prompt chunk that is not
+ * the last only moves the job on; the others draw their tokens
+ * (job_take_rows), *emitted counting them.  Jobs that ended leave
+ * active[]; returns the jobs left. */
+static size_t take_step_rows(nf_sched *s, size_t n_active, size_t nb, int *emitted)
+{
+	size_t vocab = (size_t)nf_engine_config(s->engine)->vocab_size, row = 0, n = 0;
+	double now = nf_sched_now();
+	*emitted = 0;
+	for (size_t k = 0; k < nb; k++) {
+		nf_job *j = s->active[s->b_job[k]];
+		int over = 0;
+		if (j->pos < j->n_prompt && j->pos + s->b_ntok[k] < j->n_prompt)
+			j->pos += s->b_ntok[k]; /* a prompt chunk that is not the last */
+		else
+			over = job_take_rows(s, j, s->logits + row * vocab, now, emitted);
+		row += (size_t)s->b_rows[k];
+		if (over) {
+			job_unref(j);
+			s->active[s->b_job[k]] = NULL;
+		}
+	}
+	for (size_t i = 0; i < n_active; i++)
+		if (s->active[i])
+			s->active[n++] = s->active[i];
+	return n;
+}
+
+/* What a step cost: its engine time to the prompt-chunk model (only kept
+ * when used), and a decode-only step's whole time (drafting and sampling
+ * included) per token emitted to the speculation governor. */
+static void record_step_cost(nf_sched *s, size_t nb, double engine_s, double step_s, int emitted)
+{
+	if (s->opts.prefill_slack_pct > 0) {
+		int tokens = 0;
+		for (size_t k = 0; k < nb; k++)
+			tokens += s->b_ntok[k];
+		nf_stepcost_add(&s->cost, tokens, engine_s);
+	}
+	if (!s->opts.spec_adaptive || s->opts.spec_k == 0 || s->step_prompt > 0 ||
+	    s->step_decode == 0)
+		return;
+	nf_spec_gov_add(&s->gov, s->step_decode, s->step_drafting, step_s, emitted);
+	if (s->metrics)
+		nf_metrics_spec_costs(s->metrics, s->gov.paused_steps,
+				      nf_spec_gov_cost(&s->gov, s->step_decode, 1),
+				      nf_spec_gov_cost(&s->gov, s->step_decode, 0));
+}
+
+/* One step over active[0, n_active): lay it out, run it, hand out its
+ * rows.  Returns the jobs left (none after an engine error: they all end
+ * in "error"). */
+static size_t run_step(nf_sched *s, size_t n_active)
+{
+	size_t nb = 0;
+	int emitted = 0, rc;
+	double t0 = nf_sched_now(), t_engine;
+	build_step(s, n_active, &nb);
+	if (nb == 0)
+		return n_active;
+	t_engine = nf_sched_now();
+	rc = nf_engine_step_ragged_rows(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos,
+					s->b_rows, nb, s->logits);
+	t_engine = nf_sched_now() - t_engine;
+	if (rc < 0) {
+		finish_all(s, n_active, "error");
+		return 0;
+	}
+	n_active = take_step_rows(s, n_active, nb, &emitted);
+	record_step_cost(s, nb, t_engine, nf_sched_now() - t0, emitted);
+	return n_active;
+}
+
+/* After a step: the gauges, and a wake-up for whoever waits on the
+ * scheduler; then the test-only delay. */
+static void step_done(nf_sched *s, size_t n_active)
+{
+	pthread_mutex_lock(&s->mu);
+	s->n_active = n_active;
+	if (s->metrics)
+		nf_metrics_set_gauges(s->metrics, s->n_queued, n_active, -1);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	if (s->opts.step_delay_us > 0 && n_active) {
+		struct timespec ts = {s->opts.step_delay_us / 1000000,
+				      (long)(s->opts.step_delay_us % 1000000) * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void *sched_main(void *arg)
 {
 	nf_sched *s = arg;
-	int vocab = nf_engine_config(s->engine)->vocab_size;
 	size_t n_active = 0;
 	for (;;) {
-		size_t n = 0, nb = 0;
-		int rc, stopping;
-		pthread_mutex_lock(&s->mu);
-		while (!s->stopping && !s->q_head && n_active == 0)
-			pthread_cond_wait(&s->cv, &s->mu);
-		stopping = s->stopping;
-		while (!stopping && s->q_head && n_active < (size_t)s->opts.max_batch) {
-			nf_job *j = s->q_head;
-			s->q_head = j->next;
-			if (!s->q_head)
-				s->q_tail = NULL;
-			s->n_queued--;
-			s->active[n_active++] = j;
-		}
-		if (stopping) { /* everything left is cancelled */
-			while (s->q_head) {
-				nf_job *j = s->q_head;
-				s->q_head = j->next;
-				s->active[n_active++] = j; /* capacity: see nf_sched_new */
-				if (n_active == (size_t)s->opts.max_batch + (size_t)s->opts.max_queue)
-					break;
-			}
-			s->q_tail = s->q_head ? s->q_tail : NULL;
-			s->n_queued = 0;
-		}
-		s->n_active = n_active;
-		pthread_mutex_unlock(&s->mu);
-		if (stopping) {
-			for (size_t i = 0; i < n_active; i++) {
-				job_finish(s, s->active[i], "cancelled");
-				job_unref(s->active[i]);
-			}
+		if (admit_queued(s, &n_active)) {
+			int empty = cancel_admitted(s, n_active);
 			n_active = 0;
-			pthread_mutex_lock(&s->mu);
-			s->n_active = 0;
-			if (!s->q_head) {
-				pthread_mutex_unlock(&s->mu);
+			if (empty)
 				break;
-			}
-			pthread_mutex_unlock(&s->mu);
 			continue;
 		}
-		/* drop cancelled jobs, give new ones a sequence */
-		for (size_t i = 0; i < n_active; i++) {
-			nf_job *j = s->active[i];
-			int cancelled;
-			pthread_mutex_lock(&j->mu);
-			cancelled = j->cancelled;
-			pthread_mutex_unlock(&j->mu);
-			if (!cancelled && !j->seq && job_start(s, j) < 0) {
-				job_finish(s, j, "error");
-				cancelled = 2;
-			}
-			if (cancelled) {
-				if (cancelled == 1)
-					job_finish(s, j, "cancelled");
-				job_unref(j);
-				s->active[i] = NULL;
-				continue;
-			}
-			s->active[n++] = j;
-		}
-		n_active = n;
-		build_step(s, n_active, &nb);
-		if (nb == 0)
-			goto gauges;
-		double t_step = nf_sched_now();
-		rc = nf_engine_step_ragged_rows(s->engine, s->b_seqs, s->b_tokens, s->b_ntok, s->b_pos,
-						s->b_rows, nb, s->logits);
-		if (s->opts.prefill_slack_pct > 0) { /* the step-time model is only kept when used */
-			int tokens = 0;
-			for (size_t k = 0; k < nb; k++)
-				tokens += s->b_ntok[k];
-			nf_stepcost_add(&s->cost, tokens, nf_sched_now() - t_step);
-		}
-		if (rc < 0) {
-			for (size_t i = 0; i < n_active; i++) {
-				job_finish(s, s->active[i], "error");
-				job_unref(s->active[i]);
-			}
-			n_active = 0;
-			goto gauges;
-		}
-		{
-			double now = nf_sched_now();
-			size_t row = 0;
-			for (size_t k = 0; k < nb; k++) {
-				nf_job *j = s->active[s->b_job[k]];
-				int over = 0;
-				if (j->pos < j->n_prompt && j->pos + s->b_ntok[k] < j->n_prompt)
-					j->pos += s->b_ntok[k]; /* a prompt chunk that is not the last */
-				else
-					over = job_take_rows(s, j, s->logits + row * (size_t)vocab, now);
-				row += (size_t)s->b_rows[k];
-				if (over) {
-					job_unref(j);
-					s->active[s->b_job[k]] = NULL;
-				}
-			}
-			n = 0;
-			for (size_t i = 0; i < n_active; i++)
-				if (s->active[i])
-					s->active[n++] = s->active[i];
-			n_active = n;
-		}
-	gauges:
-		pthread_mutex_lock(&s->mu);
-		s->n_active = n_active;
-		if (s->metrics)
-			nf_metrics_set_gauges(s->metrics, s->n_queued, n_active, -1);
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->mu);
-		if (s->opts.step_delay_us > 0 && n_active) {
-			struct timespec ts = {s->opts.step_delay_us / 1000000,
-					      (long)(s->opts.step_delay_us % 1000000) * 1000};
-			nanosleep(&ts, NULL);
-		}
+		n_active = drop_cancelled(s, n_active);
+		n_active = run_step(s, n_active);
+		step_done(s, n_active);
 	}
 	return NULL;
 }
@@ -837,6 +914,7 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->engine = e;
 	s->metrics = m;
 	s->opts = *o;
+	nf_spec_gov_init(&s->gov);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	s->active = calloc(cap, sizeof *s->active);

@@ -42,6 +42,8 @@ typedef struct nf_sched_opts {
 				  must outlive the scheduler, used by its thread only): each
 				  decoding sequence keeps a sequence on it, and spec_k batched
 				  greedy steps draft for all of them at once */
+	int spec_adaptive; /* 1: draft only while that is the cheaper way a token here,
+			      measured as it serves (serve/spec_gov.h); 0: always */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

@@ -32,7 +32,7 @@
 typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
-	long prefill_chunk, prefill_slack, prefix_cache, spec_k, spec_ngram;
+	long prefill_chunk, prefill_slack, prefix_cache, spec_k, spec_ngram, spec_adaptive;
 	const char *speculative;   /* "none" | "lookup" | "draft"; NULL: the manifest's, else none */
 	const char *draft_profile; /* draft: the profile drafting, NULL: the manifest's */
 	int list_profiles;
@@ -89,6 +89,8 @@ static void usage(FILE *f)
 		"  --spec-k N             tokens drafted per sequence and step, 1..16, 0 = the manifest's,\n"
 		"                         else 4 (NIM_SPEC_K, 0)\n"
 		"  --spec-ngram N         longest n-gram looked up, 1..8 (NIM_SPEC_NGRAM, 3)\n"
+		"  --spec-adaptive 0|1    1: draft only while drafting is the cheaper way a token, as\n"
+		"                         measured while serving; 0: always (NIM_SPEC_ADAPTIVE, 1)\n"
 		"  --step-delay-us N      sleep per decode step; tests and benchmarks only (NIM_STEP_DELAY_US, 0)\n"
 		"  --version, --help\n");
 }
@@ -128,6 +130,7 @@ static int parse_args(opts *o, int argc, char **argv)
 		{"--prefix-cache", "NIM_PREFIX_CACHE", "1", &o->prefix_cache, 0, 1},
 		{"--spec-k", "NIM_SPEC_K", "0", &o->spec_k, 0, 16},
 		{"--spec-ngram", "NIM_SPEC_NGRAM", "3", &o->spec_ngram, 1, 8},
+		{"--spec-adaptive", "NIM_SPEC_ADAPTIVE", "1", &o->spec_adaptive, 0, 1},
 	};
 	size_t n_nums = sizeof nums / sizeof nums[0];
 	int rc;
@@ -238,20 +241,167 @@ static void on_gpu(nf_engine *e, opts *o)
 	o->speculative = "none";
 }
 
+/* What nimserve holds while it serves (nimserve_release frees it). */
+typedef struct nimserve {
+	opts o;
+	nf_manifest *m;
+	nf_gpu_list gpus;
+	size_t chosen;      /* the profile served */
+	char why[1536];     /* why that one */
+	nf_metrics *metrics;
+	nf_server *srv;
+	nf_engine *engine, *draft;
+	nf_sched *sched;
+} nimserve;
+
+/* --help or --version anywhere: print and return 1. */
+static int info_flag(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 1;
+		}
+		if (!strcmp(argv[i], "--version")) {
+			printf("nimserve %s\n", NF_VERSION);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The manifest, the GPUs here and the profile to serve; with
+ * --list-profiles, the list printed instead and 1 returned. */
+static int choose_profile(nimserve *ns)
+{
+	int rc;
+	if ((rc = nf_manifest_load(&ns->m, ns->o.manifest)) < 0)
+		return rc;
+	nf_gpu_detect(&ns->gpus);
+	if (ns->o.list_profiles) {
+		nf_profile_print(stdout, ns->m, &ns->gpus, 1);
+		return 1;
+	}
+	logf_("nimserve %s, model %s %s, manifest %s", NF_VERSION, ns->m->model_name,
+	      ns->m->model_version, ns->o.manifest);
+	logf_("gpu detection: %s", ns->gpus.note);
+	if ((rc = nf_profile_select(&ns->chosen, ns->why, sizeof ns->why, ns->m, &ns->gpus,
+				    ns->o.profile, 1)) < 0)
+		return rc;
+	logf_("profile %s (%s) chosen: %s", ns->m->profiles[ns->chosen].name,
+	      ns->m->profiles[ns->chosen].id, ns->why);
+	return 0;
+}
+
+/* The HTTP server listening (health answers "not ready" until the engine
+ * is loaded), and its port in --port-file. */
+static int start_listening(nimserve *ns)
+{
+	nf_server_config sc = {
+		.host = ns->o.host,
+		.port = (int)ns->o.port,
+		.max_body = (size_t)ns->o.max_body,
+		.max_connections = (int)ns->o.max_conns,
+		.request_timeout = (int)ns->o.request_timeout,
+		.manifest = ns->m,
+		.profile = ns->chosen,
+		.selection_reason = ns->why,
+		.gpus = &ns->gpus,
+		.max_pending = (int)ns->o.max_queue,
+	};
+	int rc;
+	if ((rc = nf_metrics_new(&ns->metrics)) < 0)
+		return rc;
+	sc.metrics = ns->metrics;
+	if ((rc = nf_server_start(&ns->srv, &sc)) < 0)
+		return rc;
+	logf_("listening on http://%s:%d (not ready until the engine is loaded)", ns->o.host,
+	      nf_server_port(ns->srv));
+	if (ns->o.port_file) {
+		char buf[16];
+		int n = snprintf(buf, sizeof buf, "%d\n", nf_server_port(ns->srv));
+		if ((rc = nf_fs_write_atomic(ns->o.port_file, buf, (size_t)n, 0644)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The scheduler's options from the command line. */
+static nf_sched_opts sched_opts(const opts *o)
+{
+	return (nf_sched_opts){
+		.max_batch = (int)o->max_batch,
+		.max_queue = (int)o->max_queue,
+		.step_delay_us = (int)o->step_delay_us,
+		.prefill_chunk = (int)o->prefill_chunk,
+		.prefill_slack_pct = (int)o->prefill_slack,
+		.prefix_cache = (int)o->prefix_cache,
+		.spec_adaptive = (int)o->spec_adaptive,
+	};
+}
+
+/* The engine (and a draft engine) loaded, the scheduler running over it,
+ * the server ready. */
+static int start_engine(nimserve *ns)
+{
+	const nf_manifest_profile *p = &ns->m->profiles[ns->chosen];
+	nf_sched_opts so;
+	int rc;
+	if ((rc = nf_engine_open(&ns->engine, p->engine_path, (int)ns->o.threads)) < 0)
+		return nf_error_wrap(rc, "loading engine %s", p->engine_path);
+	on_gpu(ns->engine, &ns->o);
+	so = sched_opts(&ns->o);
+	if ((rc = speculation_setup(&so, &ns->draft, &ns->o, ns->m, &ns->gpus)) < 0 ||
+	    (rc = nf_sched_new(&ns->sched, ns->engine, ns->metrics, &so)) < 0 ||
+	    (rc = nf_server_set_ready(ns->srv, ns->engine, ns->sched)) < 0)
+		return rc;
+	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s, "
+	      "speculative %s%s", p->engine_path, nf_precision_name(nf_engine_precision(ns->engine)),
+	      nf_engine_kernel_name(ns->engine), nf_engine_config(ns->engine)->max_seq_len,
+	      ns->o.max_batch, ns->o.max_queue, ns->o.prefix_cache ? "on" : "off",
+	      !so.spec_k ? "off" : so.spec_draft ? "by draft engine" : "lookup",
+	      so.spec_k && so.spec_adaptive ? " (adaptive: drafts while that is cheaper a token)" : "");
+	return 0;
+}
+
+/* After SIGTERM or SIGINT: no new requests; those in flight get up to
+ * --drain-timeout, then the scheduler cancels what is left (so open
+ * streams end) and the server stops. */
+static void drain(nimserve *ns, int sig)
+{
+	double deadline = nf_sched_now() + (double)ns->o.drain_timeout;
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	logf_("%s: no longer accepting; finishing %zu request(s) in flight",
+	      sig == SIGTERM ? "SIGTERM" : "SIGINT", nf_sched_load(ns->sched));
+	nf_server_quiesce(ns->srv);
+	nf_sched_drain(ns->sched);
+	while ((nf_sched_load(ns->sched) > 0 || nf_server_inflight(ns->srv) > 0) &&
+	       nf_sched_now() < deadline)
+		nanosleep(&ts, NULL);
+	if (nf_sched_load(ns->sched) > 0 || nf_server_inflight(ns->srv) > 0)
+		logf_("drain timeout after %lds: cancelling what is left", ns->o.drain_timeout);
+	nf_sched_free(ns->sched);
+	ns->sched = NULL;
+	nf_server_free(ns->srv);
+	ns->srv = NULL;
+	logf_("stopped");
+}
+
+/* The scheduler before the server and the engines it steps. */
+static void nimserve_release(nimserve *ns)
+{
+	nf_sched_free(ns->sched);
+	nf_server_free(ns->srv);
+	nf_engine_free(ns->engine);
+	nf_engine_free(ns->draft);
+	nf_metrics_free(ns->metrics);
+	nf_manifest_free(ns->m);
+}
+
 int main(int argc, char **argv)
 {
-	opts o;
-	nf_manifest *m = NULL;
-	nf_gpu_list gpus;
-	nf_metrics *metrics = NULL;
-	nf_server *srv = NULL;
-	nf_engine *engine = NULL, *draft = NULL;
-	nf_sched *sched = NULL;
-	nf_server_config sc;
-	nf_sched_opts so;
+	nimserve ns;
 	sigset_t sigs;
-	size_t chosen = 0;
-	char why[1536];
 	int rc, sig = 0;
 
 	/* Signals go to sigwait below, never to a handler in some other thread. */
@@ -260,112 +410,22 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
-		if (!strcmp(argv[i], "--version")) {
-			printf("nimserve %s\n", NF_VERSION);
-			return 0;
-		}
-	}
-	memset(&o, 0, sizeof o);
-	if ((rc = parse_args(&o, argc, argv)) < 0)
+	if (info_flag(argc, argv))
+		return 0;
+	memset(&ns, 0, sizeof ns);
+	if ((rc = parse_args(&ns.o, argc, argv)) < 0)
 		goto done;
-	if (o.health)
-		return nf_health_probe(o.port);
-
-
-	if ((rc = nf_manifest_load(&m, o.manifest)) < 0)
+	if (ns.o.health)
+		return nf_health_probe(ns.o.port);
+	if ((rc = choose_profile(&ns)) != 0 || (rc = start_listening(&ns)) < 0 ||
+	    (rc = start_engine(&ns)) < 0)
 		goto done;
-	nf_gpu_detect(&gpus);
-	if (o.list_profiles) {
-		nf_profile_print(stdout, m, &gpus, 1);
-		rc = 0;
-		goto done;
-	}
-	logf_("nimserve %s, model %s %s, manifest %s", NF_VERSION, m->model_name, m->model_version, o.manifest);
-	logf_("gpu detection: %s", gpus.note);
-	if ((rc = nf_profile_select(&chosen, why, sizeof why, m, &gpus, o.profile, 1)) < 0)
-		goto done;
-	logf_("profile %s (%s) chosen: %s", m->profiles[chosen].name, m->profiles[chosen].id, why);
-
-	if ((rc = nf_metrics_new(&metrics)) < 0)
-		goto done;
-	memset(&sc, 0, sizeof sc);
-	sc.host = o.host;
-	sc.port = (int)o.port;
-	sc.max_body = (size_t)o.max_body;
-	sc.max_connections = (int)o.max_conns;
-	sc.request_timeout = (int)o.request_timeout;
-	sc.manifest = m;
-	sc.profile = chosen;
-	sc.selection_reason = why;
-	sc.gpus = &gpus;
-	sc.metrics = metrics;
-	sc.max_pending = (int)o.max_queue;
-	if ((rc = nf_server_start(&srv, &sc)) < 0)
-		goto done;
-	logf_("listening on http://%s:%d (not ready until the engine is loaded)", o.host, nf_server_port(srv));
-	if (o.port_file) {
-		char buf[16];
-		int n = snprintf(buf, sizeof buf, "%d\n", nf_server_port(srv));
-		if ((rc = nf_fs_write_atomic(o.port_file, buf, (size_t)n, 0644)) < 0)
-			goto done;
-	}
-
-	if ((rc = nf_engine_open(&engine, m->profiles[chosen].engine_path, (int)o.threads)) < 0) {
-		nf_error_wrap(rc, "loading engine %s", m->profiles[chosen].engine_path);
-		goto done;
-	}
-	on_gpu(engine, &o);
-	memset(&so, 0, sizeof so);
-	so.max_batch = (int)o.max_batch;
-	so.max_queue = (int)o.max_queue;
-	so.step_delay_us = (int)o.step_delay_us;
-	so.prefill_chunk = (int)o.prefill_chunk;
-	so.prefill_slack_pct = (int)o.prefill_slack;
-	so.prefix_cache = (int)o.prefix_cache;
-	if ((rc = speculation_setup(&so, &draft, &o, m, &gpus)) < 0)
-		goto done;
-	if ((rc = nf_sched_new(&sched, engine, metrics, &so)) < 0)
-		goto done;
-	if ((rc = nf_server_set_ready(srv, engine, sched)) < 0)
-		goto done;
-	logf_("ready: engine %s (%s, kernels %s, context %d), max batch %ld, queue %ld, prefix cache %s, "
-	      "speculative %s", m->profiles[chosen].engine_path, nf_precision_name(nf_engine_precision(engine)),
-	      nf_engine_kernel_name(engine), nf_engine_config(engine)->max_seq_len, o.max_batch, o.max_queue,
-	      o.prefix_cache ? "on" : "off", !so.spec_k ? "off" : so.spec_draft ? "by draft engine" : "lookup");
-
 	while (sigwait(&sigs, &sig) != 0)
 		;
-	logf_("%s: no longer accepting; finishing %zu request(s) in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-	      nf_sched_load(sched));
-	nf_server_quiesce(srv);
-	nf_sched_drain(sched);
-	{
-		double deadline = nf_sched_now() + (double)o.drain_timeout;
-		struct timespec ts = {0, 20 * 1000 * 1000};
-		while ((nf_sched_load(sched) > 0 || nf_server_inflight(srv) > 0) && nf_sched_now() < deadline)
-			nanosleep(&ts, NULL);
-		if (nf_sched_load(sched) > 0 || nf_server_inflight(srv) > 0)
-			logf_("drain timeout after %lds: cancelling what is left", o.drain_timeout);
-	}
-	nf_sched_free(sched); /* cancels anything left, so open streams end */
-	sched = NULL;
-	nf_server_free(srv);
-	srv = NULL;
-	logf_("stopped");
-	rc = 0;
+	drain(&ns, sig);
 done:
 	if (rc < 0)
 		fprintf(stderr, "nimserve: error: %s\n", nf_error_last());
-	nf_sched_free(sched);
-	nf_server_free(srv);
-	nf_engine_free(engine);
-	nf_engine_free(draft);
-	nf_metrics_free(metrics);
-	nf_manifest_free(m);
+	nimserve_release(&ns);
 	return rc < 0 ? nf_error_exit_status(rc) : 0;
 }

@@ -1,0 +1,51 @@
+/*
+ * spec_gov.c - the speculation governor of spec_gov.h.
+ */
+#include "serve/spec_gov.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/banned.h"
+
+void nf_spec_gov_init(nf_spec_gov *g) { memset(g, 0, sizeof *g); }
+
+static int size_class(int n_decode)
+{
+	int c = 0;
+	while (c + 1 < NF_SPEC_GOV_CLASSES && n_decode >= 2 << c)
+		c++;
+	return c;
+}
+
+double nf_spec_gov_cost(const nf_spec_gov *g, int n_decode, int drafted)
+{
+	int c = size_class(n_decode), d = drafted != 0;
+	return g->tokens[c][d] > 0.0 ? g->seconds[c][d] / g->tokens[c][d] : 0.0;
+}
+
+int nf_spec_gov_draft(nf_spec_gov *g, int n_decode)
+{
+	int c = size_class(n_decode);
+	double with = nf_spec_gov_cost(g, n_decode, 1), without = nf_spec_gov_cost(g, n_decode, 0);
+	if (with == 0.0)
+		return 1;
+	if (without == 0.0)
+		return 0;
+	int cheaper = with <= without;
+	if (++g->since_probe[c] >= NF_SPEC_GOV_PROBE) {
+		g->since_probe[c] = 0;
+		return !cheaper;
+	}
+	g->paused_steps += !cheaper;
+	return cheaper;
+}
+
+void nf_spec_gov_add(nf_spec_gov *g, int n_decode, int drafted, double seconds, int tokens)
+{
+	int c = size_class(n_decode), d = drafted != 0;
+	if (n_decode < 1 || tokens < 1 || !(seconds >= 0.0) || !isfinite(seconds))
+		return;
+	g->seconds[c][d] = g->seconds[c][d] * NF_SPEC_GOV_DECAY + seconds;
+	g->tokens[c][d] = g->tokens[c][d] * NF_SPEC_GOV_DECAY + (double)tokens;
+}
