@@ -15,30 +15,14 @@
 # (skipped in the sanitizer pass: building the engine there takes minutes).
 set -u
 . "${NF_SRC:?}/tests/serve_lib.sh"
-serve_setup clients
-PY="$NF_SRC/build/venv/bin/python"
-if ! "$PY" -c 'import openai' 2>/dev/null; then
-	echo "1..0 # skip build/venv has no openai module"
-	exit 0
-fi
-
-"$FIX" build "$W/fx" fp32 plain >/dev/null 2>"$W/fx.err" || { echo "Bail out! fixture: $(cat "$W/fx.err")"; exit 1; }
-start_server main || { echo "Bail out! server did not start"; exit 1; }
+serve_py_setup clients openai
 
 "$PY" - "$PORT" "$W/count" <<'PY'
 import json, math, sys, urllib.request, urllib.error, openai
-port = sys.argv[1]
-base = f"http://127.0.0.1:{port}"
-c = openai.OpenAI(base_url=base + "/v1", api_key="none", timeout=60, max_retries=0)
+from taplib import t, done, client
+base = f"http://127.0.0.1:{sys.argv[1]}"
+c = client(sys.argv[1], timeout=60)
 M = "stories260k"
-n = fails = 0
-def t(cond, name, extra=""):
-    global n, fails
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {name}")
-    if not cond:
-        fails += 1
-        print("# " + str(extra)[:600].replace("\n", "\n# "))
 def post(path, body):
     req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:
@@ -211,43 +195,30 @@ try:
     t(False, "an unknown field: 400")
 except openai.BadRequestError as e:
     t(e.param == "bogus", "an unknown field: 400 naming it", e)
-open(sys.argv[2], "w").write(str(n)) # the SmolLM2 part numbers on from here
-sys.exit(1 if fails else 0)
+done(sys.argv[2])  # the SmolLM2 part numbers on from its count
 PY
-st=$?
+read -r n fail <"$W/count" 2>/dev/null || { n=0; fail=1; echo "# the Python part ended early"; }
 stop_server "$PID"
-rc=$?
-if [ "$st" != 0 ] || [ "$rc" != 0 ]; then
-	[ "$rc" != 0 ] && echo "# nimserve exited $rc"
-	echo "1..$(cat "$W/count" 2>/dev/null || echo 1)"
-	exit 1
-fi
+okt $? "the stories260K server exits 0 on SIGTERM"
 
 GGUF="$NF_SHARED/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ "${NF_SAN:-}" = 1 ] || [ ! -f "$GGUF" ]; then
-	N=$(($(cat "$W/count") + 1))
-	echo "ok $N - SmolLM2 chat # skip sanitizer pass or no $GGUF"
-	echo "1..$N"
-	exit 0
+	n=$((n + 1))
+	echo "ok $n - SmolLM2 chat # skip sanitizer pass or no $GGUF"
+	sanitizer_clean
+	serve_done
+	exit
 fi
-N=$(($(cat "$W/count") + 1))
 "$FIX" build "$W/smol" int8-wo model "$GGUF" smollm2 >/dev/null 2>"$W/smol.err" ||
-	{ echo "not ok $N - SmolLM2 fixture: $(cat "$W/smol.err")"; echo "1..$N"; exit 1; }
+	{ echo "not ok $((n + 1)) - SmolLM2 fixture: $(cat "$W/smol.err")"; echo "1..$((n + 1))"; exit 1; }
 rm -rf "$W/fx"
 mv "$W/smol" "$W/fx" # start_server serves $W/fx
-start_server smol || { echo "not ok $N - SmolLM2 server did not start"; echo "1..$N"; exit 1; }
-"$PY" - "$PORT" "$(cat "$W/count")" <<'PY'
-import sys, openai
-c = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="none", timeout=60, max_retries=0)
+start_server smol || { echo "not ok $((n + 1)) - SmolLM2 server did not start"; echo "1..$((n + 1))"; exit 1; }
+NF_TAP_FROM=$n "$PY" - "$PORT" "$W/count" <<'PY'
+import sys
+from taplib import t, done, client
+c = client(sys.argv[1], timeout=60)
 M = "smollm2"
-n, fails = int(sys.argv[2]), 0
-def t(cond, name, extra=""):
-    global n, fails
-    n += 1
-    print(("ok" if cond else "not ok") + f" {n} - {name}")
-    if not cond:
-        fails += 1
-        print("# " + str(extra)[:600].replace("\n", "\n# "))
 q = [{"role": "user", "content": [{"type": "text", "text": "What is the capital"}, {"type": "text", "text": "of France?"}]}]
 r = c.chat.completions.create(model=M, messages=q, max_tokens=16, temperature=0, n=2, logprobs=True, top_logprobs=2)
 a = r.choices[0].message.content
@@ -263,11 +234,12 @@ s = list(c.chat.completions.create(model=M, messages=[{"role": "user", "content"
 text = "".join(x.delta.content or "" for ch in s for x in ch.choices)
 t("Rome" in text and [ch.usage is not None for ch in s].count(True) == 1 and s[-1].usage.completion_tokens > 0,
   "SmolLM2 stream: Rome, usage once", text)
-print(f"1..{n}")
-sys.exit(1 if fails else 0)
+done(sys.argv[2])
 PY
-st=$?
+fail0=$fail
+read -r n fail <"$W/count" 2>/dev/null || { n=$((n + 1)); fail=1; echo "not ok $n - the SmolLM2 part ended early"; }
+fail=$((fail + fail0))
 stop_server "$PID"
-rc=$?
-if [ "$rc" != 0 ]; then echo "# nimserve exited $rc"; exit 1; fi
-exit $st
+okt $? "the SmolLM2 server exits 0 on SIGTERM"
+sanitizer_clean
+serve_done
