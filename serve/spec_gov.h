@@ -17,7 +17,8 @@
 
 #include <stdint.h>
 
-#define NF_SPEC_GOV_PROBE 16  /* steps between tries of the way not taken */
+#define NF_SPEC_GOV_PROBE 16      /* steps before the first try of the way not taken */
+#define NF_SPEC_GOV_PROBE_MAX 512 /* and at most between two tries */
 #define NF_SPEC_GOV_CLASSES 4 /* decoding sequences: 1, 2-3, 4-7, 8 or more */
 #define NF_SPEC_GOV_DECAY 0.9 /* weight of the older steps when one is added */
 
@@ -25,7 +26,9 @@ typedef struct nf_spec_gov {
 	/* decayed sums of seconds and of tokens emitted, [class][0 without
 	 * drafts, 1 with] */
 	double seconds[NF_SPEC_GOV_CLASSES][2], tokens[NF_SPEC_GOV_CLASSES][2];
-	unsigned since_probe[NF_SPEC_GOV_CLASSES];
+	int choice[NF_SPEC_GOV_CLASSES];   /* 1 drafting, 0 not, -1 not chosen yet */
+	int trying[NF_SPEC_GOV_CLASSES];   /* the next step added is a try */
+	unsigned interval[NF_SPEC_GOV_CLASSES], since_probe[NF_SPEC_GOV_CLASSES];
 	uint64_t paused_steps; /* decoding steps run without drafts because they were cheaper */
 } nf_spec_gov;
 
@@ -33,7 +36,7 @@ void nf_spec_gov_init(nf_spec_gov *g);
 
 /* 1 when the next decoding step of n_decode sequences should draft:
  * first each way is measured (drafting first), then the cheaper one is
- * taken, the other once every NF_SPEC_GOV_PROBE steps. */
+ * taken and the other tried ever more rarely while the choice stands. */
 int nf_spec_gov_draft(nf_spec_gov *g, int n_decode);
 
 /* A decode-only step of n_decode sequences, with drafts (drafted 1) or
