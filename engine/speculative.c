@@ -156,28 +156,29 @@ void nf_spec_free(nf_spec *s)
 
 nf_spec_stats nf_spec_get_stats(const nf_spec *s) { return s->st; }
 
-/* The draft engine's greedy continuation of ctx[0, n): up to k tokens.
- * Its sequence first takes what it lacks of ctx[0, n - 1). */
+/* The draft engine's greedy continuation of ctx[0, n): k >= 1 tokens.
+ * Its sequence takes what it lacks of ctx (the tokens accepted since the
+ * last step, ctx[n - 1] last) in one pass, whose last row gives the first
+ * draft; each further draft is one step. */
 static int draft_greedy(nf_spec *s, const int *ctx, size_t n, int *draft, size_t k, size_t *got)
 {
 	nf_engine *d = s->o.draft;
 	float *row = s->logits; /* free until the verification pass */
-	int err = 0;
+	int err = 0, token, pos = (int)n;
 	*got = 0;
 	if (s->dpos > n - 1)
 		s->dpos = n - 1;
-	if (n - 1 > s->dpos &&
-	    (err = nf_engine_prefill(d, s->dseq, ctx + s->dpos, n - 1 - s->dpos, (int)s->dpos, NULL)))
+	s->st.draft_passes++;
+	if ((err = nf_engine_prefill(d, s->dseq, ctx + s->dpos, n - s->dpos, (int)s->dpos, row)))
 		return err;
-	s->dpos = n - 1;
-	int token = ctx[n - 1], pos = (int)n - 1;
-	for (size_t i = 0; i < k; i++, pos++) {
+	s->dpos = n; /* ctx[n - 1] is in; the drafts after it count once accepted */
+	token = draft[(*got)++] = nf_argmax(row, s->vocab);
+	for (; *got < k; pos++) {
+		s->st.draft_passes++;
 		if ((err = nf_engine_step(d, &s->dseq, &token, &pos, 1, row)))
 			return err;
-		token = draft[i] = nf_argmax(row, s->vocab);
-		(*got)++;
+		token = draft[(*got)++] = nf_argmax(row, s->vocab);
 	}
-	s->dpos = n; /* ctx[n - 1] is in; the drafts after it count once accepted */
 	return 0;
 }
 

@@ -53,6 +53,8 @@ typedef struct nf_spec_stats {
 	uint64_t drafted;  /* tokens proposed */
 	uint64_t accepted; /* of those, kept */
 	uint64_t produced; /* tokens produced (accepted + one a step) */
+	uint64_t draft_passes; /* draft engine passes: k a step, its catch-up
+				  included in the first */
 } nf_spec_stats;
 
 /* Prompt lookup over ctx[0, n): up to k tokens into draft, the count (0

@@ -71,7 +71,7 @@ static int decode_plain(nf_engine *e, const int *prompt, size_t n, float temp, i
 
 /* The same with speculation; *passes gets the verification passes. */
 static int decode_spec(nf_engine *e, const nf_spec_opts *o, const int *prompt, size_t n,
-		       float temp, int *out, uint64_t *passes)
+		       float temp, int *out, uint64_t *passes, uint64_t *draft_passes)
 {
 	int ctx[512];
 	nf_seq *s = NULL;
@@ -94,6 +94,7 @@ static int decode_spec(nf_engine *e, const nf_spec_opts *o, const int *prompt, s
 			out[got++] = ctx[len++] = step[i];
 	}
 	*passes = nf_spec_get_stats(sp).steps;
+	*draft_passes = nf_spec_get_stats(sp).draft_passes;
 	nf_sampler_release(&smp);
 	nf_spec_free(sp);
 	nf_seq_free(s);
@@ -276,29 +277,37 @@ static void compare(nf_engine *e, const nf_spec_opts *o, const char *what)
 		"Lily and Ben went to the park. Lily and Ben",
 	};
 	const nf_tokenizer *tok = nf_engine_tokenizer(e);
-	uint64_t passes_all = 0;
+	uint64_t passes_all = 0, draft_all = 0, room_all = 0;
 	for (size_t i = 0; i < sizeof prompts / sizeof prompts[0]; i++) {
 		int *p = NULL, want[N_GEN], got[N_GEN];
 		size_t n = 0;
 		for (int sampled = 0; sampled < 2; sampled++) {
-			uint64_t passes = 0;
+			uint64_t passes = 0, draft_passes = 0;
 			float temp = sampled ? 1.0f : 0.0f;
 			int err = nf_tokenizer_encode(tok, prompts[i], strlen(prompts[i]),
 						      NF_TOK_ADD_SPECIAL, &p, &n);
 			if (!err)
 				err = decode_plain(e, p, n, temp, want);
 			if (!err)
-				err = decode_spec(e, o, p, n, temp, got, &passes);
+				err = decode_spec(e, o, p, n, temp, got, &passes, &draft_passes);
 			ok(!err && memcmp(want, got, sizeof want) == 0,
 			   "%s, prompt %zu, %s: the tokens of plain decoding (%" PRIu64 " passes for %d)",
 			   what, i, sampled ? "sampled" : "greedy", passes, N_GEN);
 			passes_all += passes;
+			draft_all += draft_passes;
+			room_all += (uint64_t)o->k * passes;
 			free(p);
 			p = NULL;
 		}
 	}
 	ok(passes_all < 6 * N_GEN, "%s: %" PRIu64 " passes for %d tokens", what, passes_all,
 	   6 * N_GEN);
+	/* the draft engine's catch-up on the accepted tokens rides in its
+	 * first pass of a step, not a pass of its own */
+	if (o->kind == NF_SPEC_DRAFT)
+		ok(draft_all <= room_all && draft_all > 0,
+		   "%s: %" PRIu64 " draft engine passes, no more than k a step (%" PRIu64 ")", what,
+		   draft_all, room_all);
 }
 
 int main(void)
