@@ -10,6 +10,10 @@
 #           profile of the same model drafts 4 tokens (nimserve --speculative
 #           draft --draft-profile cpu-int4-wo-tp1); llama-server -md with the
 #           Q4_1 file (--spec-draft-n-max 4)
+#   Every nimserve case drafts every step (--spec-adaptive 0: the cost of
+#   drafting itself); the draft cases run once more as served by default
+#   (--spec-adaptive 1, "-adaptive": drafting only while it is cheaper a token),
+#   which should be no slower than off where drafting cannot pay.
 # Every measurement is `nimfactory bench-serve --endpoint chat --concurrency C`
 # (BENCH_SPEC_CONCURRENCY, 1) over BENCH_SPEC_REQUESTS (4) requests of at most
 # BENCH_SPEC_TOKENS (128) tokens after one warm-up; the figure is output
@@ -118,10 +122,10 @@ print("%.2f %d %.2f" % (r["output_token_throughput"], r["output_tokens"], r["tpo
 		"$RESULTS/$out.json" || bench_die "bench-serve: no result in $RESULTS/$out.json"
 }
 
-# nimserve's acceptance rate on port $1 (from /v1/metrics).
-spec_acceptance() {
+# nimserve's gauge or counter nimserve_spec_$2 on port $1 (from /v1/metrics).
+spec_metric() {
 	curl -sf --max-time 10 "http://127.0.0.1:$1/v1/metrics" |
-		sed -n 's/^nimserve_spec_acceptance_rate \([0-9.eE+-]*\)$/\1/p'
+		sed -n "s/^nimserve_spec_$2 \([0-9.eE+-]*\)\$/\1/p"
 }
 
 # One case, nimserve: profile $1, dataset $2, name $3, speculation options
@@ -136,7 +140,8 @@ spec_case_ours() {
 	serve_start_nimserve "$BB/serve/manifest-spec.yaml" "spec-$name-on" --profile "cpu-$prec-tp1" \
 		--max-batch 8 "$@"
 	on=$(spec_measure "$SERVE_PORT" "$ds" "spec-$name-nimserve-on")
-	acc=$(spec_acceptance "$SERVE_PORT")
+	acc=$(spec_metric "$SERVE_PORT" acceptance_rate)
+	paused=$(spec_metric "$SERVE_PORT" paused_steps_total)
 	serve_stop "$SERVE_PID"
 	set -- $off
 	off_tps=$1 off_tok=$2
@@ -145,7 +150,7 @@ spec_case_ours() {
 		bench_die "nimserve $name: $off_tok output tokens without speculation, $2 with it (greedy answers must be the same)"
 	printf 'nimserve\t%s\t%s\t%s\t%s\t%s\n' "$name" "$off_tps" "$1" \
 		"$(python3 -c "print('%.2f' % ($1 / $off_tps))")" "${acc:--}" >>"$SPEC_TSV"
-	bench_log "spec: nimserve $name: $off_tps -> $1 tok/s, acceptance ${acc:--}"
+	bench_log "spec: nimserve $name: $off_tps -> $1 tok/s, acceptance ${acc:--}, steps without drafts ${paused:--}"
 }
 
 # The same case on llama-server: GGUF $1, dataset $2, name $3, its options after.
@@ -177,12 +182,14 @@ bench_spec() {
 	spec_chat_questions | spec_jsonl "$RESULTS/spec-chat.jsonl"
 	q41=$BB/gguf/smollm2-$(bench_gguf_type int4-wo).gguf
 	spec_case_ours fp32 "$RESULTS/spec-summarise.jsonl" "lookup-fp32-summarise" \
-		--speculative lookup --spec-k "$SPEC_K" --spec-ngram 3
+		--speculative lookup --spec-k "$SPEC_K" --spec-ngram 3 --spec-adaptive 0
 	spec_case_peer "$BB/gguf/smollm2-f32.gguf" "$RESULTS/spec-summarise.jsonl" "lookup-fp32-summarise" \
 		--spec-type ngram-simple --spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m "$SPEC_K"
 	for prec in fp32 int8-wo; do
 		spec_case_ours "$prec" "$RESULTS/spec-chat.jsonl" "draft-int4-for-$prec-chat" \
-			--speculative draft --draft-profile cpu-int4-wo-tp1 --spec-k "$SPEC_K"
+			--speculative draft --draft-profile cpu-int4-wo-tp1 --spec-k "$SPEC_K" --spec-adaptive 0
+		spec_case_ours "$prec" "$RESULTS/spec-chat.jsonl" "draft-int4-for-$prec-chat-adaptive" \
+			--speculative draft --draft-profile cpu-int4-wo-tp1 --spec-k "$SPEC_K" --spec-adaptive 1
 		spec_case_peer "$BB/gguf/smollm2-$(bench_gguf_type "$prec").gguf" "$RESULTS/spec-chat.jsonl" \
 			"draft-int4-for-$prec-chat" -md "$q41" --spec-draft-n-max "$SPEC_K" -td "$THREADS"
 	done
