@@ -34,7 +34,8 @@ void nf_metrics_cancelled(nf_metrics *m);
 void nf_metrics_spec(nf_metrics *m, size_t drafted, size_t accepted);
 /* What speculation costs here (serve/spec_gov.h): decoding steps run
  * without drafts because that was cheaper, and the latest seconds per
- * token emitted with drafts and without (0: not measured). */
+ * token emitted with drafts and without, for a batch size both are known
+ * for. */
 void nf_metrics_spec_costs(nf_metrics *m, uint64_t paused_steps, double with, double without);
 void nf_metrics_observe(nf_metrics *m, nf_metric_hist h, double seconds);
 void nf_metrics_set_ready(nf_metrics *m, int ready);

@@ -765,10 +765,11 @@ static void record_step_cost(nf_sched *s, size_t nb, double engine_s, double ste
 	    s->step_decode == 0)
 		return;
 	nf_spec_gov_add(&s->gov, s->step_decode, s->step_drafting, step_s, emitted);
-	if (s->metrics)
-		nf_metrics_spec_costs(s->metrics, s->gov.paused_steps,
-				      nf_spec_gov_cost(&s->gov, s->step_decode, 1),
-				      nf_spec_gov_cost(&s->gov, s->step_decode, 0));
+	double with = nf_spec_gov_cost(&s->gov, s->step_decode, 1);
+	double without = nf_spec_gov_cost(&s->gov, s->step_decode, 0);
+	/* the gauges show a batch size whose two costs are both known */
+	if (s->metrics && with > 0.0 && without > 0.0)
+		nf_metrics_spec_costs(s->metrics, s->gov.paused_steps, with, without);
 }
 
 /* One step over active[0, n_active): lay it out, run it, hand out its
