@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,6 +101,8 @@ struct nf_sched {
 	int step_decode;         /* thread only, this step: its decoding sequences, */
 	int step_drafting;       /* whether they drafted, */
 	int step_prompt;         /* and the prompt tokens it carries */
+	int gov_told[NF_SPEC_GOV_CLASSES]; /* thread only: the choice last logged (-1 none) */
+	double gov_told_at[NF_SPEC_GOV_CLASSES]; /* and when */
 	int *eog;                /* the end-of-generation tokens (and BOS), masked under min_tokens */
 	size_t n_eog;
 	float *lp_row;           /* (vocab) thread only: a processed row kept for its logprobs */
@@ -526,6 +529,27 @@ static int draft_all(nf_sched *s, size_t n_active)
 	return 0;
 }
 
+/* Say through opts.log when the governor's choice for n_decode sequences
+ * changed: the first time, then at most once a minute (close costs may
+ * flip it back and forth). */
+static void spec_gov_tell(nf_sched *s, int n_decode)
+{
+	int c = nf_spec_gov_class(n_decode), choice = s->gov.choice[c];
+	double now = nf_sched_now();
+	char line[256];
+	if (!s->opts.log || choice < 0 || choice == s->gov_told[c] ||
+	    (s->gov_told[c] >= 0 && now - s->gov_told_at[c] < 60.0))
+		return;
+	s->gov_told[c] = choice;
+	s->gov_told_at[c] = now;
+	snprintf(line, sizeof line, "speculation with %d decoding sequence%s: %.2f ms a token with "
+		 "drafts, %.2f without: drafting %s", n_decode, n_decode == 1 ? "" : "s",
+		 1e3 * nf_spec_gov_cost(&s->gov, n_decode, 1),
+		 1e3 * nf_spec_gov_cost(&s->gov, n_decode, 0),
+		 choice ? "on" : "paused (tried again now and then)");
+	s->opts.log(line);
+}
+
 /* Every job's drafts for this step (none while in its prompt), when
  * speculation is on and, with opts.spec_adaptive, drafting is the cheaper
  * way a token here (spec_gov.h).  A draft engine that fails only costs the
@@ -540,6 +564,8 @@ static void draft_step(nf_sched *s, size_t n_active)
 	s->step_decode = n_decode;
 	s->step_drafting = s->opts.spec_k > 0 && n_decode > 0 &&
 			   (!s->opts.spec_adaptive || nf_spec_gov_draft(&s->gov, n_decode));
+	if (s->opts.spec_adaptive && n_decode > 0)
+		spec_gov_tell(s, n_decode);
 	if (!s->step_drafting)
 		return;
 	if (!s->opts.spec_draft) {
@@ -916,6 +942,8 @@ int nf_sched_new(nf_sched **out, nf_engine *e, nf_metrics *m, const nf_sched_opt
 	s->metrics = m;
 	s->opts = *o;
 	nf_spec_gov_init(&s->gov);
+	for (int c = 0; c < NF_SPEC_GOV_CLASSES; c++)
+		s->gov_told[c] = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	s->active = calloc(cap, sizeof *s->active);

@@ -44,6 +44,9 @@ typedef struct nf_sched_opts {
 				  greedy steps draft for all of them at once */
 	int spec_adaptive; /* 1: draft only while that is the cheaper way a token here,
 			      measured as it serves (serve/spec_gov.h); 0: always */
+	void (*log)(const char *line); /* NULL, or where the scheduler says what it chose
+					  (adaptive speculation: drafting paused or on, and
+					  the costs it measured); called on its thread */
 } nf_sched_opts;
 
 typedef struct nf_job_params {

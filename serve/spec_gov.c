@@ -17,7 +17,7 @@ void nf_spec_gov_init(nf_spec_gov *g)
 	}
 }
 
-static int size_class(int n_decode)
+int nf_spec_gov_class(int n_decode)
 {
 	int c = 0;
 	while (c + 1 < NF_SPEC_GOV_CLASSES && n_decode >= 2 << c)
@@ -27,13 +27,13 @@ static int size_class(int n_decode)
 
 double nf_spec_gov_cost(const nf_spec_gov *g, int n_decode, int drafted)
 {
-	int c = size_class(n_decode), d = drafted != 0;
+	int c = nf_spec_gov_class(n_decode), d = drafted != 0;
 	return g->tokens[c][d] > 0.0 ? g->seconds[c][d] / g->tokens[c][d] : 0.0;
 }
 
 int nf_spec_gov_draft(nf_spec_gov *g, int n_decode)
 {
-	int c = size_class(n_decode);
+	int c = nf_spec_gov_class(n_decode);
 	double with = nf_spec_gov_cost(g, n_decode, 1), without = nf_spec_gov_cost(g, n_decode, 0);
 	if (with == 0.0)
 		return 1;
@@ -58,7 +58,7 @@ int nf_spec_gov_draft(nf_spec_gov *g, int n_decode)
 
 void nf_spec_gov_add(nf_spec_gov *g, int n_decode, int drafted, double seconds, int tokens)
 {
-	int c = size_class(n_decode), d = drafted != 0;
+	int c = nf_spec_gov_class(n_decode), d = drafted != 0;
 	if (n_decode < 1 || tokens < 1 || !(seconds >= 0.0) || !isfinite(seconds))
 		return;
 	/* a try cheaper than the choice's estimate: try again soon */

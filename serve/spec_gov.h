@@ -34,6 +34,9 @@ typedef struct nf_spec_gov {
 
 void nf_spec_gov_init(nf_spec_gov *g);
 
+/* The batch-size class of n_decode decoding sequences, 0..NF_SPEC_GOV_CLASSES - 1. */
+int nf_spec_gov_class(int n_decode);
+
 /* 1 when the next decoding step of n_decode sequences should draft:
  * first each way is measured (drafting first), then the cheaper one is
  * taken and the other tried ever more rarely while the choice stands. */

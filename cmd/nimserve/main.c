@@ -326,6 +326,12 @@ static int start_listening(nimserve *ns)
 	return 0;
 }
 
+/* A line the scheduler has to say (its choices). */
+static void log_line(const char *line)
+{
+	logf_("%s", line);
+}
+
 /* The scheduler's options from the command line. */
 static nf_sched_opts sched_opts(const opts *o)
 {
@@ -337,6 +343,7 @@ static nf_sched_opts sched_opts(const opts *o)
 		.prefill_slack_pct = (int)o->prefill_slack,
 		.prefix_cache = (int)o->prefix_cache,
 		.spec_adaptive = (int)o->spec_adaptive,
+		.log = log_line,
 	};
 }
 

@@ -147,5 +147,9 @@ m1 = urllib.request.urlopen(f"http://127.0.0.1:{ports[0]}/v1/metrics", timeout=1
 t("nimserve_spec_verify_steps_total 0" in m1, "no speculation: no verification steps", "")
 done(sys.argv[5])
 PY
+read -r n fail <"$W/count" 2>/dev/null || { n=0; fail=1; echo "# the Python part ended early"; }
+grep -Eq "speculation with 1 decoding sequence: [0-9.]+ ms a token with drafts, [0-9.]+ without: drafting (on|paused)" "$W/adaptive.log"
+okt $? "adaptive drafting says what it chose and what a token costs each way"
 for p in $PID1 $PID2 $PID3 $PID4; do stop_server "$p"; done
+echo "$n $fail" >"$W/count"
 serve_py_finish

@@ -64,6 +64,10 @@ int main(void)
 	   "one sequence drafts (%d of %d steps), a batch of 8 mostly not (%d)", alone,
 	   8 * NF_SPEC_GOV_PROBE, batch);
 
+	ok(nf_spec_gov_class(1) == 0 && nf_spec_gov_class(2) == 1 && nf_spec_gov_class(3) == 1 &&
+	   nf_spec_gov_class(4) == 2 && nf_spec_gov_class(7) == 2 && nf_spec_gov_class(8) == 3 &&
+	   nf_spec_gov_class(4096) == 3, "batch-size classes: 1, 2-3, 4-7, 8 and more");
+
 	nf_spec_gov_init(&g);
 	nf_spec_gov_add(&g, 1, 1, 0.01, 0);
 	nf_spec_gov_add(&g, 0, 1, 0.01, 2);
