@@ -91,8 +91,12 @@ int nf_cuda_step_upload(nf_cuda_backend *b, const int *tokens, const int *pos, i
 /* The layers, final norm, classifier and argmax of a decode step for the
  * slots (enqueued on the stream, not synchronised). */
 int nf_cuda_step_decode(nf_cuda_backend *b, const int *slots, const int *pos, int n);
-/* The layers of a prefill pass of n tokens of slot at pos0 .. (and, with
- * want_logits, the head of its last token). */
-int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n, int want_logits);
+/* The layers of a prefill pass of n tokens of slot at pos0 ... */
+int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n);
+/* The final norm of activation rows [r0, r0 + n), the classifier into
+ * logits rows 0 .. n - 1 (n <= max_batch) and their argmax. */
+int nf_cuda_step_head(nf_cuda_backend *b, int r0, int n);
+/* Where slot s's K (or V, c = b->vc) cache of layer l and KV head g begins. */
+nf_cu_ptr nf_cuda_cache_rows(const nf_cuda_backend *b, const nf_cu_ptr *c, int s, int l, int g);
 
 #endif

@@ -9,7 +9,8 @@
 #      inputs at several shapes, with a bound per format (tests/gpu/kernels.c);
 #   2. stories260K engines (fp32, int8-wo) made the profile of this GPU: the
 #      greedy text through the CUDA backend equals the same engine's on the
-#      CPU (the fp32 engine on the CPU is the float32 reference, KL 0);
+#      CPU (the fp32 engine on the CPU is the float32 reference, KL 0), and
+#      its rows of logits and prefix copies (tests/gpu/gpu_rows.c);
 #   3. a benchmark (tests/gpu/bench.c): decode and prefill tokens/s per
 #      precision on SmolLM2-135M and a synthetic ~1.1B Llama, the fraction
 #      of the HBM ceiling in decode, and PyTorch eager (tests/gpu/torch_eager.py)
@@ -75,6 +76,14 @@ for p in fp32 int8-wo; do
 	else
 		quote <"$W/gpu.txt"; echo "# CPU:"; quote <"$W/cpu.txt"
 		notok "stories260K $p on $sku: the greedy text equals the CPU's"
+	fi
+	# rows of logits (prompt, verifier) and prefix copies on the device
+	if "$B/tests/gpu/gpu_rows" "$E" >"$W/rows.tap" 2>&1 && ! grep -q '^not ok' "$W/rows.tap"; then
+		quote <"$W/rows.tap"
+		ok "stories260K $p on $sku: rows of logits and prefix copies agree"
+	else
+		quote <"$W/rows.tap"
+		notok "stories260K $p on $sku: rows of logits and prefix copies"
 	fi
 done
 
