@@ -114,59 +114,101 @@ static void model_bucket(nf_roofline_bucket *b, const shape *shapes, int n_shape
 	b->hbm_fraction = (b->bytes / bw) / b->step_seconds;
 }
 
-/* ---- tactics: GEMV candidates at batch 1 ---- */
-
-static const int rows_per_block_choices[] = {4, 8, 16, 32};
-static const int split_k_choices[] = {1, 2, 4, 8};
+/* ---- tactics: the kernels' variants (launch.h's nf_cu_variant) ---- */
 
 /* Warps an SM needs in flight to keep its share of HBM busy (enough loads
  * outstanding to cover the memory latency), and the most it holds. */
 #define WARPS_TO_SATURATE 16
 #define WARPS_PER_SM 64
+/* Bytes a warp's lanes read in one step of a GEMV row (16 a lane). */
+#define WARP_STRIDE_BYTES (NF_CU_WARP * 16)
+/* Memory and math overlap imperfectly: this share of the smaller limit adds
+ * to the larger (so a tile that computes padding costs something even when
+ * memory-bound). */
+#define OVERLAP_LOSS 0.05
+/* Each wave of blocks ramps up and drains (its blocks start, their last
+ * loads land): a cost per wave, which keeps a grid from being cut finer
+ * than the SMs need. */
+#define WAVE_S 1e-6
 
-/* A grid of `blocks` blocks of `warps` warps each (one row per warp) reaches
- * the bandwidth in proportion to the SMs' warps it fills, and loses the
- * idle part of its last wave. */
-static double grid_efficiency(const nf_sku *sku, double blocks, int warps)
+static double waves_of(int sm_count, double blocks, int warps)
 {
-	double per_wave = (double)sku->sm_count * (WARPS_PER_SM / warps);
+	double waves = blocks / ((double)sm_count * (WARPS_PER_SM / warps));
+	double whole = (double)(long)waves;
+	return whole + (waves > whole ? 1 : 0);
+}
+
+/* A grid of `blocks` blocks of `warps` warps, each warp busy `busy` of its
+ * lanes, reaches the bandwidth in proportion to the SMs' warps it fills,
+ * and loses the idle part of its last wave. */
+static double grid_efficiency(int sm_count, double blocks, int warps, double busy)
+{
+	double per_wave = (double)sm_count * (WARPS_PER_SM / warps);
 	double waves = blocks / per_wave, full = (double)(long)waves;
-	double fill = blocks * warps / ((double)sku->sm_count * WARPS_TO_SATURATE);
+	double fill = blocks * warps * busy / ((double)sm_count * WARPS_TO_SATURATE);
 	double tail = waves <= 1 ? 1 : waves / (full + (waves > full ? 1 : 0));
 	return (fill < 1 ? fill : 1) * tail;
 }
 
-static double candidate_seconds(const shape *s, int rpb, int split, const nf_roofline *r)
+double nf_roofline_variant_seconds(nf_cu_variant v, const nf_roofline_gpu *g, int rows, int cols,
+				   double bytes, int n)
 {
-	double bw = r->sku->mem_bw_gbs * 1e9, peak = nf_sku_peak_flops(r->sku, r->precision);
-	double blocks = (double)((s->rows + (uint64_t)rpb - 1) / (uint64_t)rpb) * split;
-	double eff = grid_efficiency(r->sku, blocks, rpb) * r->occupancy;
-	double t_mem = s->bytes / (bw * eff), t_math = 2.0 * s->rows * s->cols / peak;
-	double t = (t_mem > t_math ? t_mem : t_math) + NF_ROOFLINE_LAUNCH_S;
-	if (split > 1) /* the parts add their float sums into the output with atomics */
-		t += (double)s->rows * split * sizeof(float) / bw;
-	return t;
+	nf_cu_variant_shape vs = nf_cu_variant_of(v);
+	double row_bytes = bytes / rows, busy = 1, blocks, reads = 1, tokens = n;
+	int gemm = v == NF_CU_VAR_GEMM || v == NF_CU_VAR_GEMM_N16;
+	if (gemm) {
+		/* each tile of tokens decodes the weights again, and computes its padding */
+		double tiles = (double)((n + vs.tile_tokens - 1) / vs.tile_tokens);
+		blocks = (double)((rows + vs.tile_rows - 1) / vs.tile_rows) * tiles;
+		reads = tiles;
+		tokens = tiles * vs.tile_tokens;
+	} else {
+		/* a row's split parts each stream whole warp strides, or leave lanes idle */
+		double parts = row_bytes / (WARP_STRIDE_BYTES * vs.split_k);
+		busy = parts < 1 ? parts : 1;
+		blocks = (double)((rows + vs.tile_rows - 1) / vs.tile_rows) * n;
+	}
+	double eff = grid_efficiency(g->sm_count, blocks, vs.warps, busy) * g->occupancy;
+	double t_mem = bytes * reads / (g->bw * eff), t_math = 2.0 * rows * cols * tokens / g->peak;
+	double t = t_mem > t_math ? t_mem + OVERLAP_LOSS * t_math : t_math + OVERLAP_LOSS * t_mem;
+	if (vs.split_k > 1) /* the parts meet in shared memory: a barrier a row */
+		t += (double)rows * n * vs.split_k * sizeof(float) / g->bw;
+	return t + waves_of(g->sm_count, blocks, vs.warps) * WAVE_S + NF_ROOFLINE_LAUNCH_S;
+}
+
+nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, double bytes, int n,
+				  int prefill, double *seconds)
+{
+	/* decode runs a GEMV per token (the weights stream once a step); a
+	 * prefill of several tokens a tiled GEMM */
+	nf_cu_variant first = prefill && n > 1 ? NF_CU_VAR_GEMM : NF_CU_VAR_GEMV;
+	nf_cu_variant last = prefill && n > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_SK;
+	nf_cu_variant best = first;
+	double best_s = -1;
+	for (int v = first; v <= (int)last; v++) {
+		double sec = nf_roofline_variant_seconds((nf_cu_variant)v, g, rows, cols, bytes, n);
+		if (best_s < 0 || sec < best_s) {
+			best_s = sec;
+			best = (nf_cu_variant)v;
+		}
+	}
+	if (seconds)
+		*seconds = best_s;
+	return best;
 }
 
 static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r)
 {
+	nf_roofline_gpu g = {r->sku->sm_count, r->sku->mem_bw_gbs * 1e9,
+			     nf_sku_peak_flops(r->sku, r->precision), r->occupancy};
+	nf_cu_variant v = nf_roofline_variant(&g, (int)s->rows, (int)s->cols, s->bytes, 1, 0, &t->seconds);
+	nf_cu_variant_shape vs = nf_cu_variant_of(v);
 	t->rows = (int)s->rows;
 	t->cols = (int)s->cols;
 	t->count = s->count;
-	t->seconds = -1;
-	for (size_t i = 0; i < sizeof rows_per_block_choices / sizeof(int); i++)
-		for (size_t k = 0; k < sizeof split_k_choices / sizeof(int); k++) {
-			int rpb = rows_per_block_choices[i], split = split_k_choices[k];
-			double sec;
-			if ((uint64_t)split * 32 > s->cols) /* each part a warp's width at least */
-				continue;
-			sec = candidate_seconds(s, rpb, split, r);
-			if (t->seconds < 0 || sec < t->seconds) {
-				t->seconds = sec;
-				t->rows_per_block = rpb;
-				t->split_k = split;
-			}
-		}
+	t->kernel = vs.name;
+	t->rows_per_block = vs.tile_rows;
+	t->split_k = vs.split_k;
 }
 
 int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision p, nf_kv_kind kv,
@@ -246,7 +288,7 @@ static json_t *tactics_json(const nf_roofline *r)
 		const nf_roofline_tactic *t = &r->tactics[i];
 		if (json_array_append_new(a, json_pack("{s:[i,i], s:i, s:s, s:i, s:i, s:s, s:f}", "shape",
 						       t->rows, t->cols, "count", t->count, "kernel",
-						       "gemv", "rows_per_block", t->rows_per_block,
+						       t->kernel, "rows_per_block", t->rows_per_block,
 						       "split_k", t->split_k, "method", "modelled",
 						       "modelled_us", t->seconds * 1e6))) {
 			json_decref(a);

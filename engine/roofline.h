@@ -14,17 +14,20 @@
  * roofline is (all bytes / bandwidth) / step, 1 when the step is purely
  * bandwidth-bound at the peak.
  *
- * Tactics: for each GEMV shape, candidates (rows per block, split-K) are
- * costed by the same model with the SMs a grid of that many blocks keeps
- * busy (split-K parts adding their float sums into the output with
- * atomics, in the same launch), and the fastest is kept, marked "modelled"
- * (no GPU timed it).
+ * Tactics: for each shape, the variants of the kernels (launch.h's
+ * nf_cu_variant: the GEMV and its split-K form for decode, the 64- and
+ * 16-token GEMM tiles for prefill) are costed by the same model with the
+ * SMs a grid of that many blocks keeps busy (and the lanes a split part
+ * leaves idle, the padding a token tile computes), and the fastest is
+ * kept, marked "modelled" (no GPU timed it).  The CUDA backend launches
+ * the same choice where it has no timing (engine/cuda/backend.c).
  */
 #ifndef NF_ENGINE_ROOFLINE_H
 #define NF_ENGINE_ROOFLINE_H
 
 #include <stdint.h>
 
+#include "engine/cuda/launch.h"
 #include "engine/engine.h"
 #include "engine/kv_kind.h"
 #include "engine/model.h"
@@ -51,6 +54,7 @@ typedef struct nf_roofline_bucket {
 /* The modelled candidate for one GEMV shape at batch 1. */
 typedef struct nf_roofline_tactic {
 	int rows, cols, count;      /* shape, and how many of it a step runs */
+	const char *kernel;         /* the variant's name: "gemv", "gemv_sk" */
 	int rows_per_block, split_k;
 	double seconds;             /* modelled time of one */
 } nf_roofline_tactic;
@@ -74,6 +78,26 @@ typedef struct nf_roofline {
  * not run p, or an argument is out of range. */
 int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision p, nf_kv_kind kv,
 		      const nf_sku *sku, int context, double occupancy);
+
+/* What the variants' costs need of a GPU. */
+typedef struct nf_roofline_gpu {
+	int sm_count;
+	double bw;         /* bytes/s */
+	double peak;       /* flops/s of the precision */
+	double occupancy;  /* (0, 1] */
+} nf_roofline_gpu;
+
+/* Modelled seconds of variant v of the product of a (rows, cols) matrix of
+ * `bytes` bytes at n tokens on g. */
+double nf_roofline_variant_seconds(nf_cu_variant v, const nf_roofline_gpu *g, int rows, int cols,
+				   double bytes, int n);
+/* The fastest variant by that model: among the GEMVs for decode (prefill
+ * 0, or one token), among the GEMM tiles for a prefill of several; its
+ * seconds to *seconds when not NULL.  Split-K wins the few-row, long-row
+ * shapes (k, v, w2 of a small model), the plain GEMV the tall ones (the
+ * classifier), the 16-token tile a short run. */
+nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, double bytes, int n,
+				  int prefill, double *seconds);
 
 /* The bucket of batch b, or NULL. */
 const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch);

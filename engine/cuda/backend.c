@@ -15,6 +15,7 @@
 #include "engine/cuda/backend_impl.h"
 #include "engine/cuda/cubin.h"
 #include "engine/layout.h"
+#include "engine/sku.h"
 #include "engine/wformat.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -229,6 +230,18 @@ static int check_opts(const nf_model_config *cfg, const nf_cuda_backend_opts *o)
 	return 0;
 }
 
+/* The device for the roofline model's choices where no timing is: its SKU
+ * of the device table (bandwidth, peak), its own SM count. */
+static void model_device(nf_cuda_backend *b, const nf_cuda_device *dev)
+{
+	/* a device of no SKU (checked by the caller's profile choice) gets H100-like figures */
+	const nf_sku *sku = nf_cuda_device_sku(dev);
+	b->model.sm_count = dev->sm_count > 0 ? dev->sm_count : 1;
+	b->model.bw = sku && sku->mem_bw_gbs > 0 ? sku->mem_bw_gbs * 1e9 : 1e12;
+	b->model.peak = sku ? sku->fp16_tflops * 1e12 : 1e14;
+	b->model.occupancy = 1;
+}
+
 static int open_device(nf_cuda_backend *b, const nf_cuda_backend_opts *o)
 {
 	nf_cuda_device dev;
@@ -238,6 +251,7 @@ static int open_device(nf_cuda_backend *b, const nf_cuda_backend_opts *o)
 	    (err = nf_cuda_context_retain(&b->ctx, b->d, o->ordinal)))
 		return err;
 	b->sm = dev.major * 10 + dev.minor;
+	model_device(b, &dev);
 	if ((err = nf_cubin_load(&b->mod, b->d, o->engine_dir, o->arch)) ||
 	    (err = nf_cuk_resolve(&b->k, b->d, b->mod, b->sm)))
 		return err;
@@ -311,13 +325,13 @@ void nf_cuda_backend_free(nf_cuda_backend *b)
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b) { return b->weight_bytes; }
 int nf_cuda_backend_graphs(const nf_cuda_backend *b) { return b->n_graphs; }
 
-int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm)
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, nf_cu_variant v)
 {
-	nf_cuda_choice c = {w->kind, w->m.rows, w->m.cols, batch, gemm}, *p;
+	nf_cuda_choice c = {w->kind, w->m.rows, w->m.cols, batch, v}, *p;
 	for (size_t i = 0; i < b->n_choice; i++)
 		if (b->choice[i].kind == c.kind && b->choice[i].rows == c.rows &&
 		    b->choice[i].cols == c.cols && b->choice[i].batch == c.batch) {
-			b->choice[i].gemm = gemm;
+			b->choice[i].variant = v;
 			return 0;
 		}
 	if (!(p = realloc(b->choice, (b->n_choice + 1) * sizeof *p)))
@@ -327,17 +341,31 @@ int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch,
 	return 0;
 }
 
-int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill)
+static int is_gemm(nf_cu_variant v) { return v == NF_CU_VAR_GEMM || v == NF_CU_VAR_GEMM_N16; }
+
+/* Bytes of w in its stored format, with its scales (what a product reads). */
+static double matrix_bytes(const nf_cuda_wmat *w)
+{
+	const nf_wformat *f = nf_wformat_of(w->kind);
+	uint64_t rows = (uint64_t)w->m.rows, cols = (uint64_t)w->m.cols;
+	return (double)nf_wformat_data_bytes(f, rows, cols) +
+	       (double)rows * (double)nf_wformat_aux_cols(f, cols, w->m.group) *
+		       (double)nf_wformat_aux_size(f);
+}
+
+nf_cu_variant nf_cuda_backend_variant(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n,
+				      int prefill)
 {
 	int bucket = 1;
 	while (bucket * 2 <= n)
 		bucket *= 2;
 	for (size_t i = 0; i < b->n_choice; i++) {
 		const nf_cuda_choice *c = &b->choice[i];
-		if (c->kind == w->kind && c->rows == w->m.rows && c->cols == w->m.cols && c->batch == bucket)
-			return c->gemm && n > 1;
+		if (c->kind == w->kind && c->rows == w->m.rows && c->cols == w->m.cols &&
+		    c->batch == bucket && (n > 1 || !is_gemm(c->variant)))
+			return c->variant;
 	}
-	return prefill && n > 1;
+	return nf_roofline_variant(&b->model, w->m.rows, w->m.cols, matrix_bytes(w), n, prefill, NULL);
 }
 
 /* ---- steps ---- */

@@ -56,9 +56,8 @@ static int k_matmul(nf_cuda_backend *b, nf_cu_ptr y, size_t ldy, const nf_cuda_w
 		x = b->a.xr;
 	}
 	void *p[] = {&y, &ldy, &m, &x, &ldx, &n, &accumulate};
-	if (nf_cuda_backend_use_gemm(b, w, n, prefill))
-		return launch(b, nf_cuk_gemm(w->kind), nf_cu_launch_gemm(m.rows, n), p);
-	return launch(b, nf_cuk_gemv(w->kind), nf_cu_launch_gemv(m.rows, n), p);
+	nf_cu_variant v = nf_cuda_backend_variant(b, w, n, prefill);
+	return launch(b, nf_cuk_product(w->kind, v), nf_cu_launch_variant(v, m.rows, n), p);
 }
 
 /* The bias of each of n rows (width floats, ld apart); none when absent. */

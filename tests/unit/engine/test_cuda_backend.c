@@ -237,11 +237,13 @@ static void test_open(const nf_engine *e, const nf_cuda_driver *d, const char *d
 		prompt[i] = i + 1;
 	is_int(nf_cuda_backend_prefill(b, 1, prompt, 20, 0, logits), 0, "prefill 20 tokens");
 	log = take_log();
-	launch_line(want, sizeof want, "nf_cu_gemm_q8", nf_cu_launch_gemm(c->hidden_dim, 16));
+	/* passes of 16 and 4 tokens: the model picks the 16-token tile for both */
+	launch_line(want, sizeof want, "nf_cu_gemm_n16_q8", nf_cu_launch_gemm_n16(c->hidden_dim, 16));
 	is_int(count_lines(log, want), 2 * 2 * c->n_layers, "%s (w1, w3 of both passes)", want);
-	launch_line(want, sizeof want, "nf_cu_gemm_q8", nf_cu_launch_gemm(c->dim, 16));
+	launch_line(want, sizeof want, "nf_cu_gemm_n16_q8", nf_cu_launch_gemm_n16(c->dim, 16));
 	is_int(count_lines(log, want), 2 * 5 * c->n_layers,
 	       "%s (wq, wk, wv, wo, w2 of both passes)", want);
+	is_int(count_prefix(log, "launch nf_cu_gemm_q8"), 0, "and never the 64-token tile");
 	launch_line(want, sizeof want, "nf_cu_gemv_q8", nf_cu_launch_gemv(c->vocab_size, 1));
 	is_int(count_lines(log, want), 1, "the classifier of the last token only: %s", want);
 	launch_line(want, sizeof want, "nf_cu_attn_prefill_f16", nf_cu_launch_attn_prefill(4, c->n_heads));

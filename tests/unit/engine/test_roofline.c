@@ -177,6 +177,46 @@ static void test_tactics(void)
 	ok(kv && kv->split_k > 1 && kv->count == 60,
 	   "k and v (192 rows, 60 a step) split K to reach more SMs (split %d)", kv ? kv->split_k : -1);
 	ok(kv && kv->seconds > 0 && cls && cls->seconds > kv->seconds, "modelled times");
+	ok(kv && cls && !strcmp(kv->kernel, "gemv_sk") && !strcmp(cls->kernel, "gemv"),
+	   "the report names the kernels: k and v %s, the classifier %s", kv ? kv->kernel : "-",
+	   cls ? cls->kernel : "-");
+}
+
+/* The modelled variant depends on the shape: split-K for decode's few-row,
+ * long-K products, the plain GEMV for tall ones and for rows too short to
+ * split, the 16-token tile for a short prefill, the 64-token tile for a
+ * long one; and on the GPU (fewer SMs fill with fewer rows). */
+static void test_variants(void)
+{
+	const nf_sku *h100 = nf_sku_find("h100-sxm"), *l4 = nf_sku_find("l4");
+	nf_roofline_gpu g = {h100->sm_count, h100->mem_bw_gbs * 1e9, h100->fp16_tflops * 1e12, 1};
+	double sec = 0;
+	/* fp16: 2 bytes a weight */
+	is_int(nf_roofline_variant(&g, 512, 8192, 512.0 * 8192 * 2, 1, 0, &sec), NF_CU_VAR_GEMV_SK,
+	       "decode (512, 8192) on an H100: split-K");
+	ok(sec > 0 && sec < nf_roofline_variant_seconds(NF_CU_VAR_GEMV, &g, 512, 8192, 512.0 * 8192 * 2, 1),
+	   "modelled faster than the GEMV");
+	is_int(nf_roofline_variant(&g, 128256, 4096, 128256.0 * 4096 * 2, 1, 0, NULL), NF_CU_VAR_GEMV,
+	       "decode (128256, 4096), a classifier: the GEMV fills every SM alone");
+	is_int(nf_roofline_variant(&g, 512, 64, 512.0 * 64 * 2, 1, 0, NULL), NF_CU_VAR_GEMV,
+	       "decode (512, 64): rows too short to split");
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 8, 1, NULL), NF_CU_VAR_GEMM_N16,
+	       "a prefill of 8 tokens: the 16-token tile");
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 512, 1, NULL), NF_CU_VAR_GEMM,
+	       "a prefill of 512 tokens: the 64-token tile");
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 8, 0, NULL) <= NF_CU_VAR_GEMV_SK, 1,
+	       "a decode batch of 8 stays a GEMV");
+	/* 4096 rows fill an L4's 58 SMs (16 warps each) but not an H100's 132 */
+	if (l4) {
+		nf_roofline_gpu small = {l4->sm_count, l4->mem_bw_gbs * 1e9, l4->fp16_tflops * 1e12, 1};
+		int on_h100 = nf_roofline_variant(&g, 1536, 8192, 1536.0 * 8192 * 2, 1, 0, NULL);
+		int on_l4 = nf_roofline_variant(&small, 1536, 8192, 1536.0 * 8192 * 2, 1, 0, NULL);
+		ok(on_h100 == NF_CU_VAR_GEMV_SK && on_l4 == NF_CU_VAR_GEMV,
+		   "(1536, 8192): split-K on an H100 (%d SMs), the GEMV on an L4 (%d SMs)",
+		   h100->sm_count, l4->sm_count);
+	} else {
+		skip("no l4 in the device table");
+	}
 }
 
 static void test_occupancy(void)
@@ -262,6 +302,7 @@ int main(void)
 	test_step();
 	test_bounds();
 	test_tactics();
+	test_variants();
 	test_occupancy();
 	test_write();
 	return done_testing();
