@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/cuda/cublaslt.h"
 #include "engine/wformat.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -197,12 +198,15 @@ nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, 
 	return best;
 }
 
-static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r)
+/* The modelled variant of shape s at batch tokens (a prefill above one). */
+static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r, int batch)
 {
 	nf_roofline_gpu g = {r->sku->sm_count, r->sku->mem_bw_gbs * 1e9,
 			     nf_sku_peak_flops(r->sku, r->precision), r->occupancy};
-	nf_cu_variant v = nf_roofline_variant(&g, (int)s->rows, (int)s->cols, s->bytes, 1, 0, &t->seconds);
+	nf_cu_variant v = nf_roofline_variant(&g, (int)s->rows, (int)s->cols, s->bytes, batch,
+					      batch > 1, &t->seconds);
 	nf_cu_variant_shape vs = nf_cu_variant_of(v);
+	t->batch = batch;
 	t->rows = (int)s->rows;
 	t->cols = (int)s->cols;
 	t->count = s->count;
@@ -238,8 +242,10 @@ int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision
 		out->buckets[i].batch = nf_roofline_batches[i];
 		model_bucket(&out->buckets[i], shapes, n, cfg, kv, out);
 	}
-	for (int i = 0; i < n; i++)
-		choose_tactic(&out->tactics[i], &shapes[i], out);
+	for (int i = 0; i < n; i++) {
+		choose_tactic(&out->tactics[i], &shapes[i], out, 1);
+		choose_tactic(&out->prefill[i], &shapes[i], out, NF_ROOFLINE_PREFILL);
+	}
 	out->n_tactics = n;
 	return 0;
 }
@@ -298,18 +304,54 @@ static json_t *tactics_json(const nf_roofline *r)
 	return a;
 }
 
+/* The candidates of a prefill product not modelled: cuBLASLt, for the
+ * weights it takes, never timed where no GPU is and never chosen. */
+static json_t *unmodelled_json(const nf_roofline *r)
+{
+	nf_quant_kind k = nf_precision_info_of(r->precision)->weights;
+	json_t *a = json_array();
+	if (a && nf_cublaslt_kind_ok(k, r->sku->sm) && !nf_cublaslt_may_choose() &&
+	    json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "kernel", "cublaslt", "method",
+					       "skipped", "reason",
+					       "not timed: cuBLASLt's algorithms are timed only on the "
+					       "GPU; never chosen: the image carries no libcublasLt "
+					       "(docs/cuda-kernels.md)"))) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *prefill_json(const nf_roofline *r)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < r->n_tactics; i++) {
+		const nf_roofline_tactic *t = &r->prefill[i];
+		if (json_array_append_new(a, json_pack("{s:[i,i], s:i, s:s, s:s, s:f, s:o*}", "shape",
+						       t->rows, t->cols, "batch", t->batch, "kernel",
+						       t->kernel, "method", "modelled", "modelled_us",
+						       t->seconds * 1e6, "candidates",
+						       unmodelled_json(r)))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 int nf_roofline_json(char **out, const nf_roofline *r)
 {
 	char summary[128];
 	json_t *root;
 
 	nf_roofline_summary(summary, sizeof summary, r);
-	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*}", "method",
+	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*, s:o*}", "method",
 			 "modelled", "sku", r->sku->name, "precision", nf_precision_name(r->precision),
 			 "context", r->context, "occupancy", r->occupancy, "weight_bytes",
 			 r->weight_bytes, "mem_bw_gbs", r->sku->mem_bw_gbs, "peak_tflops",
 			 nf_sku_peak_flops(r->sku, r->precision) / 1e12, "summary", summary,
-			 "decode", buckets_json(r), "tactics", tactics_json(r));
+			 "decode", buckets_json(r), "tactics", tactics_json(r), "prefill_tactics",
+			 prefill_json(r));
 	*out = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6)) : NULL;
 	json_decref(root);
 	return *out ? 0 : nf_error_set(NF_ENOMEM, "roofline: cannot build JSON");

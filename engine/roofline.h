@@ -55,6 +55,7 @@ typedef struct nf_roofline_bucket {
 typedef struct nf_roofline_tactic {
 	int rows, cols, count;      /* shape, and how many of it a step runs */
 	const char *kernel;         /* the variant's name: "gemv", "gemv_sk" */
+	int batch;                  /* tokens: 1 (decode), NF_ROOFLINE_PREFILL (prefill) */
 	int rows_per_block, split_k;
 	double seconds;             /* modelled time of one */
 } nf_roofline_tactic;
@@ -70,7 +71,13 @@ typedef struct nf_roofline {
 	nf_roofline_bucket buckets[NF_ROOFLINE_BUCKETS];
 	nf_roofline_tactic tactics[NF_ROOFLINE_MAX_SHAPES];
 	int n_tactics;
+	/* the same shapes in a prefill pass; for fp16, bf16 and fp8 weights
+	 * the JSON lists cuBLASLt beside each, skipped (engine/cuda/cublaslt.h) */
+	nf_roofline_tactic prefill[NF_ROOFLINE_MAX_SHAPES];
 } nf_roofline;
+
+/* The tokens of the prefill pass the tactics model (the engine's pass). */
+#define NF_ROOFLINE_PREFILL 256
 
 /* Model cfg's decode on sku at every batch bucket, each sequence at
  * `context` positions (1 .. cfg->max_seq_len), KV cache of kind kv,
@@ -119,7 +126,10 @@ int nf_roofline_occupancy(double *out, const char *path, const char *kernel, con
 const char *nf_roofline_gemv_kernel(nf_precision p);
 
 /* r as JSON: sku, precision, context, occupancy, "method": "modelled", the
- * summary, the buckets ("decode") and the tactics.  Caller frees *out. */
+ * summary, the buckets ("decode"), the tactics and the prefill tactics
+ * ("prefill_tactics": each with its "candidates" not modelled: cuBLASLt,
+ * "method": "skipped" with the reason, for the weights it takes; never
+ * the "kernel" chosen).  Caller frees *out. */
 int nf_roofline_json(char **out, const nf_roofline *r);
 /* The same, written atomically at path. */
 int nf_roofline_write(const char *path, const nf_roofline *r);

@@ -99,6 +99,19 @@ struct nf_timing_cache;
 int nf_cuda_backend_tune(nf_cuda_backend *b, struct nf_timing_cache *cache, int warmup, int runs,
 			 int *timed);
 
+/* cuBLASLt as a reference candidate (engine/cuda/cublaslt.h,
+ * backend_tune_lt.c): for every distinct matrix with a cuBLASLt candidate
+ * (f16, bf16; fp8 from sm_89) and every prefill batch of 2, 4, ... up to
+ * max_prefill, each algorithm its heuristic proposes is run `warmup` times
+ * and timed `runs` times between CUDA events; the fastest median goes into
+ * cache under the family "cublaslt_<fmt>" (kernel "cublaslt:<algorithm>").
+ * It is never chosen: the backend keeps launching its own kernels
+ * (nf_cublaslt_may_choose).  A shape already in cache is not timed again;
+ * *timed counts those timed. */
+struct nf_cublaslt;
+int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, struct nf_timing_cache *cache,
+				  const struct nf_cublaslt *lt, int warmup, int runs, int *timed);
+
 /* Bytes of weights uploaded (each tensor once; a tied classifier is the
  * embedding's). */
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b);

@@ -89,6 +89,9 @@ int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch,
 nf_cu_variant nf_cuda_backend_variant(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n,
 				      int prefill);
 
+/* The distinct matrices of the model (a layer's shapes repeat; at most 8). */
+size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b);
+
 /* The RoPE table of n positions into b->cs, uploaded on the stream. */
 int nf_cuda_step_upload(nf_cuda_backend *b, const int *tokens, const int *pos, int n);
 /* The layers, final norm, classifier and argmax of a decode step for the

@@ -133,8 +133,7 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const timer *t
 	return nf_cuda_backend_choose(b, w, batch, c[best].v);
 }
 
-/* The distinct matrices of the model (a layer's shapes repeat). */
-static size_t distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
+size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
 {
 	const nf_cuda_layer *L = &b->layers[0];
 	const nf_cuda_wmat *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3, &b->cls};
@@ -173,7 +172,7 @@ int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup,
 {
 	const nf_cuda_wmat *m[8];
 	timer tm = {0};
-	size_t n = distinct(m, b);
+	size_t n = nf_cuda_tune_distinct(m, b);
 	int top = b->max_batch > b->max_prefill ? b->max_batch : b->max_prefill, err;
 
 	*timed = 0;

@@ -182,6 +182,54 @@ static void test_tactics(void)
 	   cls ? cls->kernel : "-");
 }
 
+/* The prefill tactics of roofline.json: modelled GEMM tiles, and cuBLASLt
+ * beside them for fp16 weights, skipped with its reason and never the
+ * kernel; none for int8 weights (no cuBLASLt candidate). */
+static int lists_cublaslt(const char *text, int *chosen, int *skipped, const char **tile)
+{
+	json_error_t je;
+	json_t *root = json_loads(text, 0, &je), *p = json_object_get(root, "prefill_tactics"), *t;
+	size_t i, listed = 0;
+	*chosen = *skipped = 0;
+	json_array_foreach(p, i, t) {
+		json_t *c = json_array_get(json_object_get(t, "candidates"), 0);
+		const char *kernel = json_string_value(json_object_get(t, "kernel"));
+		*chosen += kernel && !strcmp(kernel, "cublaslt");
+		if (i == 0)
+			*tile = kernel && !strcmp(kernel, "gemm") ? "gemm" : "other";
+		if (c && !strcmp(json_string_value(json_object_get(c, "kernel")), "cublaslt")) {
+			listed++;
+			*skipped += !strcmp(json_string_value(json_object_get(c, "method")), "skipped") &&
+				    strstr(json_string_value(json_object_get(c, "reason")), "not timed");
+		}
+	}
+	json_decref(root);
+	return (int)listed;
+}
+
+static void test_prefill_report(void)
+{
+	nf_model_config c = smol();
+	nf_roofline r;
+	char *text = NULL;
+	const char *tile = "";
+	int chosen, skipped;
+	ok(nf_roofline_model(&r, &c, NF_PREC_FP16, NF_KV_F16, nf_sku_find("h100-sxm"), 256, 1) == 0 &&
+		   nf_roofline_json(&text, &r) == 0,
+	   "SmolLM2 fp16 on an H100 as JSON");
+	is_int(text ? lists_cublaslt(text, &chosen, &skipped, &tile) : -1, r.n_tactics,
+	       "cuBLASLt listed beside each prefill shape");
+	ok(skipped == r.n_tactics && chosen == 0, "skipped with the reason, never chosen");
+	ok(!strcmp(tile, "gemm") && r.prefill[0].batch == NF_ROOFLINE_PREFILL,
+	   "a prefill of %d tokens models the 64-token tile", NF_ROOFLINE_PREFILL);
+	free(text);
+	text = NULL;
+	ok(nf_roofline_model(&r, &c, NF_PREC_INT8_WO, NF_KV_F16, nf_sku_find("h100-sxm"), 256, 1) == 0 &&
+		   nf_roofline_json(&text, &r) == 0 && lists_cublaslt(text, &chosen, &skipped, &tile) == 0,
+	   "int8-wo: no cuBLASLt candidate listed");
+	free(text);
+}
+
 /* The modelled variant depends on the shape: split-K for decode's few-row,
  * long-K products, the plain GEMV for tall ones and for rows too short to
  * split, the 16-token tile for a short prefill, the 64-token tile for a
@@ -303,6 +351,7 @@ int main(void)
 	test_bounds();
 	test_tactics();
 	test_variants();
+	test_prefill_report();
 	test_occupancy();
 	test_write();
 	return done_testing();
