@@ -7,7 +7,9 @@
  *   2. the verifier's rows (nf_engine_step_ragged_rows, 4 rows of a run of
  *      4 after a prefix of 8) equal to rows 8..11 of (1) on the GPU;
  *   3. a sequence given the first 8 positions by nf_seq_copy_prefix gives
- *      the same 4 rows, bit for bit (the same kernels on the same cache).
+ *      the same 4 rows, bit for bit (the same kernels on the same cache);
+ *   4. a decode token and those 4 rows in one ragged step: each sequence's
+ *      rows in their place (the decode row's argmax is token 8's).
  * Usage: gpu_rows ENGINE_DIR
  */
 #include <math.h>
@@ -67,6 +69,35 @@ static int prompt_logits(nf_engine *e, const int *prompt, float *out)
 	return err;
 }
 
+/* One ragged step of a decode token (sequence c, one row) and a verifier
+ * run (sequence d, 4 rows after a copied prefix): c's row first, then d's
+ * 4, each where nf_engine_step_ragged_rows puts it - d's equal to the
+ * verifier's rows alone (verify). */
+static int mixed_step(nf_engine *gpu, const int *prompt, const float *verify, size_t vocab)
+{
+	nf_seq *seqs[2] = {NULL, NULL}, *src = NULL;
+	int toks[1 + PROMPT - PREFIX], nt[2] = {1, PROMPT - PREFIX}, p0[2] = {PREFIX, PREFIX};
+	int rows[2] = {1, PROMPT - PREFIX}, err;
+	float *out = calloc((size_t)(1 + PROMPT - PREFIX) * vocab, sizeof(float));
+	toks[0] = prompt[PREFIX];
+	memcpy(toks + 1, prompt + PREFIX, (PROMPT - PREFIX) * sizeof(int));
+	err = !out || nf_seq_new(&src, gpu) || nf_engine_prefill(gpu, src, prompt, PREFIX, 0, NULL) ||
+	      nf_seq_new(&seqs[0], gpu) || nf_seq_copy_prefix(seqs[0], src, PREFIX) ||
+	      nf_seq_new(&seqs[1], gpu) || nf_seq_copy_prefix(seqs[1], src, PREFIX) ||
+	      nf_engine_step_ragged_rows(gpu, seqs, toks, nt, p0, rows, 2, out);
+	if (err)
+		check(0, "a mixed ragged step: ", nf_error_last());
+	else
+		check(!memcmp(out + vocab, verify, (PROMPT - PREFIX) * vocab * sizeof(float)) &&
+			      argmax(out, vocab) == argmax(verify, vocab),
+		      "a decode row and 4 verifier rows in one step, each in its place", "");
+	nf_seq_free(seqs[0]);
+	nf_seq_free(seqs[1]);
+	nf_seq_free(src);
+	free(out);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	nf_engine *gpu = NULL, *cpu = NULL;
@@ -80,7 +111,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu_rows ENGINE_DIR\n");
 		return 2;
 	}
-	if (nf_engine_open(&gpu, argv[1], 1) || nf_engine_use_gpu(gpu, 4) ||
+	if (nf_engine_open(&gpu, argv[1], 1) || nf_engine_use_gpu(gpu, 8) ||
 	    nf_engine_open(&cpu, argv[1], 1)) {
 		printf("1..0 # SKIP the engine on this GPU: %s\n", nf_error_last());
 		rc = 0;
@@ -120,6 +151,8 @@ int main(int argc, char **argv)
 	}
 	check(!memcmp(copied, verify, (size_t)n4 * vocab * sizeof(float)),
 	      "a sequence given the prefix by a device copy gives the same rows, bit for bit", "");
+	if (mixed_step(gpu, prompt, verify, vocab))
+		goto done;
 	rc = 0;
 done:
 	nf_seq_free(a);
