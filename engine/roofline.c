@@ -164,9 +164,11 @@ double nf_roofline_variant_seconds(nf_cu_variant v, const nf_roofline_gpu *g, in
 		reads = tiles;
 		tokens = tiles * vs.tile_tokens;
 	} else {
-		/* a row's split parts each stream whole warp strides, or leave lanes idle */
-		double parts = row_bytes / (WARP_STRIDE_BYTES * vs.split_k);
-		busy = parts < 1 ? parts : 1;
+		/* a row's split parts each stream whole warp strides, or leave lanes
+		 * idle; a lane with two chunks in flight counts as two warps' loads */
+		double inflight = vs.vector_bytes / 16.0;
+		double parts = row_bytes / (WARP_STRIDE_BYTES * vs.split_k * inflight);
+		busy = (parts < 1 ? parts : 1) * inflight;
 		blocks = (double)((rows + vs.tile_rows - 1) / vs.tile_rows) * n;
 	}
 	double eff = grid_efficiency(g->sm_count, blocks, vs.warps, busy) * g->occupancy;
@@ -183,7 +185,7 @@ nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, 
 	/* decode runs a GEMV per token (the weights stream once a step); a
 	 * prefill of several tokens a tiled GEMM */
 	nf_cu_variant first = prefill && n > 1 ? NF_CU_VAR_GEMM : NF_CU_VAR_GEMV;
-	nf_cu_variant last = prefill && n > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_SK;
+	nf_cu_variant last = prefill && n > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_V32;
 	nf_cu_variant best = first;
 	double best_s = -1;
 	for (int v = first; v <= (int)last; v++) {

@@ -32,7 +32,7 @@ typedef struct candidate {
  * token the GEMM tiles too. */
 static int candidates(candidate *out, const nf_cuda_wmat *w, int batch)
 {
-	int n = 0, last = batch > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_SK;
+	int n = 0, last = batch > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_V32;
 	memset(out, 0, NF_CU_VARIANTS * sizeof *out);
 	for (int v = NF_CU_VAR_GEMV; v <= last; v++, n++) {
 		nf_cu_variant_shape vs = nf_cu_variant_of((nf_cu_variant)v);

@@ -77,6 +77,7 @@ static inline nf_cu_launch nf_cu_launch_of(unsigned gx, unsigned gy, unsigned gz
 	X(nf_cu_embed_##fmt, NF_CU_BLOCK, sm)                                              \
 	X(nf_cu_gemv_##fmt, NF_CU_GEMV_ROWS * NF_CU_WARP, sm)                              \
 	X(nf_cu_gemv_sk_##fmt, NF_CU_GEMV_SPLIT * NF_CU_WARP, sm)                          \
+	X(nf_cu_gemv_v32_##fmt, NF_CU_GEMV_ROWS * NF_CU_WARP, sm)                          \
 	X(nf_cu_gemm_##fmt, NF_CU_BLOCK, sm)                                               \
 	X(nf_cu_gemm_n16_##fmt, NF_CU_BLOCK, sm)
 #define NF_CU_KERNELS(X)                                                                   \
@@ -149,6 +150,7 @@ static inline nf_cu_launch nf_cu_launch_gemm_n16(int rows, int n)
 typedef enum nf_cu_variant {
 	NF_CU_VAR_GEMV,     /* NF_CU_GEMV_ROWS rows a block, a warp a row */
 	NF_CU_VAR_GEMV_SK,  /* a row a block, split-K over NF_CU_GEMV_SPLIT warps */
+	NF_CU_VAR_GEMV_V32, /* as GEMV, two 16-byte chunks a lane in flight */
 	NF_CU_VAR_GEMM,     /* 64 x 64 tiles */
 	NF_CU_VAR_GEMM_N16, /* 64 x 16 tiles */
 	NF_CU_VARIANTS
@@ -170,6 +172,7 @@ static inline nf_cu_variant_shape nf_cu_variant_of(nf_cu_variant v)
 	static const nf_cu_variant_shape shapes[NF_CU_VARIANTS] = {
 		{"gemv", NF_CU_GEMV_ROWS, 1, 1, 16, NF_CU_GEMV_ROWS},
 		{"gemv_sk", 1, 1, NF_CU_GEMV_SPLIT, 16, NF_CU_GEMV_SPLIT},
+		{"gemv_v32", NF_CU_GEMV_ROWS, 1, 1, 32, NF_CU_GEMV_ROWS},
 		{"gemm", NF_CU_GEMM_TILE, NF_CU_GEMM_TILE, 1, 4, NF_CU_BLOCK / NF_CU_WARP},
 		{"gemm_n16", NF_CU_GEMM_TILE, NF_CU_GEMM_SHORT, 1, 4, NF_CU_BLOCK / NF_CU_WARP},
 	};

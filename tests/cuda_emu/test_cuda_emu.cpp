@@ -142,13 +142,14 @@ static void test_products(void)
 {
 	const struct {
 		const char *fmt;
-		emu_mm_kernel gemv, gemm, gemv_sk, gemm_n16;
+		emu_mm_kernel gemv, gemm, gemv_sk, gemm_n16, gemv_v32;
 	} fmts[] = {
-		{"f32", nf_cu_gemv_f32, nf_cu_gemm_f32, nf_cu_gemv_sk_f32, nf_cu_gemm_n16_f32},
-		{"f16", nf_cu_gemv_f16, nf_cu_gemm_f16, nf_cu_gemv_sk_f16, nf_cu_gemm_n16_f16},
-		{"bf16", nf_cu_gemv_bf16, nf_cu_gemm_bf16, nf_cu_gemv_sk_bf16, nf_cu_gemm_n16_bf16},
-		{"q8", nf_cu_gemv_q8, nf_cu_gemm_q8, nf_cu_gemv_sk_q8, nf_cu_gemm_n16_q8},
-		{"f8", nf_cu_gemv_f8, nf_cu_gemm_f8, nf_cu_gemv_sk_f8, nf_cu_gemm_n16_f8},
+		{"f32", nf_cu_gemv_f32, nf_cu_gemm_f32, nf_cu_gemv_sk_f32, nf_cu_gemm_n16_f32, nf_cu_gemv_v32_f32},
+		{"f16", nf_cu_gemv_f16, nf_cu_gemm_f16, nf_cu_gemv_sk_f16, nf_cu_gemm_n16_f16, nf_cu_gemv_v32_f16},
+		{"bf16", nf_cu_gemv_bf16, nf_cu_gemm_bf16, nf_cu_gemv_sk_bf16, nf_cu_gemm_n16_bf16,
+		 nf_cu_gemv_v32_bf16},
+		{"q8", nf_cu_gemv_q8, nf_cu_gemm_q8, nf_cu_gemv_sk_q8, nf_cu_gemm_n16_q8, nf_cu_gemv_v32_q8},
+		{"f8", nf_cu_gemv_f8, nf_cu_gemm_f8, nf_cu_gemv_sk_f8, nf_cu_gemm_n16_f8, nf_cu_gemv_v32_f8},
 	};
 	for (int cols : {96, 200}) { /* whole 16-byte chunks; a ragged, unaligned row */
 		for (const auto &f : fmts) {
@@ -157,6 +158,7 @@ static void test_products(void)
 			/* the tactics' other variants: split-K parts, two 16-token tiles */
 			check_product(f.fmt, f.gemv_sk, NF_CU_VAR_GEMV_SK, 37, cols, 2, 0);
 			check_product(f.fmt, f.gemm_n16, NF_CU_VAR_GEMM_N16, 70, cols, 19, 0);
+			check_product(f.fmt, f.gemv_v32, NF_CU_VAR_GEMV_V32, 37, cols, 2, 0);
 		}
 		for (int g : {32, 64, 128}) {
 			check_product("q4", nf_cu_gemv_q4, NF_CU_VAR_GEMV, 37, cols, 2, g);
@@ -164,6 +166,7 @@ static void test_products(void)
 		}
 		check_product("q4", nf_cu_gemv_sk_q4, NF_CU_VAR_GEMV_SK, 37, cols, 2, 64);
 		check_product("q4", nf_cu_gemm_n16_q4, NF_CU_VAR_GEMM_N16, 70, cols, 19, 64);
+		check_product("q4", nf_cu_gemv_v32_q4, NF_CU_VAR_GEMV_V32, 37, cols, 2, 64);
 	}
 }
 

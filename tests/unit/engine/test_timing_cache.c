@@ -201,9 +201,11 @@ static void test_tune(const char *root)
 		ok(0, "open the backend: %s", nf_error_last());
 		goto done;
 	}
-	/* per shape, 3 runs of each variant: batch 1 the GEMV and its split-K
-	 * form, batches 2 and 4 those, then the 64- and 16-token GEMMs */
-	setenv("FAKE_CUDA_ELAPSED_MS", "4,1,2,5,5,5, 5,5,9,6,6,6,1,7,2,3,3,3, 2,2,2,1,1,1,3,3,3,3,3,3", 1);
+	/* per shape, 3 runs of each variant: batch 1 the GEMV, its split-K
+	 * and 32-byte forms, batches 2 and 4 those, then the 64- and 16-token
+	 * GEMMs */
+	setenv("FAKE_CUDA_ELAPSED_MS",
+	       "4,1,2,5,5,5,6,6,6, 5,5,9,6,6,6,7,7,7,1,7,2,3,3,3, 2,2,2,1,1,1,3,3,3,3,3,3,3,3,3", 1);
 	setenv("FAKE_CUDA_LOG", log, 1);
 	is_int(nf_cuda_backend_tune(b, c, 2, 3, &timed), 0, "tune on the fake driver: %s",
 	       nf_error_last());
