@@ -113,6 +113,14 @@ $(FAKE_LIBCUDA): tests/fakes/libcuda.c
 $(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu \
 	$(BUILD)/tests/engine/test_cuda_backend $(BUILD)/tests/engine/test_timing_cache: | $(FAKE_LIBCUDA)
 test-bins: $(FAKE_LIBCUDA)
+# The fake cuBLASLt (tests/fakes/libcublasLt.c) the tactics' tests open
+# through NF_LIBCUBLASLT: the call sequence of a candidate, no product.
+FAKE_LIBCUBLASLT := $(BUILD)/tests/fakes/libcublasLt.so.13
+$(FAKE_LIBCUBLASLT): tests/fakes/libcublasLt.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+$(BUILD)/tests/engine/test_cuda_cublaslt: | $(FAKE_LIBCUDA) $(FAKE_LIBCUBLASLT)
+test-bins: $(FAKE_LIBCUBLASLT)
 
 # CUDA kernels (engine/cuda/*.cu), apart from `all` since nvcc is slow: the
 # .cu files as one translation unit per architecture (each compiled once;

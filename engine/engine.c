@@ -893,9 +893,13 @@ int nf_seq_copy_prefix(nf_seq *dst, const nf_seq *src, size_t n)
 				    src->n_hist);
 	if (dst == src)
 		return 0;
-	if (dst->e->gpu)
-		return nf_error_set(NF_EUNSUPPORTED, "sequence copy: not on the GPU yet");
-	nf_fwd_kv_copy_prefix(&dst->kv, &src->kv, &dst->e->cfg, n);
+	if (dst->e->gpu) {
+		int err = nf_cuda_backend_copy_prefix(dst->e->gpu, dst->slot, src->slot, (int)n);
+		if (err)
+			return err;
+	} else {
+		nf_fwd_kv_copy_prefix(&dst->kv, &src->kv, &dst->e->cfg, n);
+	}
 	memcpy(dst->hist, src->hist, n * sizeof *dst->hist);
 	dst->n_hist = n;
 	return 0;
@@ -984,27 +988,28 @@ static int gpu_decode(nf_engine *e, nf_seq *const *seqs, const int *tokens, cons
 }
 
 /* A ragged step: the single tokens in one decode, each longer run a
- * prefill; the logits of each sequence's last token at row i. */
+ * prefill with the logits of its last n_rows[i] tokens (1 when NULL),
+ * sequence i's rows after those of the sequences before it. */
 static int gpu_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens, const int *n_tokens,
 		      const int *pos0, const int *n_rows, size_t n_seqs, float *logits)
 {
-	size_t vocab = (size_t)e->cfg.vocab_size, n = 0, at = 0;
+	size_t vocab = (size_t)e->cfg.vocab_size, n = 0, at = 0, row = 0;
 	int slots[NF_CUDA_MAX_BATCH], dtok[NF_CUDA_MAX_BATCH], dpos[NF_CUDA_MAX_BATCH];
 	int err = 0;
 	if (n_seqs > NF_CUDA_MAX_BATCH)
 		return nf_error_set(NF_EINPUT, "engine ragged step: %zu sequences on the GPU", n_seqs);
 	for (size_t i = 0; i < n_seqs && !err; at += (size_t)n_tokens[i], i++) {
-		if (n_rows && n_rows[i] > 1)
-			return nf_error_set(NF_EUNSUPPORTED, "engine ragged step: %d rows of logits of a "
-					    "sequence: not on the GPU yet", n_rows[i]);
-		if (n_tokens[i] > 1) {
-			err = nf_cuda_backend_prefill(e->gpu, seqs[i]->slot, tokens + at, n_tokens[i],
-						      pos0[i], logits ? logits + i * vocab : NULL);
-			continue;
+		int rows = n_rows ? n_rows[i] : 1;
+		if (n_tokens[i] > 1)
+			err = nf_cuda_backend_prefill_rows(e->gpu, seqs[i]->slot, tokens + at, n_tokens[i],
+							   pos0[i], logits ? rows : 0,
+							   logits ? logits + row * vocab : NULL);
+		else {
+			slots[n] = seqs[i]->slot;
+			dtok[n] = tokens[at];
+			dpos[n++] = pos0[i];
 		}
-		slots[n] = seqs[i]->slot;
-		dtok[n] = tokens[at];
-		dpos[n++] = pos0[i];
+		row += (size_t)rows;
 	}
 	if (err || n == 0)
 		return err;
@@ -1012,9 +1017,10 @@ static int gpu_ragged(nf_engine *e, nf_seq *const *seqs, const int *tokens, cons
 					  logits ? e->gpu_logits : NULL, NULL)) || !logits)
 		return err;
 	/* the decode rows back in the order of the sequences */
-	for (size_t i = 0, k = 0; i < n_seqs; i++)
+	row = 0;
+	for (size_t i = 0, k = 0; i < n_seqs; row += n_rows ? (size_t)n_rows[i] : 1, i++)
 		if (n_tokens[i] == 1)
-			memcpy(logits + i * vocab, e->gpu_logits + k++ * vocab, vocab * sizeof *logits);
+			memcpy(logits + row * vocab, e->gpu_logits + k++ * vocab, vocab * sizeof *logits);
 	return 0;
 }
 
@@ -1183,10 +1189,12 @@ int nf_engine_prefill_logits(nf_engine *e, nf_seq *s, const int *tokens, size_t 
 		if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab_size)
 			return nf_error_set(NF_EINPUT, "%s: token %d out of range (vocab %d)", what,
 					    tokens[i], (int)e->cfg.vocab_size);
-	if (e->gpu)
-		return nf_error_set(NF_EUNSUPPORTED, "%s: not on the GPU yet", what);
 	hist_truncate(s, pos0);
-	if ((err = nf_fwd_prefill_logits(e->fwd, &s->kv, tokens, n, pos0, logits)))
+	if (e->gpu)
+		err = nf_cuda_backend_prefill_rows(e->gpu, s->slot, tokens, (int)n, pos0, (int)n, logits);
+	else
+		err = nf_fwd_prefill_logits(e->fwd, &s->kv, tokens, n, pos0, logits);
+	if (err)
 		return err;
 	hist_extend(s, tokens, pos0, (int)n);
 	return 0;

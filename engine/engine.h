@@ -130,8 +130,8 @@ const struct nf_fwd_weights *nf_engine_fwd_weights(const nf_engine *e);
  * any sequence.  Otherwise NF_EENV (or NF_EINPUT) with the one line that
  * says why, and e stays on the CPU.  On the GPU, sequences beyond
  * max_batch alive at once are refused; copying a sequence's prefix,
- * logits of several rows of a sequence and nf_engine_prefill_logits are
- * NF_EUNSUPPORTED (not yet on the device). */
+ * logits of several rows of a sequence and nf_engine_prefill_logits run on
+ * the device as on the CPU. */
 int nf_engine_use_gpu(nf_engine *e, int max_batch);
 /* The GPU an engine was built for (config.json's profile.device, a GPU of
  * the device table), or NULL for a CPU engine. */

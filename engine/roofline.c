@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/cuda/cublaslt.h"
 #include "engine/wformat.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -114,59 +115,106 @@ static void model_bucket(nf_roofline_bucket *b, const shape *shapes, int n_shape
 	b->hbm_fraction = (b->bytes / bw) / b->step_seconds;
 }
 
-/* ---- tactics: GEMV candidates at batch 1 ---- */
-
-static const int rows_per_block_choices[] = {4, 8, 16, 32};
-static const int split_k_choices[] = {1, 2, 4, 8};
+/* ---- tactics: the kernels' variants (launch.h's nf_cu_variant) ---- */
 
 /* Warps an SM needs in flight to keep its share of HBM busy (enough loads
  * outstanding to cover the memory latency), and the most it holds. */
 #define WARPS_TO_SATURATE 16
 #define WARPS_PER_SM 64
+/* Bytes a warp's lanes read in one step of a GEMV row (16 a lane). */
+#define WARP_STRIDE_BYTES (NF_CU_WARP * 16)
+/* Memory and math overlap imperfectly: this share of the smaller limit adds
+ * to the larger (so a tile that computes padding costs something even when
+ * memory-bound). */
+#define OVERLAP_LOSS 0.05
+/* Each wave of blocks ramps up and drains (its blocks start, their last
+ * loads land): a cost per wave, which keeps a grid from being cut finer
+ * than the SMs need. */
+#define WAVE_S 1e-6
 
-/* A grid of `blocks` blocks of `warps` warps each (one row per warp) reaches
- * the bandwidth in proportion to the SMs' warps it fills, and loses the
- * idle part of its last wave. */
-static double grid_efficiency(const nf_sku *sku, double blocks, int warps)
+static double waves_of(int sm_count, double blocks, int warps)
 {
-	double per_wave = (double)sku->sm_count * (WARPS_PER_SM / warps);
+	double waves = blocks / ((double)sm_count * (WARPS_PER_SM / warps));
+	double whole = (double)(long)waves;
+	return whole + (waves > whole ? 1 : 0);
+}
+
+/* A grid of `blocks` blocks of `warps` warps, each warp busy `busy` of its
+ * lanes, reaches the bandwidth in proportion to the SMs' warps it fills,
+ * and loses the idle part of its last wave. */
+static double grid_efficiency(int sm_count, double blocks, int warps, double busy)
+{
+	double per_wave = (double)sm_count * (WARPS_PER_SM / warps);
 	double waves = blocks / per_wave, full = (double)(long)waves;
-	double fill = blocks * warps / ((double)sku->sm_count * WARPS_TO_SATURATE);
+	double fill = blocks * warps * busy / ((double)sm_count * WARPS_TO_SATURATE);
 	double tail = waves <= 1 ? 1 : waves / (full + (waves > full ? 1 : 0));
 	return (fill < 1 ? fill : 1) * tail;
 }
 
-static double candidate_seconds(const shape *s, int rpb, int split, const nf_roofline *r)
+double nf_roofline_variant_seconds(nf_cu_variant v, const nf_roofline_gpu *g, int rows, int cols,
+				   double bytes, int n)
 {
-	double bw = r->sku->mem_bw_gbs * 1e9, peak = nf_sku_peak_flops(r->sku, r->precision);
-	double blocks = (double)((s->rows + (uint64_t)rpb - 1) / (uint64_t)rpb) * split;
-	double eff = grid_efficiency(r->sku, blocks, rpb) * r->occupancy;
-	double t_mem = s->bytes / (bw * eff), t_math = 2.0 * s->rows * s->cols / peak;
-	double t = (t_mem > t_math ? t_mem : t_math) + NF_ROOFLINE_LAUNCH_S;
-	if (split > 1) /* the parts add their float sums into the output with atomics */
-		t += (double)s->rows * split * sizeof(float) / bw;
-	return t;
+	nf_cu_variant_shape vs = nf_cu_variant_of(v);
+	double row_bytes = bytes / rows, busy = 1, blocks, reads = 1, tokens = n;
+	int gemm = v == NF_CU_VAR_GEMM || v == NF_CU_VAR_GEMM_N16;
+	if (gemm) {
+		/* each tile of tokens decodes the weights again, and computes its padding */
+		double tiles = (double)((n + vs.tile_tokens - 1) / vs.tile_tokens);
+		blocks = (double)((rows + vs.tile_rows - 1) / vs.tile_rows) * tiles;
+		reads = tiles;
+		tokens = tiles * vs.tile_tokens;
+	} else {
+		/* a row's split parts each stream whole warp strides, or leave lanes
+		 * idle; a lane with two chunks in flight counts as two warps' loads */
+		double inflight = vs.vector_bytes / 16.0;
+		double parts = row_bytes / (WARP_STRIDE_BYTES * vs.split_k * inflight);
+		busy = (parts < 1 ? parts : 1) * inflight;
+		blocks = (double)((rows + vs.tile_rows - 1) / vs.tile_rows) * n;
+	}
+	double eff = grid_efficiency(g->sm_count, blocks, vs.warps, busy) * g->occupancy;
+	double t_mem = bytes * reads / (g->bw * eff), t_math = 2.0 * rows * cols * tokens / g->peak;
+	double t = t_mem > t_math ? t_mem + OVERLAP_LOSS * t_math : t_math + OVERLAP_LOSS * t_mem;
+	if (vs.split_k > 1) /* the parts meet in shared memory: a barrier a row */
+		t += (double)rows * n * vs.split_k * sizeof(float) / g->bw;
+	return t + waves_of(g->sm_count, blocks, vs.warps) * WAVE_S + NF_ROOFLINE_LAUNCH_S;
 }
 
-static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r)
+nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, double bytes, int n,
+				  int prefill, double *seconds)
 {
+	/* decode runs a GEMV per token (the weights stream once a step); a
+	 * prefill of several tokens a tiled GEMM */
+	nf_cu_variant first = prefill && n > 1 ? NF_CU_VAR_GEMM : NF_CU_VAR_GEMV;
+	nf_cu_variant last = prefill && n > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_V32;
+	nf_cu_variant best = first;
+	double best_s = -1;
+	for (int v = first; v <= (int)last; v++) {
+		double sec = nf_roofline_variant_seconds((nf_cu_variant)v, g, rows, cols, bytes, n);
+		if (best_s < 0 || sec < best_s) {
+			best_s = sec;
+			best = (nf_cu_variant)v;
+		}
+	}
+	if (seconds)
+		*seconds = best_s;
+	return best;
+}
+
+/* The modelled variant of shape s at batch tokens (a prefill above one). */
+static void choose_tactic(nf_roofline_tactic *t, const shape *s, const nf_roofline *r, int batch)
+{
+	nf_roofline_gpu g = {r->sku->sm_count, r->sku->mem_bw_gbs * 1e9,
+			     nf_sku_peak_flops(r->sku, r->precision), r->occupancy};
+	nf_cu_variant v = nf_roofline_variant(&g, (int)s->rows, (int)s->cols, s->bytes, batch,
+					      batch > 1, &t->seconds);
+	nf_cu_variant_shape vs = nf_cu_variant_of(v);
+	t->batch = batch;
 	t->rows = (int)s->rows;
 	t->cols = (int)s->cols;
 	t->count = s->count;
-	t->seconds = -1;
-	for (size_t i = 0; i < sizeof rows_per_block_choices / sizeof(int); i++)
-		for (size_t k = 0; k < sizeof split_k_choices / sizeof(int); k++) {
-			int rpb = rows_per_block_choices[i], split = split_k_choices[k];
-			double sec;
-			if ((uint64_t)split * 32 > s->cols) /* each part a warp's width at least */
-				continue;
-			sec = candidate_seconds(s, rpb, split, r);
-			if (t->seconds < 0 || sec < t->seconds) {
-				t->seconds = sec;
-				t->rows_per_block = rpb;
-				t->split_k = split;
-			}
-		}
+	t->kernel = vs.name;
+	t->rows_per_block = vs.tile_rows;
+	t->split_k = vs.split_k;
 }
 
 int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision p, nf_kv_kind kv,
@@ -196,8 +244,10 @@ int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision
 		out->buckets[i].batch = nf_roofline_batches[i];
 		model_bucket(&out->buckets[i], shapes, n, cfg, kv, out);
 	}
-	for (int i = 0; i < n; i++)
-		choose_tactic(&out->tactics[i], &shapes[i], out);
+	for (int i = 0; i < n; i++) {
+		choose_tactic(&out->tactics[i], &shapes[i], out, 1);
+		choose_tactic(&out->prefill[i], &shapes[i], out, NF_ROOFLINE_PREFILL);
+	}
 	out->n_tactics = n;
 	return 0;
 }
@@ -246,9 +296,44 @@ static json_t *tactics_json(const nf_roofline *r)
 		const nf_roofline_tactic *t = &r->tactics[i];
 		if (json_array_append_new(a, json_pack("{s:[i,i], s:i, s:s, s:i, s:i, s:s, s:f}", "shape",
 						       t->rows, t->cols, "count", t->count, "kernel",
-						       "gemv", "rows_per_block", t->rows_per_block,
+						       t->kernel, "rows_per_block", t->rows_per_block,
 						       "split_k", t->split_k, "method", "modelled",
 						       "modelled_us", t->seconds * 1e6))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* The candidates of a prefill product not modelled: cuBLASLt, for the
+ * weights it takes, never timed where no GPU is and never chosen. */
+static json_t *unmodelled_json(const nf_roofline *r)
+{
+	nf_quant_kind k = nf_precision_info_of(r->precision)->weights;
+	json_t *a = json_array();
+	if (a && nf_cublaslt_kind_ok(k, r->sku->sm) && !nf_cublaslt_may_choose() &&
+	    json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "kernel", "cublaslt", "method",
+					       "skipped", "reason",
+					       "not timed: cuBLASLt's algorithms are timed only on the "
+					       "GPU; never chosen: the image carries no libcublasLt "
+					       "(docs/cuda-kernels.md)"))) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *prefill_json(const nf_roofline *r)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < r->n_tactics; i++) {
+		const nf_roofline_tactic *t = &r->prefill[i];
+		if (json_array_append_new(a, json_pack("{s:[i,i], s:i, s:s, s:s, s:f, s:o*}", "shape",
+						       t->rows, t->cols, "batch", t->batch, "kernel",
+						       t->kernel, "method", "modelled", "modelled_us",
+						       t->seconds * 1e6, "candidates",
+						       unmodelled_json(r)))) {
 			json_decref(a);
 			return NULL;
 		}
@@ -262,12 +347,13 @@ int nf_roofline_json(char **out, const nf_roofline *r)
 	json_t *root;
 
 	nf_roofline_summary(summary, sizeof summary, r);
-	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*}", "method",
+	root = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:s, s:o*, s:o*, s:o*}", "method",
 			 "modelled", "sku", r->sku->name, "precision", nf_precision_name(r->precision),
 			 "context", r->context, "occupancy", r->occupancy, "weight_bytes",
 			 r->weight_bytes, "mem_bw_gbs", r->sku->mem_bw_gbs, "peak_tflops",
 			 nf_sku_peak_flops(r->sku, r->precision) / 1e12, "summary", summary,
-			 "decode", buckets_json(r), "tactics", tactics_json(r));
+			 "decode", buckets_json(r), "tactics", tactics_json(r), "prefill_tactics",
+			 prefill_json(r));
 	*out = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6)) : NULL;
 	json_decref(root);
 	return *out ? 0 : nf_error_set(NF_ENOMEM, "roofline: cannot build JSON");

@@ -14,17 +14,20 @@
  * roofline is (all bytes / bandwidth) / step, 1 when the step is purely
  * bandwidth-bound at the peak.
  *
- * Tactics: for each GEMV shape, candidates (rows per block, split-K) are
- * costed by the same model with the SMs a grid of that many blocks keeps
- * busy (split-K parts adding their float sums into the output with
- * atomics, in the same launch), and the fastest is kept, marked "modelled"
- * (no GPU timed it).
+ * Tactics: for each shape, the variants of the kernels (launch.h's
+ * nf_cu_variant: the GEMV and its split-K form for decode, the 64- and
+ * 16-token GEMM tiles for prefill) are costed by the same model with the
+ * SMs a grid of that many blocks keeps busy (and the lanes a split part
+ * leaves idle, the padding a token tile computes), and the fastest is
+ * kept, marked "modelled" (no GPU timed it).  The CUDA backend launches
+ * the same choice where it has no timing (engine/cuda/backend.c).
  */
 #ifndef NF_ENGINE_ROOFLINE_H
 #define NF_ENGINE_ROOFLINE_H
 
 #include <stdint.h>
 
+#include "engine/cuda/launch.h"
 #include "engine/engine.h"
 #include "engine/kv_kind.h"
 #include "engine/model.h"
@@ -51,6 +54,8 @@ typedef struct nf_roofline_bucket {
 /* The modelled candidate for one GEMV shape at batch 1. */
 typedef struct nf_roofline_tactic {
 	int rows, cols, count;      /* shape, and how many of it a step runs */
+	const char *kernel;         /* the variant's name: "gemv", "gemv_sk" */
+	int batch;                  /* tokens: 1 (decode), NF_ROOFLINE_PREFILL (prefill) */
 	int rows_per_block, split_k;
 	double seconds;             /* modelled time of one */
 } nf_roofline_tactic;
@@ -66,7 +71,13 @@ typedef struct nf_roofline {
 	nf_roofline_bucket buckets[NF_ROOFLINE_BUCKETS];
 	nf_roofline_tactic tactics[NF_ROOFLINE_MAX_SHAPES];
 	int n_tactics;
+	/* the same shapes in a prefill pass; for fp16, bf16 and fp8 weights
+	 * the JSON lists cuBLASLt beside each, skipped (engine/cuda/cublaslt.h) */
+	nf_roofline_tactic prefill[NF_ROOFLINE_MAX_SHAPES];
 } nf_roofline;
+
+/* The tokens of the prefill pass the tactics model (the engine's pass). */
+#define NF_ROOFLINE_PREFILL 256
 
 /* Model cfg's decode on sku at every batch bucket, each sequence at
  * `context` positions (1 .. cfg->max_seq_len), KV cache of kind kv,
@@ -74,6 +85,26 @@ typedef struct nf_roofline {
  * not run p, or an argument is out of range. */
 int nf_roofline_model(nf_roofline *out, const nf_model_config *cfg, nf_precision p, nf_kv_kind kv,
 		      const nf_sku *sku, int context, double occupancy);
+
+/* What the variants' costs need of a GPU. */
+typedef struct nf_roofline_gpu {
+	int sm_count;
+	double bw;         /* bytes/s */
+	double peak;       /* flops/s of the precision */
+	double occupancy;  /* (0, 1] */
+} nf_roofline_gpu;
+
+/* Modelled seconds of variant v of the product of a (rows, cols) matrix of
+ * `bytes` bytes at n tokens on g. */
+double nf_roofline_variant_seconds(nf_cu_variant v, const nf_roofline_gpu *g, int rows, int cols,
+				   double bytes, int n);
+/* The fastest variant by that model: among the GEMVs for decode (prefill
+ * 0, or one token), among the GEMM tiles for a prefill of several; its
+ * seconds to *seconds when not NULL.  Split-K wins the few-row, long-row
+ * shapes (k, v, w2 of a small model), the plain GEMV the tall ones (the
+ * classifier), the 16-token tile a short run. */
+nf_cu_variant nf_roofline_variant(const nf_roofline_gpu *g, int rows, int cols, double bytes, int n,
+				  int prefill, double *seconds);
 
 /* The bucket of batch b, or NULL. */
 const nf_roofline_bucket *nf_roofline_at(const nf_roofline *r, int batch);
@@ -95,7 +126,10 @@ int nf_roofline_occupancy(double *out, const char *path, const char *kernel, con
 const char *nf_roofline_gemv_kernel(nf_precision p);
 
 /* r as JSON: sku, precision, context, occupancy, "method": "modelled", the
- * summary, the buckets ("decode") and the tactics.  Caller frees *out. */
+ * summary, the buckets ("decode"), the tactics and the prefill tactics
+ * ("prefill_tactics": each with its "candidates" not modelled: cuBLASLt,
+ * "method": "skipped" with the reason, for the weights it takes; never
+ * the "kernel" chosen).  Caller frees *out. */
 int nf_roofline_json(char **out, const nf_roofline *r);
 /* The same, written atomically at path. */
 int nf_roofline_write(const char *path, const nf_roofline *r);

@@ -224,9 +224,9 @@ static int speculation_setup(nf_sched_opts *so, nf_engine **draft, const opts *o
 
 /* A GPU profile's engine runs on its GPU when the driver and such a device
  * are here, with a device slot for each running and each kept sequence;
- * otherwise one line says why it runs on the CPU.  On the GPU the prefix
- * cache and speculative decoding are off: the device path does not copy
- * prefixes or verify drafts yet. */
+ * otherwise one line says why it runs on the CPU.  The prefix cache and
+ * speculative decoding stay as asked: the device copies prefixes and
+ * gives the verifier's rows of logits (engine/cuda/backend.h). */
 static void on_gpu(nf_engine *e, opts *o)
 {
 	const nf_sku *sku = nf_engine_gpu_sku(e);
@@ -236,9 +236,7 @@ static void on_gpu(nf_engine *e, opts *o)
 		logf_("%s engine on the CPU: %s", sku->name, nf_error_last());
 		return;
 	}
-	logf_("%s engine on the GPU (prefix cache and speculative decoding off there)", sku->name);
-	o->prefix_cache = 0;
-	o->speculative = "none";
+	logf_("%s engine on the GPU", sku->name);
 }
 
 /* What nimserve holds while it serves (nimserve_release frees it). */

@@ -15,6 +15,7 @@
 #include "engine/cuda/backend_impl.h"
 #include "engine/cuda/cubin.h"
 #include "engine/layout.h"
+#include "engine/sku.h"
 #include "engine/wformat.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -229,6 +230,18 @@ static int check_opts(const nf_model_config *cfg, const nf_cuda_backend_opts *o)
 	return 0;
 }
 
+/* The device for the roofline model's choices where no timing is: its SKU
+ * of the device table (bandwidth, peak), its own SM count. */
+static void model_device(nf_cuda_backend *b, const nf_cuda_device *dev)
+{
+	/* a device of no SKU (checked by the caller's profile choice) gets H100-like figures */
+	const nf_sku *sku = nf_cuda_device_sku(dev);
+	b->model.sm_count = dev->sm_count > 0 ? dev->sm_count : 1;
+	b->model.bw = sku && sku->mem_bw_gbs > 0 ? sku->mem_bw_gbs * 1e9 : 1e12;
+	b->model.peak = sku ? sku->fp16_tflops * 1e12 : 1e14;
+	b->model.occupancy = 1;
+}
+
 static int open_device(nf_cuda_backend *b, const nf_cuda_backend_opts *o)
 {
 	nf_cuda_device dev;
@@ -238,6 +251,7 @@ static int open_device(nf_cuda_backend *b, const nf_cuda_backend_opts *o)
 	    (err = nf_cuda_context_retain(&b->ctx, b->d, o->ordinal)))
 		return err;
 	b->sm = dev.major * 10 + dev.minor;
+	model_device(b, &dev);
 	if ((err = nf_cubin_load(&b->mod, b->d, o->engine_dir, o->arch)) ||
 	    (err = nf_cuk_resolve(&b->k, b->d, b->mod, b->sm)))
 		return err;
@@ -311,13 +325,13 @@ void nf_cuda_backend_free(nf_cuda_backend *b)
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b) { return b->weight_bytes; }
 int nf_cuda_backend_graphs(const nf_cuda_backend *b) { return b->n_graphs; }
 
-int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm)
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, nf_cu_variant v)
 {
-	nf_cuda_choice c = {w->kind, w->m.rows, w->m.cols, batch, gemm}, *p;
+	nf_cuda_choice c = {w->kind, w->m.rows, w->m.cols, batch, v}, *p;
 	for (size_t i = 0; i < b->n_choice; i++)
 		if (b->choice[i].kind == c.kind && b->choice[i].rows == c.rows &&
 		    b->choice[i].cols == c.cols && b->choice[i].batch == c.batch) {
-			b->choice[i].gemm = gemm;
+			b->choice[i].variant = v;
 			return 0;
 		}
 	if (!(p = realloc(b->choice, (b->n_choice + 1) * sizeof *p)))
@@ -327,17 +341,31 @@ int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch,
 	return 0;
 }
 
-int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill)
+static int is_gemm(nf_cu_variant v) { return v == NF_CU_VAR_GEMM || v == NF_CU_VAR_GEMM_N16; }
+
+/* Bytes of w in its stored format, with its scales (what a product reads). */
+static double matrix_bytes(const nf_cuda_wmat *w)
+{
+	const nf_wformat *f = nf_wformat_of(w->kind);
+	uint64_t rows = (uint64_t)w->m.rows, cols = (uint64_t)w->m.cols;
+	return (double)nf_wformat_data_bytes(f, rows, cols) +
+	       (double)rows * (double)nf_wformat_aux_cols(f, cols, w->m.group) *
+		       (double)nf_wformat_aux_size(f);
+}
+
+nf_cu_variant nf_cuda_backend_variant(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n,
+				      int prefill)
 {
 	int bucket = 1;
 	while (bucket * 2 <= n)
 		bucket *= 2;
 	for (size_t i = 0; i < b->n_choice; i++) {
 		const nf_cuda_choice *c = &b->choice[i];
-		if (c->kind == w->kind && c->rows == w->m.rows && c->cols == w->m.cols && c->batch == bucket)
-			return c->gemm && n > 1;
+		if (c->kind == w->kind && c->rows == w->m.rows && c->cols == w->m.cols &&
+		    c->batch == bucket && (n > 1 || !is_gemm(c->variant)))
+			return c->variant;
 	}
-	return prefill && n > 1;
+	return nf_roofline_variant(&b->model, w->m.rows, w->m.cols, matrix_bytes(w), n, prefill, NULL);
 }
 
 /* ---- steps ---- */
@@ -429,26 +457,93 @@ int nf_cuda_backend_decode(nf_cuda_backend *b, const int *slots, const int *toke
 	return err ? err : fetch(b, n, logits, next);
 }
 
-int nf_cuda_backend_prefill(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
-			    float *logits_last)
+/* The logits of pass rows [lo, hi) (lo >= 0) into out, row by row, through
+ * the classifier max_batch rows at a time. */
+static int pass_logits(nf_cuda_backend *b, int lo, int hi, float *out)
 {
-	int *pos = NULL, err = 0;
+	size_t vocab = (size_t)b->cfg->vocab_size;
+	int err = 0;
+	for (int r = lo; r < hi && !err; r += b->max_batch) {
+		int m = hi - r < b->max_batch ? hi - r : b->max_batch;
+		if (!(err = nf_cuda_step_head(b, r, m)))
+			err = fetch(b, m, out + (size_t)(r - lo) * vocab, NULL);
+	}
+	return err;
+}
+
+static int check_prefill(const nf_cuda_backend *b, int slot, int n, int pos0, int n_rows,
+			 const float *logits)
+{
 	if (n < 1 || pos0 < 0 || pos0 > b->cfg->max_seq_len - n)
 		return nf_error_set(NF_EINPUT, "cuda: a prefill of %d tokens at %d overruns the context", n,
 				    pos0);
+	if (slot < 0 || slot >= b->max_batch)
+		return nf_error_set(NF_EINPUT, "cuda: slot %d is not in 0..%d", slot, b->max_batch - 1);
+	if (n_rows < 0 || n_rows > n || (n_rows > 0 && !logits))
+		return nf_error_set(NF_EINPUT, "cuda: %d rows of logits of a prefill of %d tokens", n_rows,
+				    n);
+	return 0;
+}
+
+int nf_cuda_backend_prefill_rows(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
+				 int n_rows, float *logits)
+{
+	size_t vocab = (size_t)b->cfg->vocab_size;
+	int *pos = NULL, first = n - n_rows, err;
+	if ((err = check_prefill(b, slot, n, pos0, n_rows, logits)))
+		return err;
 	if (!(pos = malloc((size_t)n * sizeof *pos)))
 		return nf_error_set(NF_ENOMEM, "cuda: out of memory");
 	for (int i = 0; i < n; i++)
 		pos[i] = pos0 + i;
 	for (int at = 0; at < n && !err; at += b->max_prefill) {
-		int k = n - at < b->max_prefill ? n - at : b->max_prefill, last = at + k == n;
-		if (!(err = check_step(b, NULL, tokens + at, pos + at, k, b->max_prefill)) &&
-		    (slot < 0 || slot >= b->max_batch))
-			err = nf_error_set(NF_EINPUT, "cuda: slot %d is not in 0..%d", slot, b->max_batch - 1);
-		if (!err && !(err = nf_cuda_step_upload(b, tokens + at, pos + at, k)) &&
-		    !(err = nf_cuda_step_prefill(b, slot, pos0 + at, k, last && logits_last)))
-			err = fetch(b, last && logits_last ? 1 : 0, last ? logits_last : NULL, NULL);
+		int k = n - at < b->max_prefill ? n - at : b->max_prefill;
+		/* the wanted rows of this pass: tokens [lo, at + k) */
+		int lo = first > at ? first : at;
+		if ((err = check_step(b, NULL, tokens + at, pos + at, k, b->max_prefill)) ||
+		    (err = nf_cuda_step_upload(b, tokens + at, pos + at, k)) ||
+		    (err = nf_cuda_step_prefill(b, slot, pos0 + at, k)))
+			break;
+		if (lo < at + k)
+			err = pass_logits(b, lo - at, k, logits + (size_t)(lo - first) * vocab);
+		else
+			err = fetch(b, 0, NULL, NULL);
 	}
 	free(pos);
 	return err;
+}
+
+int nf_cuda_backend_prefill(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
+			    float *logits_last)
+{
+	return nf_cuda_backend_prefill_rows(b, slot, tokens, n, pos0, logits_last ? 1 : 0, logits_last);
+}
+
+int nf_cuda_backend_copy_prefix(nf_cuda_backend *b, int dst, int src, int n)
+{
+	const nf_model_config *c = b->cfg;
+	size_t bytes = (size_t)n * nf_kv_row_bytes(b->kv, (size_t)nf_model_head_size(c));
+	nf_cu_result rc;
+	if (dst < 0 || dst >= b->max_batch || src < 0 || src >= b->max_batch)
+		return nf_error_set(NF_EINPUT, "cuda: a prefix copy from slot %d to %d (slots 0..%d)",
+				    src, dst, b->max_batch - 1);
+	if (n < 0 || n > c->max_seq_len)
+		return nf_error_set(NF_EINPUT, "cuda: a prefix of %d positions (0..%d)", n,
+				    c->max_seq_len);
+	if (dst == src || n == 0)
+		return 0;
+	/* a head's rows are one run of bytes (head-major cache): one copy per
+	 * layer, KV head and K or V */
+	for (int l = 0; l < c->n_layers; l++)
+		for (int g = 0; g < c->n_kv_heads; g++)
+			if ((rc = b->api->cuMemcpyDtoDAsync(nf_cuda_cache_rows(b, b->kc, dst, l, g),
+							    nf_cuda_cache_rows(b, b->kc, src, l, g),
+							    bytes, b->stream)) != 0 ||
+			    (rc = b->api->cuMemcpyDtoDAsync(nf_cuda_cache_rows(b, b->vc, dst, l, g),
+							    nf_cuda_cache_rows(b, b->vc, src, l, g),
+							    bytes, b->stream)) != 0)
+				return nf_cuda_backend_fail(b, "a prefix copy", rc);
+	if ((rc = b->api->cuStreamSynchronize(b->stream)) != 0)
+		return nf_cuda_backend_fail(b, "a prefix copy", rc);
+	return 0;
 }

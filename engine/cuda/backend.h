@@ -70,6 +70,22 @@ int nf_cuda_backend_decode(nf_cuda_backend *b, const int *slots, const int *toke
 int nf_cuda_backend_prefill(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
 			    float *logits_last);
 
+/* The same with the logits of the last n_rows tokens (0..n; n_rows * vocab
+ * floats, row i the logits after token n - n_rows + i): a pending token
+ * and its drafts verified in one step, or every prompt row (echo, prompt
+ * logprobs, teacher-forced gates).  The classifier runs on max_batch rows
+ * at a time, so the logits buffer stays (max_batch, vocab).  NF_EINPUT
+ * for n_rows out of range or logits NULL with rows wanted. */
+int nf_cuda_backend_prefill_rows(nf_cuda_backend *b, int slot, const int *tokens, int n, int pos0,
+				 int n_rows, float *logits);
+
+/* Positions [0, n) of slot src's K and V caches into slot dst, every layer
+ * and KV head (device to device on the stream, then synchronised): a
+ * prefix shared by a new sequence.  dst == src does nothing.  NF_EINPUT
+ * for a slot or n out of range (nothing copied); NF_EENV when the driver
+ * refuses a copy. */
+int nf_cuda_backend_copy_prefix(nf_cuda_backend *b, int dst, int src, int n);
+
 /* Time the matrix products of the model on this device (engine/cuda/
  * backend_tune.c): for every distinct (kind, rows, cols) of its weights and
  * every batch of nf_roofline_batches up to max_batch (decode) and
@@ -82,6 +98,19 @@ int nf_cuda_backend_prefill(nf_cuda_backend *b, int slot, const int *tokens, int
 struct nf_timing_cache;
 int nf_cuda_backend_tune(nf_cuda_backend *b, struct nf_timing_cache *cache, int warmup, int runs,
 			 int *timed);
+
+/* cuBLASLt as a reference candidate (engine/cuda/cublaslt.h,
+ * backend_tune_lt.c): for every distinct matrix with a cuBLASLt candidate
+ * (f16, bf16; fp8 from sm_89) and every prefill batch of 2, 4, ... up to
+ * max_prefill, each algorithm its heuristic proposes is run `warmup` times
+ * and timed `runs` times between CUDA events; the fastest median goes into
+ * cache under the family "cublaslt_<fmt>" (kernel "cublaslt:<algorithm>").
+ * It is never chosen: the backend keeps launching its own kernels
+ * (nf_cublaslt_may_choose).  A shape already in cache is not timed again;
+ * *timed counts those timed. */
+struct nf_cublaslt;
+int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, struct nf_timing_cache *cache,
+				  const struct nf_cublaslt *lt, int warmup, int runs, int *timed);
 
 /* Bytes of weights uploaded (each tensor once; a tied classifier is the
  * embedding's). */

@@ -8,6 +8,7 @@
 
 #include "engine/cuda/backend.h"
 #include "engine/cuda/backend_kernels.h"
+#include "engine/roofline.h"
 
 /* A matrix on the device: the kernels' view and the kind that picks them. */
 typedef struct nf_cuda_wmat {
@@ -33,11 +34,11 @@ typedef struct nf_cuda_acts {
 	nf_cu_ptr part_o, part_ml;      /* decode attention's splits, one sequence */
 } nf_cuda_acts;
 
-/* A tuned choice: the tiled GEMM or the GEMV for a shape at a batch. */
+/* A tuned choice: the variant of the product for a shape at a batch. */
 typedef struct nf_cuda_choice {
 	nf_quant_kind kind;
 	int rows, cols, batch;
-	int gemm;
+	nf_cu_variant variant;
 } nf_cuda_choice;
 
 struct nf_cuda_backend {
@@ -46,6 +47,7 @@ struct nf_cuda_backend {
 	const nf_model_config *cfg;
 	int ordinal;
 	int sm;
+	nf_roofline_gpu model;          /* the device as the roofline model costs it */
 	nf_cu_context ctx;
 	nf_cu_module mod;
 	nf_cu_stream stream;
@@ -79,20 +81,28 @@ int nf_cuda_backend_alloc(nf_cuda_backend *b, nf_cu_ptr *out, size_t bytes, cons
 /* NF_EENV "cuda: WHAT failed: CUDA error ..." for a driver result. */
 int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_result rc);
 
-/* Launch the GEMM (gemm 1) or the GEMV for w at batch (a power of two),
- * as tuning chose. */
-int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, int gemm);
-/* Whether w at n tokens runs the tiled GEMM: the tuned choice of the
- * largest power of two <= n, else the rule (a prefill of more than one). */
-int nf_cuda_backend_use_gemm(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n, int prefill);
+/* Launch variant v for w at batch (a power of two), as tuning chose. */
+int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, nf_cu_variant v);
+/* The variant w at n tokens runs: the tuned choice of the largest power of
+ * two <= n (a GEMM only for more than one token), else the roofline
+ * model's for this device (engine/roofline.h). */
+nf_cu_variant nf_cuda_backend_variant(const nf_cuda_backend *b, const nf_cuda_wmat *w, int n,
+				      int prefill);
+
+/* The distinct matrices of the model (a layer's shapes repeat; at most 8). */
+size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b);
 
 /* The RoPE table of n positions into b->cs, uploaded on the stream. */
 int nf_cuda_step_upload(nf_cuda_backend *b, const int *tokens, const int *pos, int n);
 /* The layers, final norm, classifier and argmax of a decode step for the
  * slots (enqueued on the stream, not synchronised). */
 int nf_cuda_step_decode(nf_cuda_backend *b, const int *slots, const int *pos, int n);
-/* The layers of a prefill pass of n tokens of slot at pos0 .. (and, with
- * want_logits, the head of its last token). */
-int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n, int want_logits);
+/* The layers of a prefill pass of n tokens of slot at pos0 ... */
+int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n);
+/* The final norm of activation rows [r0, r0 + n), the classifier into
+ * logits rows 0 .. n - 1 (n <= max_batch) and their argmax. */
+int nf_cuda_step_head(nf_cuda_backend *b, int r0, int n);
+/* Where slot s's K (or V, c = b->vc) cache of layer l and KV head g begins. */
+nf_cu_ptr nf_cuda_cache_rows(const nf_cuda_backend *b, const nf_cu_ptr *c, int s, int l, int g);
 
 #endif

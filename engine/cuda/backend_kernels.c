@@ -38,7 +38,8 @@ int nf_cuk_resolve(nf_cuk_table *t, const nf_cuda_driver *d, nf_cu_module mod, i
 	return 0;
 }
 
-/* The weight kernels of each kind, in launch.h's order embed, gemv, gemm. */
+/* The weight kernels of each kind, in launch.h's order: the embedding,
+ * then one per nf_cu_variant. */
 static nf_cuk_id weight_kernel(nf_quant_kind k, int which)
 {
 	static const nf_cuk_id first[NF_QUANT_KIND_COUNT] = {
@@ -55,8 +56,12 @@ static nf_cuk_id weight_kernel(nf_quant_kind k, int which)
 }
 
 nf_cuk_id nf_cuk_embed(nf_quant_kind k) { return weight_kernel(k, 0); }
-nf_cuk_id nf_cuk_gemv(nf_quant_kind k) { return weight_kernel(k, 1); }
-nf_cuk_id nf_cuk_gemm(nf_quant_kind k) { return weight_kernel(k, 2); }
+nf_cuk_id nf_cuk_product(nf_quant_kind k, nf_cu_variant v)
+{
+	return (unsigned)v < NF_CU_VARIANTS ? weight_kernel(k, 1 + (int)v) : NF_CUK_COUNT;
+}
+nf_cuk_id nf_cuk_gemv(nf_quant_kind k) { return nf_cuk_product(k, NF_CU_VAR_GEMV); }
+nf_cuk_id nf_cuk_gemm(nf_quant_kind k) { return nf_cuk_product(k, NF_CU_VAR_GEMM); }
 
 int nf_cuk_launch(const nf_cuk_table *t, const nf_cuda_driver *d, nf_cu_stream s, nf_cuk_id id,
 		  nf_cu_launch l, void **params)

@@ -37,9 +37,11 @@ typedef struct nf_cuk_table {
  * 10) has from mod; NF_EENV naming the first the module lacks. */
 int nf_cuk_resolve(nf_cuk_table *t, const nf_cuda_driver *d, nf_cu_module mod, int sm);
 
-/* The embed, GEMV and GEMM kernels of a weight kind (engine/quant.h);
- * NF_CUK_COUNT for a kind without kernels. */
+/* The embed, GEMV and GEMM kernels of a weight kind (engine/quant.h), and
+ * the kernel of any variant of its product; NF_CUK_COUNT for a kind
+ * without kernels. */
 nf_cuk_id nf_cuk_embed(nf_quant_kind k);
+nf_cuk_id nf_cuk_product(nf_quant_kind k, nf_cu_variant v);
 nf_cuk_id nf_cuk_gemv(nf_quant_kind k);
 nf_cuk_id nf_cuk_gemm(nf_quant_kind k);
 

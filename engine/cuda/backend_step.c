@@ -56,9 +56,8 @@ static int k_matmul(nf_cuda_backend *b, nf_cu_ptr y, size_t ldy, const nf_cuda_w
 		x = b->a.xr;
 	}
 	void *p[] = {&y, &ldy, &m, &x, &ldx, &n, &accumulate};
-	if (nf_cuda_backend_use_gemm(b, w, n, prefill))
-		return launch(b, nf_cuk_gemm(w->kind), nf_cu_launch_gemm(m.rows, n), p);
-	return launch(b, nf_cuk_gemv(w->kind), nf_cu_launch_gemv(m.rows, n), p);
+	nf_cu_variant v = nf_cuda_backend_variant(b, w, n, prefill);
+	return launch(b, nf_cuk_product(w->kind, v), nf_cu_launch_variant(v, m.rows, n), p);
 }
 
 /* The bias of each of n rows (width floats, ld apart); none when absent. */
@@ -82,10 +81,15 @@ static nf_cuk_id kv_kernel(const nf_cuda_backend *b, nf_cuk_id f16, nf_cuk_id in
 	return b->kv == NF_KV_INT8 ? int8 : f16;
 }
 
+nf_cu_ptr nf_cuda_cache_rows(const nf_cuda_backend *b, const nf_cu_ptr *c, int s, int l, int g)
+{
+	return c[s] + ((size_t)l * (size_t)b->cfg->n_kv_heads + (size_t)g) * b->head_stride;
+}
+
 /* Slot s's K (or V) cache of layer l. */
 static nf_cu_ptr layer_cache(const nf_cuda_backend *b, const nf_cu_ptr *c, int s, int l)
 {
-	return c[s] + (size_t)l * (size_t)b->cfg->n_kv_heads * b->head_stride;
+	return nf_cuda_cache_rows(b, c, s, l, 0);
 }
 
 /* Rows r0 .. r0 + n - 1 of k and v into slot s at positions pos0 ... */
@@ -201,8 +205,7 @@ static int layers(nf_cuda_backend *b, const pass *ps)
 	return 0;
 }
 
-/* Final norm of rows [r0, r0 + n), the classifier into logits rows 0.., argmax. */
-static int head(nf_cuda_backend *b, int r0, int n)
+int nf_cuda_step_head(nf_cuda_backend *b, int r0, int n)
 {
 	const nf_model_config *c = b->cfg;
 	size_t dim = (size_t)c->dim, ld = (size_t)c->vocab_size;
@@ -236,12 +239,11 @@ int nf_cuda_step_decode(nf_cuda_backend *b, const int *slots, const int *pos, in
 {
 	pass ps = {slots, pos, n, 0};
 	int err = layers(b, &ps);
-	return err ? err : head(b, 0, n);
+	return err ? err : nf_cuda_step_head(b, 0, n);
 }
 
-int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n, int want_logits)
+int nf_cuda_step_prefill(nf_cuda_backend *b, int slot, int pos0, int n)
 {
 	pass ps = {&slot, &pos0, n, 1};
-	int err = layers(b, &ps);
-	return err || !want_logits ? err : head(b, n - 1, 1);
+	return layers(b, &ps);
 }

@@ -19,31 +19,41 @@
 #define RUNS_MAX 64
 #define BATCH_MAX 256
 
-/* One candidate of a shape: the kernel, its launch and what it is. */
+/* One candidate of a shape: the variant, its kernel, its launch and what
+ * it is. */
 typedef struct candidate {
+	nf_cu_variant v;
 	nf_cuk_id id;
 	nf_cu_launch l;
 	nf_tc_tactic t;
 } candidate;
 
+/* The variants of w's product at batch: the GEMVs, and for more than one
+ * token the GEMM tiles too. */
 static int candidates(candidate *out, const nf_cuda_wmat *w, int batch)
 {
-	int n = 0;
-	memset(out, 0, 2 * sizeof *out);
-	out[n].id = nf_cuk_gemv(w->kind);
-	out[n].l = nf_cu_launch_gemv(w->m.rows, batch);
-	out[n].t = (nf_tc_tactic){.tile_rows = NF_CU_GEMV_ROWS, .tile_tokens = 1, .split_k = 1, .vector = 4};
-	n++;
-	if (batch > 1) {
-		out[n].id = nf_cuk_gemm(w->kind);
-		out[n].l = nf_cu_launch_gemm(w->m.rows, batch);
-		out[n].t = (nf_tc_tactic){.tile_rows = NF_CU_GEMM_TILE, .tile_tokens = NF_CU_GEMM_TILE,
-					  .split_k = 1, .vector = 4};
-		n++;
+	int n = 0, last = batch > 1 ? NF_CU_VAR_GEMM_N16 : NF_CU_VAR_GEMV_V32;
+	memset(out, 0, NF_CU_VARIANTS * sizeof *out);
+	for (int v = NF_CU_VAR_GEMV; v <= last; v++, n++) {
+		nf_cu_variant_shape vs = nf_cu_variant_of((nf_cu_variant)v);
+		out[n].v = (nf_cu_variant)v;
+		out[n].id = nf_cuk_product(w->kind, out[n].v);
+		out[n].l = nf_cu_launch_variant(out[n].v, w->m.rows, batch);
+		out[n].t = (nf_tc_tactic){.tile_rows = vs.tile_rows, .tile_tokens = vs.tile_tokens,
+					  .split_k = vs.split_k, .vector = vs.vector_bytes};
+		snprintf(out[n].t.kernel, sizeof out[n].t.kernel, "%s", nf_cuk_info_of(out[n].id)->name);
 	}
-	for (int i = 0; i < n; i++)
-		snprintf(out[i].t.kernel, sizeof out[i].t.kernel, "%s", nf_cuk_info_of(out[i].id)->name);
 	return n;
+}
+
+/* The candidate a cached tactic names (its kernel), or -1 (a cache of
+ * other kernels: timed again). */
+static int cached_candidate(const candidate *c, int n, const nf_tc_tactic *t)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(c[i].t.kernel, t->kernel))
+			return i;
+	return -1;
 }
 
 typedef struct timer {
@@ -80,36 +90,50 @@ static int time_one(nf_cuda_backend *b, const timer *tm, const candidate *c, con
 	return 0;
 }
 
+/* The fastest of the n candidates by the median of timed runs into *best. */
+static int time_candidates(nf_cuda_backend *b, const timer *tm, const candidate *c, int n,
+			   const nf_cuda_wmat *w, int batch, int *best, double *best_us)
+{
+	int err;
+	for (int i = 0; i < n; i++) {
+		double us = 0;
+		if ((err = time_one(b, tm, &c[i], w, batch, &us)))
+			return err;
+		if (i == 0 || us < *best_us) {
+			*best_us = us;
+			*best = i;
+		}
+	}
+	return 0;
+}
+
 /* The tactic of w at batch: the cache's, else the fastest candidate's. */
 static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const timer *tm,
 		      const nf_cuda_wmat *w, int batch, int *timed)
 {
-	candidate c[2];
+	candidate c[NF_CU_VARIANTS];
 	nf_tc_shape s = {{0}, w->m.rows, w->m.cols, batch};
-	nf_tc_tactic best = {{0}, 0, 0, 0, 0, 0, 0};
-	int n = candidates(c, w, batch), err;
+	nf_tc_tactic hit;
+	int n = candidates(c, w, batch), best = -1, err;
 
 	snprintf(s.family, sizeof s.family, "%s", nf_cuk_info_of(c[0].id)->name + strlen("nf_cu_"));
-	if (!nf_timing_cache_find(cache, &s, &best)) {
-		for (int i = 0; i < n; i++) {
-			double us = 0;
-			if ((err = time_one(b, tm, &c[i], w, batch, &us)))
-				return err;
-			if (i == 0 || us < best.median_us) {
-				best = c[i].t;
-				best.median_us = us;
-				best.runs = tm->runs;
-			}
-		}
-		if ((err = nf_timing_cache_put(cache, &s, &best)))
+	if (nf_timing_cache_find(cache, &s, &hit))
+		best = cached_candidate(c, n, &hit);
+	if (best < 0) {
+		double us = 0;
+		if ((err = time_candidates(b, tm, c, n, w, batch, &best, &us)))
+			return err;
+		hit = c[best].t;
+		hit.median_us = us;
+		hit.runs = tm->runs;
+		if ((err = nf_timing_cache_put(cache, &s, &hit)))
 			return err;
 		++*timed;
 	}
-	return nf_cuda_backend_choose(b, w, batch, !strcmp(best.kernel, nf_cuk_info_of(c[n - 1].id)->name) && n > 1);
+	return nf_cuda_backend_choose(b, w, batch, c[best].v);
 }
 
-/* The distinct matrices of the model (a layer's shapes repeat). */
-static size_t distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
+size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
 {
 	const nf_cuda_layer *L = &b->layers[0];
 	const nf_cuda_wmat *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3, &b->cls};
@@ -148,7 +172,7 @@ int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup,
 {
 	const nf_cuda_wmat *m[8];
 	timer tm = {0};
-	size_t n = distinct(m, b);
+	size_t n = nf_cuda_tune_distinct(m, b);
 	int top = b->max_batch > b->max_prefill ? b->max_batch : b->max_prefill, err;
 
 	*timed = 0;

@@ -50,6 +50,7 @@ static const struct {
 	SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 	SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
 	SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+	SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
 	SYM(cuStreamCreate, "cuStreamCreate"),
 	SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
 	SYM(cuStreamSynchronize, "cuStreamSynchronize"),

@@ -73,6 +73,7 @@ typedef struct nf_cuda_api {
 	nf_cu_result (*cuMemcpyDtoH)(void *dst, nf_cu_ptr src, size_t bytes);
 	nf_cu_result (*cuMemcpyHtoDAsync)(nf_cu_ptr dst, const void *src, size_t bytes, nf_cu_stream s);
 	nf_cu_result (*cuMemcpyDtoHAsync)(void *dst, nf_cu_ptr src, size_t bytes, nf_cu_stream s);
+	nf_cu_result (*cuMemcpyDtoDAsync)(nf_cu_ptr dst, nf_cu_ptr src, size_t bytes, nf_cu_stream s);
 	nf_cu_result (*cuStreamCreate)(nf_cu_stream *s, unsigned flags);
 	nf_cu_result (*cuStreamDestroy)(nf_cu_stream s);
 	nf_cu_result (*cuStreamSynchronize)(nf_cu_stream s);

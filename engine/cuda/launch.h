@@ -23,6 +23,8 @@
 #define NF_CU_GEMV_ROWS 4        /* GEMV: one warp per output row, 4 rows a block */
 #define NF_CU_GEMM_TILE 64       /* GEMM: 64 outputs x 64 tokens a block, 4 x 4 a thread */
 #define NF_CU_GEMM_K 32          /* GEMM: columns per shared-memory stage */
+#define NF_CU_GEMV_SPLIT 4       /* split-K GEMV: warps on one row, each every 4th chunk */
+#define NF_CU_GEMM_SHORT 16      /* short GEMM: 64 outputs x 16 tokens a block, 4 x 1 a thread */
 #define NF_CU_HEAD_MAX 128       /* attention: head_size <= 128 (4 elements a lane) */
 #define NF_CU_ATTN_WARPS 4       /* attention: 4 warps a block */
 #define NF_CU_ATTN_TILE 16       /* prefill attention: key positions a shared tile */
@@ -74,7 +76,10 @@ static inline nf_cu_launch nf_cu_launch_of(unsigned gx, unsigned gy, unsigned gz
 #define NF_CU_WEIGHT_KERNELS(X, fmt, sm)                                                   \
 	X(nf_cu_embed_##fmt, NF_CU_BLOCK, sm)                                              \
 	X(nf_cu_gemv_##fmt, NF_CU_GEMV_ROWS * NF_CU_WARP, sm)                              \
-	X(nf_cu_gemm_##fmt, NF_CU_BLOCK, sm)
+	X(nf_cu_gemv_sk_##fmt, NF_CU_GEMV_SPLIT * NF_CU_WARP, sm)                          \
+	X(nf_cu_gemv_v32_##fmt, NF_CU_GEMV_ROWS * NF_CU_WARP, sm)                          \
+	X(nf_cu_gemm_##fmt, NF_CU_BLOCK, sm)                                               \
+	X(nf_cu_gemm_n16_##fmt, NF_CU_BLOCK, sm)
 #define NF_CU_KERNELS(X)                                                                   \
 	NF_CU_WEIGHT_KERNELS(X, f32, 75)                                                   \
 	NF_CU_WEIGHT_KERNELS(X, f16, 75)                                                   \
@@ -121,6 +126,67 @@ static inline nf_cu_launch nf_cu_launch_gemm(int rows, int n)
 {
 	return nf_cu_launch_of(nf_cu_div_up((size_t)rows, NF_CU_GEMM_TILE),
 			       nf_cu_div_up((size_t)n, NF_CU_GEMM_TILE), 1, NF_CU_BLOCK);
+}
+
+/* nf_cu_gemv_sk_<fmt>(...) with gemv's signature: a row a block, split
+ * over NF_CU_GEMV_SPLIT warps. */
+static inline nf_cu_launch nf_cu_launch_gemv_sk(int rows, int n)
+{
+	return nf_cu_launch_of((unsigned)rows, (unsigned)n, 1, NF_CU_GEMV_SPLIT * NF_CU_WARP);
+}
+
+/* nf_cu_gemm_n16_<fmt>(...) with gemv's signature: 64 outputs x 16 tokens
+ * a block. */
+static inline nf_cu_launch nf_cu_launch_gemm_n16(int rows, int n)
+{
+	return nf_cu_launch_of(nf_cu_div_up((size_t)rows, NF_CU_GEMM_TILE),
+			       nf_cu_div_up((size_t)n, NF_CU_GEMM_SHORT), 1, NF_CU_BLOCK);
+}
+
+/* The variants of a matrix product, one kernel each per format, in
+ * NF_CU_WEIGHT_KERNELS's order after the embedding: the candidates the
+ * tactics time on a GPU (engine/cuda/backend_tune.c) or cost where none is
+ * (engine/roofline.h). */
+typedef enum nf_cu_variant {
+	NF_CU_VAR_GEMV,     /* NF_CU_GEMV_ROWS rows a block, a warp a row */
+	NF_CU_VAR_GEMV_SK,  /* a row a block, split-K over NF_CU_GEMV_SPLIT warps */
+	NF_CU_VAR_GEMV_V32, /* as GEMV, two 16-byte chunks a lane in flight */
+	NF_CU_VAR_GEMM,     /* 64 x 64 tiles */
+	NF_CU_VAR_GEMM_N16, /* 64 x 16 tiles */
+	NF_CU_VARIANTS
+} nf_cu_variant;
+
+/* What a variant is, as the timing cache and the tactics report say it. */
+typedef struct nf_cu_variant_shape {
+	const char *name;  /* "gemv_sk": the kernel is nf_cu_<name>_<fmt> */
+	int tile_rows;     /* outputs a block */
+	int tile_tokens;   /* tokens a block */
+	int split_k;       /* warps (parts) on one row's columns */
+	int vector_bytes;  /* bytes a lane reads at once */
+	int warps;         /* warps a block */
+} nf_cu_variant_shape;
+
+static inline nf_cu_variant_shape nf_cu_variant_of(nf_cu_variant v)
+{
+	/* in the enum's order (no designators: nvcc's C++ reads this too) */
+	static const nf_cu_variant_shape shapes[NF_CU_VARIANTS] = {
+		{"gemv", NF_CU_GEMV_ROWS, 1, 1, 16, NF_CU_GEMV_ROWS},
+		{"gemv_sk", 1, 1, NF_CU_GEMV_SPLIT, 16, NF_CU_GEMV_SPLIT},
+		{"gemv_v32", NF_CU_GEMV_ROWS, 1, 1, 32, NF_CU_GEMV_ROWS},
+		{"gemm", NF_CU_GEMM_TILE, NF_CU_GEMM_TILE, 1, 4, NF_CU_BLOCK / NF_CU_WARP},
+		{"gemm_n16", NF_CU_GEMM_TILE, NF_CU_GEMM_SHORT, 1, 4, NF_CU_BLOCK / NF_CU_WARP},
+	};
+	return shapes[(unsigned)v < NF_CU_VARIANTS ? v : NF_CU_VAR_GEMV];
+}
+
+static inline nf_cu_launch nf_cu_launch_variant(nf_cu_variant v, int rows, int n)
+{
+	switch (v) {
+	case NF_CU_VAR_GEMV_SK: return nf_cu_launch_gemv_sk(rows, n);
+	case NF_CU_VAR_GEMM: return nf_cu_launch_gemm(rows, n);
+	case NF_CU_VAR_GEMM_N16: return nf_cu_launch_gemm_n16(rows, n);
+	default: return nf_cu_launch_gemv(rows, n);
+	}
 }
 
 /* nf_cu_round_f8(float *out, const float *x, float inv_scale, size_t n):

@@ -113,9 +113,9 @@ static emu_matrix make_matrix(const char *fmt, int rows, int cols, int group)
 
 typedef void (*emu_mm_kernel)(float *, size_t, nf_cu_wmat, const float *, size_t, int, int);
 
-/* y = W x for n vectors by kernel k (GEMV or GEMM launch), against double. */
-static void check_product(const char *fmt, emu_mm_kernel k, bool gemm, int rows, int cols, int n,
-			  int group)
+/* y = W x for n vectors by kernel k (launched as variant v), against double. */
+static void check_product(const char *fmt, emu_mm_kernel k, nf_cu_variant v, int rows, int cols,
+			  int n, int group)
 {
 	emu_matrix m = make_matrix(fmt, rows, cols, group);
 	size_t ldx = (size_t)(cols + 3) / 4 * 4 + 4, ldy = (size_t)rows + 3;
@@ -123,7 +123,7 @@ static void check_product(const char *fmt, emu_mm_kernel k, bool gemm, int rows,
 	std::vector<float> y(ldy * n);
 	for (size_t i = 0; i < ldx * n; i++)
 		x[i] = nf_test_unif(&rng, 1.0);
-	nf_cu_launch l = gemm ? nf_cu_launch_gemm(rows, n) : nf_cu_launch_gemv(rows, n);
+	nf_cu_launch l = nf_cu_launch_variant(v, rows, n);
 	emu_launch(k, l.grid[0], l.grid[1], l.block[0], y.data(), ldy, m.w, (const float *)x, ldx, n, 0);
 	double worst = 0;
 	for (int b = 0; b < n; b++)
@@ -134,7 +134,7 @@ static void check_product(const char *fmt, emu_mm_kernel k, bool gemm, int rows,
 			worst = std::max(worst, fabs(s - y[b * ldy + r]));
 		}
 	ok(worst < 2e-5, "%s %s %dx%d, %d vectors, group %d: within 2e-5 of double (%.2g)",
-	   gemm ? "gemm" : "gemv", fmt, rows, cols, n, group, worst);
+	   nf_cu_variant_of(v).name, fmt, rows, cols, n, group, worst);
 	free(x);
 }
 
@@ -142,21 +142,31 @@ static void test_products(void)
 {
 	const struct {
 		const char *fmt;
-		emu_mm_kernel gemv, gemm;
+		emu_mm_kernel gemv, gemm, gemv_sk, gemm_n16, gemv_v32;
 	} fmts[] = {
-		{"f32", nf_cu_gemv_f32, nf_cu_gemm_f32}, {"f16", nf_cu_gemv_f16, nf_cu_gemm_f16},
-		{"bf16", nf_cu_gemv_bf16, nf_cu_gemm_bf16}, {"q8", nf_cu_gemv_q8, nf_cu_gemm_q8},
-		{"f8", nf_cu_gemv_f8, nf_cu_gemm_f8},
+		{"f32", nf_cu_gemv_f32, nf_cu_gemm_f32, nf_cu_gemv_sk_f32, nf_cu_gemm_n16_f32, nf_cu_gemv_v32_f32},
+		{"f16", nf_cu_gemv_f16, nf_cu_gemm_f16, nf_cu_gemv_sk_f16, nf_cu_gemm_n16_f16, nf_cu_gemv_v32_f16},
+		{"bf16", nf_cu_gemv_bf16, nf_cu_gemm_bf16, nf_cu_gemv_sk_bf16, nf_cu_gemm_n16_bf16,
+		 nf_cu_gemv_v32_bf16},
+		{"q8", nf_cu_gemv_q8, nf_cu_gemm_q8, nf_cu_gemv_sk_q8, nf_cu_gemm_n16_q8, nf_cu_gemv_v32_q8},
+		{"f8", nf_cu_gemv_f8, nf_cu_gemm_f8, nf_cu_gemv_sk_f8, nf_cu_gemm_n16_f8, nf_cu_gemv_v32_f8},
 	};
 	for (int cols : {96, 200}) { /* whole 16-byte chunks; a ragged, unaligned row */
 		for (const auto &f : fmts) {
-			check_product(f.fmt, f.gemv, false, 37, cols, 2, 0);
-			check_product(f.fmt, f.gemm, true, 70, cols, 67, 0);
+			check_product(f.fmt, f.gemv, NF_CU_VAR_GEMV, 37, cols, 2, 0);
+			check_product(f.fmt, f.gemm, NF_CU_VAR_GEMM, 70, cols, 67, 0);
+			/* the tactics' other variants: split-K parts, two 16-token tiles */
+			check_product(f.fmt, f.gemv_sk, NF_CU_VAR_GEMV_SK, 37, cols, 2, 0);
+			check_product(f.fmt, f.gemm_n16, NF_CU_VAR_GEMM_N16, 70, cols, 19, 0);
+			check_product(f.fmt, f.gemv_v32, NF_CU_VAR_GEMV_V32, 37, cols, 2, 0);
 		}
 		for (int g : {32, 64, 128}) {
-			check_product("q4", nf_cu_gemv_q4, false, 37, cols, 2, g);
-			check_product("q4", nf_cu_gemm_q4, true, 70, cols, 5, g);
+			check_product("q4", nf_cu_gemv_q4, NF_CU_VAR_GEMV, 37, cols, 2, g);
+			check_product("q4", nf_cu_gemm_q4, NF_CU_VAR_GEMM, 70, cols, 5, g);
 		}
+		check_product("q4", nf_cu_gemv_sk_q4, NF_CU_VAR_GEMV_SK, 37, cols, 2, 64);
+		check_product("q4", nf_cu_gemm_n16_q4, NF_CU_VAR_GEMM_N16, 70, cols, 19, 64);
+		check_product("q4", nf_cu_gemv_v32_q4, NF_CU_VAR_GEMV_V32, 37, cols, 2, 64);
 	}
 }
 

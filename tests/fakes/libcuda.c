@@ -14,11 +14,13 @@
  * no kernel runs here.  What the host asked for is what the tests check:
  *   FAKE_CUDA_LOG=PATH          one line per call appended to PATH:
  *                               "alloc BYTES", "htod BYTES", "dtoh BYTES",
+ *                               "dtod-async BYTES",
  *                               "launch NAME GX GY GZ BX BY BZ", "capture begin",
  *                               "capture end", "instantiate", "update", "graph launch"
  *   FAKE_CUDA_FAIL_ALLOC=N      the N-th cuMemAlloc (from 1) since it was set fails
  *                               (out of memory)
  *   FAKE_CUDA_FAIL_LAUNCH=NAME  every launch of kernel NAME fails (700)
+ *   FAKE_CUDA_FAIL_DTOD=1       every device-to-device copy fails (700)
  *   FAKE_CUDA_ELAPSED_MS=A,B,.. what cuEventElapsedTime answers, call after
  *                               call, from the start again after the last
  *                               (unset: 1.0)
@@ -170,6 +172,15 @@ CUresult cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { logf_("htod %zu"
 CUresult cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { logf_("dtoh %zu", n); memcpy(d, (void *)(uintptr_t)s, n); return OK; }
 CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; logf_("htod-async %zu", n); memcpy((void *)(uintptr_t)d, s, n); return OK; }
 CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; logf_("dtoh-async %zu", n); memcpy(d, (void *)(uintptr_t)s, n); return OK; }
+CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st)
+{
+	(void)st;
+	logf_("dtod-async %zu", n);
+	if (env_int("FAKE_CUDA_FAIL_DTOD", 0))
+		return 700; /* illegal address */
+	memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+	return OK;
+}
 
 static int stream_token, event_token, graph_token, exec_token;
 CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = &stream_token; return OK; }

@@ -89,7 +89,8 @@ static int make_mat(mat *m, nf_quant_kind kind, int rows, int cols, int group)
  * another order; fp8 activations are rounded on both sides alike. */
 static double bound_of(nf_quant_kind k) { return k == NF_QUANT_NONE ? 2e-5 : 1e-4; }
 
-static void check_product(nf_quant_kind kind, const char *name, int rows, int cols, int n, int gemm)
+static void check_product(nf_quant_kind kind, const char *name, int rows, int cols, int n,
+			  nf_cu_variant v)
 {
 	mat m;
 	size_t nx = (size_t)n * cols, ny = (size_t)n * rows;
@@ -108,11 +109,12 @@ static void check_product(nf_quant_kind kind, const char *name, int rows, int co
 	dx = to_dev(x, nx * sizeof *x);
 	dy = to_dev(y, ny * sizeof *y);
 	void *p[] = {&dy, &ldy, &m.dev, &dx, &ldx, &n, &accumulate};
-	nf_cuk_id id = gemm ? nf_cuk_gemm(kind) : nf_cuk_gemv(kind);
-	nf_cu_launch l = gemm ? nf_cu_launch_gemm(rows, n) : nf_cu_launch_gemv(rows, n);
+	nf_cuk_id id = nf_cuk_product(kind, v);
+	nf_cu_launch l = nf_cu_launch_variant(v, rows, n);
+	const char *vname = nf_cu_variant_of(v).name;
 	if (nf_cuk_launch(&table, drv, NULL, id, l, p) || api->cuCtxSynchronize() ||
 	    api->cuMemcpyDtoH(y, dy, ny * sizeof *y)) {
-		ok(0, "%s %s %dx%d n=%d: %s", gemm ? "gemm" : "gemv", name, rows, cols, n, nf_error_last());
+		ok(0, "%s %s %dx%d n=%d: %s", vname, name, rows, cols, n, nf_error_last());
 		goto done;
 	}
 	for (int b = 0; b < n; b++)
@@ -127,7 +129,7 @@ static void check_product(nf_quant_kind kind, const char *name, int rows, int co
 			worst = e > worst ? e : worst;
 		}
 	ok(worst <= bound_of(kind), "%s %s %dx%d n=%d: worst error %.2g of sum|wx| (bound %.0e)",
-	   gemm ? "gemm" : "gemv", name, rows, cols, n, worst, bound_of(kind));
+	   vname, name, rows, cols, n, worst, bound_of(kind));
 	api->cuMemFree(dx);
 	api->cuMemFree(dy);
 	api->cuMemFree(m.data);
@@ -154,10 +156,10 @@ static void check_products(int sm)
 			continue;
 		}
 		for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-			for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
-				check_product(kinds[k].k, kinds[k].name, shapes[s][0], shapes[s][1], batches[b], 0);
-				check_product(kinds[k].k, kinds[k].name, shapes[s][0], shapes[s][1], batches[b], 1);
-			}
+			for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+				for (int v = 0; v < NF_CU_VARIANTS; v++) /* every tactic's kernel */
+					check_product(kinds[k].k, kinds[k].name, shapes[s][0], shapes[s][1],
+						      batches[b], (nf_cu_variant)v);
 	}
 }
 

@@ -9,7 +9,10 @@
 #      inputs at several shapes, with a bound per format (tests/gpu/kernels.c);
 #   2. stories260K engines (fp32, int8-wo) made the profile of this GPU: the
 #      greedy text through the CUDA backend equals the same engine's on the
-#      CPU (the fp32 engine on the CPU is the float32 reference, KL 0);
+#      CPU (the fp32 engine on the CPU is the float32 reference, KL 0), and
+#      its rows of logits and prefix copies (tests/gpu/gpu_rows.c); and the
+#      tactics timed: every kernel variant, and cuBLASLt beside the GEMMs
+#      when libcublasLt is here (tests/gpu/tune.c);
 #   3. a benchmark (tests/gpu/bench.c): decode and prefill tokens/s per
 #      precision on SmolLM2-135M and a synthetic ~1.1B Llama, the fraction
 #      of the HBM ceiling in decode, and PyTorch eager (tests/gpu/torch_eager.py)
@@ -76,7 +79,28 @@ for p in fp32 int8-wo; do
 		quote <"$W/gpu.txt"; echo "# CPU:"; quote <"$W/cpu.txt"
 		notok "stories260K $p on $sku: the greedy text equals the CPU's"
 	fi
+	# rows of logits (prompt, verifier) and prefix copies on the device
+	if "$B/tests/gpu/gpu_rows" "$E" >"$W/rows.tap" 2>&1 && ! grep -q '^not ok' "$W/rows.tap"; then
+		quote <"$W/rows.tap"
+		ok "stories260K $p on $sku: rows of logits and prefix copies agree"
+	else
+		quote <"$W/rows.tap"
+		notok "stories260K $p on $sku: rows of logits and prefix copies"
+	fi
 done
+
+# 2b. the tactics timed on this GPU: every kernel variant of an fp16 engine's
+#     products, and cuBLASLt's algorithms beside them when libcublasLt is here
+E="$W/s260k-fp16-tune"
+if "$B/tools/nf_engine_build_tool" "$M/stories260K.bin" "$M/tok512.bin" fp16 "$E" --no-autotune \
+	>"$W/build.log" 2>&1 && "$B/tests/gpu/gpu_engine" "$E" "$B/cuda" >/dev/null 2>"$W/gpu_engine.err" &&
+	"$B/tests/gpu/tune" "$E" >"$W/tune.tap" 2>&1 && ! grep -q '^not ok' "$W/tune.tap"; then
+	quote <"$W/tune.tap"
+	ok "stories260K fp16: the tactics (our variants, cuBLASLt) timed on this GPU"
+else
+	quote <"$W/build.log" | tail -3; quote <"$W/gpu_engine.err"; quote <"$W/tune.tap" 2>/dev/null
+	notok "stories260K fp16: the tactics timed on this GPU"
+fi
 
 # 3. benchmark
 if [ "${GPU_BENCH:-1}" = 0 ]; then

@@ -111,6 +111,73 @@ static nf_cuda_backend_opts opts_for(const char *dir)
 	return o;
 }
 
+static void launch_count(const char *log, const char *name, nf_cu_launch l, size_t want,
+			 const char *why)
+{
+	char line[160];
+	launch_line(line, sizeof line, name, l);
+	is_int(count_lines(log, line), want, "%s: %s", why, line);
+}
+
+/* Rows of logits of a prefill (the verifier's, every prompt row) through
+ * the classifier two rows (max_batch) at a time, and the prefix copies:
+ * one device-to-device copy per layer, KV head and K or V, of the prefix's
+ * rows, and their refusals. */
+static void test_rows_and_copies(nf_cuda_backend *b, const nf_model_config *c)
+{
+	size_t vocab = (size_t)c->vocab_size, row = nf_kv_row_bytes(NF_KV_F16, (size_t)nf_model_head_size(c));
+	float *logits = calloc(20 * vocab, sizeof *logits);
+	int prompt[20];
+	char want[64], *log;
+	for (int i = 0; i < 20; i++)
+		prompt[i] = i + 1;
+	drop_log();
+	/* rows 15..19 of 20 with passes of 16: row 15 in the first, 16..19 in the second */
+	is_int(nf_cuda_backend_prefill_rows(b, 1, prompt, 20, 0, 5, logits), 0, "prefill 20 tokens with 5 rows of logits");
+	log = take_log();
+	launch_count(log, "nf_cu_gemv_q8", nf_cu_launch_gemv(c->vocab_size, 1), 1, "row 15 alone");
+	launch_count(log, "nf_cu_gemv_q8", nf_cu_launch_gemv(c->vocab_size, 2), 2, "rows 16..19 two at a time");
+	snprintf(want, sizeof want, "dtoh-async %zu", 2 * vocab * sizeof(float));
+	is_int(count_lines(log, want), 2, "two copies of two rows back: %s", want);
+	snprintf(want, sizeof want, "dtoh-async %zu", vocab * sizeof(float));
+	is_int(count_lines(log, want), 1, "and one of one row: %s", want);
+	free(log);
+	is_int(nf_cuda_backend_prefill_rows(b, 0, prompt, 3, 0, 3, logits), 0, "every row of a prompt of 3");
+	log = take_log();
+	launch_count(log, "nf_cu_argmax", nf_cu_launch_rows(2), 1, "rows 0, 1");
+	launch_count(log, "nf_cu_argmax", nf_cu_launch_rows(1), 1, "row 2");
+	free(log);
+	ok(nf_cuda_backend_prefill_rows(b, 0, prompt, 3, 0, 4, logits) == NF_EINPUT,
+	   "4 rows of 3 tokens are refused: %s", nf_error_last());
+	ok(nf_cuda_backend_prefill_rows(b, 0, prompt, 3, 0, 2, NULL) == NF_EINPUT,
+	   "rows without a buffer are refused");
+	drop_log();
+
+	is_int(nf_cuda_backend_copy_prefix(b, 0, 1, 7), 0, "copy 7 positions from slot 1 to 0");
+	log = take_log();
+	snprintf(want, sizeof want, "dtod-async %zu", 7 * row);
+	is_int(count_lines(log, want), 2 * c->n_layers * c->n_kv_heads,
+	       "one copy per layer, KV head, K and V: %s", want);
+	is_int(count_prefix(log, "dtod-async"), 2 * c->n_layers * c->n_kv_heads, "and no other");
+	free(log);
+	ok(nf_cuda_backend_copy_prefix(b, 1, 1, 7) == 0 && !count_prefix((log = take_log()), "dtod"),
+	   "a slot onto itself copies nothing");
+	free(log);
+	ok(nf_cuda_backend_copy_prefix(b, 2, 0, 7) == NF_EINPUT, "slot 2 of 2 is refused: %s",
+	   nf_error_last());
+	ok(nf_cuda_backend_copy_prefix(b, 1, 0, c->max_seq_len + 1) == NF_EINPUT,
+	   "a prefix past the context is refused: %s", nf_error_last());
+	ok(!count_prefix((log = take_log()), "dtod"), "and nothing was copied");
+	free(log);
+	setenv("FAKE_CUDA_FAIL_DTOD", "1", 1);
+	ok(nf_cuda_backend_copy_prefix(b, 1, 0, 7) == NF_EENV && strstr(nf_error_last(), "prefix copy") &&
+		   !strchr(nf_error_last(), '\n'),
+	   "a copy the driver refuses is one line: %s", nf_error_last());
+	unsetenv("FAKE_CUDA_FAIL_DTOD");
+	drop_log();
+	free(logits);
+}
+
 static void test_open(const nf_engine *e, const nf_cuda_driver *d, const char *dir)
 {
 	const nf_model_config *c = nf_engine_config(e);
@@ -170,11 +237,13 @@ static void test_open(const nf_engine *e, const nf_cuda_driver *d, const char *d
 		prompt[i] = i + 1;
 	is_int(nf_cuda_backend_prefill(b, 1, prompt, 20, 0, logits), 0, "prefill 20 tokens");
 	log = take_log();
-	launch_line(want, sizeof want, "nf_cu_gemm_q8", nf_cu_launch_gemm(c->hidden_dim, 16));
+	/* passes of 16 and 4 tokens: the model picks the 16-token tile for both */
+	launch_line(want, sizeof want, "nf_cu_gemm_n16_q8", nf_cu_launch_gemm_n16(c->hidden_dim, 16));
 	is_int(count_lines(log, want), 2 * 2 * c->n_layers, "%s (w1, w3 of both passes)", want);
-	launch_line(want, sizeof want, "nf_cu_gemm_q8", nf_cu_launch_gemm(c->dim, 16));
+	launch_line(want, sizeof want, "nf_cu_gemm_n16_q8", nf_cu_launch_gemm_n16(c->dim, 16));
 	is_int(count_lines(log, want), 2 * 5 * c->n_layers,
 	       "%s (wq, wk, wv, wo, w2 of both passes)", want);
+	is_int(count_prefix(log, "launch nf_cu_gemm_q8"), 0, "and never the 64-token tile");
 	launch_line(want, sizeof want, "nf_cu_gemv_q8", nf_cu_launch_gemv(c->vocab_size, 1));
 	is_int(count_lines(log, want), 1, "the classifier of the last token only: %s", want);
 	launch_line(want, sizeof want, "nf_cu_attn_prefill_f16", nf_cu_launch_attn_prefill(4, c->n_heads));
@@ -183,6 +252,7 @@ static void test_open(const nf_engine *e, const nf_cuda_driver *d, const char *d
 	free(log);
 	free(logits);
 
+	test_rows_and_copies(b, c);
 	ok(nf_cuda_backend_decode(b, (int[]){2}, tokens, pos, 1, NULL, NULL) == NF_EINPUT,
 	   "slot 2 of 2 is refused: %s", nf_error_last());
 	ok(nf_cuda_backend_decode(b, slots, (int[]){c->vocab_size}, pos, 1, NULL, NULL) == NF_EINPUT,
@@ -212,6 +282,37 @@ static void expect_fallback(nf_engine *e, const nf_cuda_driver *d, const char *d
 	nf_seq_free(s);
 	free(logits);
 	drop_log();
+}
+
+/* Through the engine on the GPU: the verifier's rows of a ragged step, a
+ * prompt's every row, and a prefix copied between sequences' slots. */
+static void test_engine_rows(nf_engine *e, nf_seq **s, float *logits)
+{
+	const nf_model_config *c = nf_engine_config(e);
+	size_t vocab = (size_t)c->vocab_size;
+	int toks[4] = {6, 1, 2, 3}, nt[2] = {1, 3}, p0[2] = {6, 0}, rows[2] = {1, 3};
+	float *four = calloc(4 * vocab, sizeof *four);
+	char want[64], *log;
+
+	drop_log();
+	is_int(nf_engine_step_ragged_rows(e, s, toks, nt, p0, rows, 2, four), 0,
+	       "a ragged step with 1 and 3 rows of logits on the GPU: %s", nf_error_last());
+	log = take_log();
+	snprintf(want, sizeof want, "dtoh-async %zu", vocab * sizeof(float));
+	ok(count_lines(log, "graph launch") == 1 && count_lines(log, want) == 2,
+	   "a decode row and the 3 rows of the prefill (two, then one) come back");
+	free(log);
+	is_int(nf_engine_prefill_logits(e, s[1], toks + 1, 3, 0, four), 0,
+	       "a prefill with every row's logits on the GPU: %s", nf_error_last());
+	drop_log();
+	is_int(nf_seq_copy_prefix(s[1], s[0], 3), 0, "a prefix copy between slots: %s", nf_error_last());
+	log = take_log();
+	snprintf(want, sizeof want, "dtod-async %zu",
+		 3 * nf_kv_row_bytes(NF_KV_F16, (size_t)nf_model_head_size(c)));
+	is_int(count_lines(log, want), 2 * c->n_layers * c->n_kv_heads, "its copies: %s", want);
+	free(log);
+	free(four);
+	(void)logits;
 }
 
 /* An engine whose profile is an h100-sxm's, through nf_engine_use_gpu:
@@ -270,7 +371,7 @@ static void test_engine(const char *dir)
 		   count_prefix(log, "launch nf_cu_attn_decode_f16") == (size_t)nf_engine_config(e)->n_layers,
 	   "one decode graph and one prefill");
 	free(log);
-	ok(nf_seq_copy_prefix(s[1], s[0], 3) == NF_EUNSUPPORTED, "a prefix copy is not on the GPU yet");
+	test_engine_rows(e, s, logits);
 done:
 	for (int i = 0; i < 3; i++)
 		nf_seq_free(s[i]);

@@ -174,9 +174,102 @@ static void test_tactics(void)
 			cls = &all.tactics[i];
 	ok(cls && cls->split_k == 1 && cls->count == 1,
 	   "the classifier fills every SM without split-K (split %d)", cls ? cls->split_k : -1);
-	ok(kv && kv->split_k > 1 && kv->count == 60,
-	   "k and v (192 rows, 60 a step) split K to reach more SMs (split %d)", kv ? kv->split_k : -1);
+	ok(kv && strcmp(kv->kernel, "gemv") && kv->count == 60,
+	   "k and v (192 rows, 60 a step) keep more loads in flight than the plain GEMV does (%s)",
+	   kv ? kv->kernel : "-");
 	ok(kv && kv->seconds > 0 && cls && cls->seconds > kv->seconds, "modelled times");
+	ok(kv && cls && (!strcmp(kv->kernel, "gemv_sk") || !strcmp(kv->kernel, "gemv_v32")) &&
+		   !strcmp(cls->kernel, "gemv"),
+	   "the report names the kernels: k and v %s, the classifier %s", kv ? kv->kernel : "-",
+	   cls ? cls->kernel : "-");
+}
+
+/* The prefill tactics of roofline.json: modelled GEMM tiles, and cuBLASLt
+ * beside them for fp16 weights, skipped with its reason and never the
+ * kernel; none for int8 weights (no cuBLASLt candidate). */
+static int lists_cublaslt(const char *text, int *chosen, int *skipped, const char **tile)
+{
+	json_error_t je;
+	json_t *root = json_loads(text, 0, &je), *p = json_object_get(root, "prefill_tactics"), *t;
+	size_t i, listed = 0;
+	*chosen = *skipped = 0;
+	json_array_foreach(p, i, t) {
+		json_t *c = json_array_get(json_object_get(t, "candidates"), 0);
+		const char *kernel = json_string_value(json_object_get(t, "kernel"));
+		*chosen += kernel && !strcmp(kernel, "cublaslt");
+		if (i == 0)
+			*tile = kernel && !strcmp(kernel, "gemm") ? "gemm" : "other";
+		if (c && !strcmp(json_string_value(json_object_get(c, "kernel")), "cublaslt")) {
+			listed++;
+			*skipped += !strcmp(json_string_value(json_object_get(c, "method")), "skipped") &&
+				    strstr(json_string_value(json_object_get(c, "reason")), "not timed");
+		}
+	}
+	json_decref(root);
+	return (int)listed;
+}
+
+static void test_prefill_report(void)
+{
+	nf_model_config c = smol();
+	nf_roofline r;
+	char *text = NULL;
+	const char *tile = "";
+	int chosen, skipped;
+	ok(nf_roofline_model(&r, &c, NF_PREC_FP16, NF_KV_F16, nf_sku_find("h100-sxm"), 256, 1) == 0 &&
+		   nf_roofline_json(&text, &r) == 0,
+	   "SmolLM2 fp16 on an H100 as JSON");
+	is_int(text ? lists_cublaslt(text, &chosen, &skipped, &tile) : -1, r.n_tactics,
+	       "cuBLASLt listed beside each prefill shape");
+	ok(skipped == r.n_tactics && chosen == 0, "skipped with the reason, never chosen");
+	ok(!strcmp(tile, "gemm") && r.prefill[0].batch == NF_ROOFLINE_PREFILL,
+	   "a prefill of %d tokens models the 64-token tile", NF_ROOFLINE_PREFILL);
+	free(text);
+	text = NULL;
+	ok(nf_roofline_model(&r, &c, NF_PREC_INT8_WO, NF_KV_F16, nf_sku_find("h100-sxm"), 256, 1) == 0 &&
+		   nf_roofline_json(&text, &r) == 0 && lists_cublaslt(text, &chosen, &skipped, &tile) == 0,
+	   "int8-wo: no cuBLASLt candidate listed");
+	free(text);
+}
+
+/* The modelled variant depends on the shape: split-K for decode's few-row,
+ * long-K products, the plain GEMV for tall ones and for rows too short to
+ * split, the 16-token tile for a short prefill, the 64-token tile for a
+ * long one; and on the GPU (fewer SMs fill with fewer rows). */
+static void test_variants(void)
+{
+	const nf_sku *h100 = nf_sku_find("h100-sxm"), *l4 = nf_sku_find("l4");
+	nf_roofline_gpu g = {h100->sm_count, h100->mem_bw_gbs * 1e9, h100->fp16_tflops * 1e12, 1};
+	double sec = 0;
+	/* fp16: 2 bytes a weight */
+	is_int(nf_roofline_variant(&g, 512, 8192, 512.0 * 8192 * 2, 1, 0, &sec), NF_CU_VAR_GEMV_SK,
+	       "decode (512, 8192) on an H100: split-K");
+	ok(sec > 0 && sec < nf_roofline_variant_seconds(NF_CU_VAR_GEMV, &g, 512, 8192, 512.0 * 8192 * 2, 1),
+	   "modelled faster than the GEMV");
+	is_int(nf_roofline_variant(&g, 128256, 4096, 128256.0 * 4096 * 2, 1, 0, NULL), NF_CU_VAR_GEMV,
+	       "decode (128256, 4096), a classifier: the GEMV fills every SM alone");
+	is_int(nf_roofline_variant(&g, 512, 64, 512.0 * 64 * 2, 1, 0, NULL), NF_CU_VAR_GEMV,
+	       "decode (512, 64): rows too short to split or to keep two chunks a lane in flight");
+	is_int(nf_roofline_variant(&g, 512, 1536, 512.0 * 1536 * 2, 1, 0, NULL) != NF_CU_VAR_GEMV, 1,
+	       "decode (512, 1536): fewer rows than the SMs' warps, more loads in flight (%s)",
+	       nf_cu_variant_of(nf_roofline_variant(&g, 512, 1536, 512.0 * 1536 * 2, 1, 0, NULL)).name);
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 8, 1, NULL), NF_CU_VAR_GEMM_N16,
+	       "a prefill of 8 tokens: the 16-token tile");
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 512, 1, NULL), NF_CU_VAR_GEMM,
+	       "a prefill of 512 tokens: the 64-token tile");
+	is_int(nf_roofline_variant(&g, 4096, 4096, 4096.0 * 4096 * 2, 8, 0, NULL) <= NF_CU_VAR_GEMV_V32, 1,
+	       "a decode batch of 8 stays a GEMV");
+	/* 4096 rows fill an L4's 58 SMs (16 warps each) but not an H100's 132 */
+	if (l4) {
+		nf_roofline_gpu small = {l4->sm_count, l4->mem_bw_gbs * 1e9, l4->fp16_tflops * 1e12, 1};
+		int on_h100 = nf_roofline_variant(&g, 1536, 8192, 1536.0 * 8192 * 2, 1, 0, NULL);
+		int on_l4 = nf_roofline_variant(&small, 1536, 8192, 1536.0 * 8192 * 2, 1, 0, NULL);
+		ok(on_h100 != NF_CU_VAR_GEMV && on_l4 == NF_CU_VAR_GEMV,
+		   "(1536, 8192): %s on an H100 (%d SMs), the GEMV on an L4 (%d SMs)",
+		   nf_cu_variant_of((nf_cu_variant)on_h100).name, h100->sm_count, l4->sm_count);
+	} else {
+		skip("no l4 in the device table");
+	}
 }
 
 static void test_occupancy(void)
@@ -262,6 +355,8 @@ int main(void)
 	test_step();
 	test_bounds();
 	test_tactics();
+	test_variants();
+	test_prefill_report();
 	test_occupancy();
 	test_write();
 	return done_testing();

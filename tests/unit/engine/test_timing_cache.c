@@ -201,8 +201,11 @@ static void test_tune(const char *root)
 		ok(0, "open the backend: %s", nf_error_last());
 		goto done;
 	}
-	/* per shape: batch 1 the GEMV (3 runs), batches 2 and 4 the GEMV then the GEMM */
-	setenv("FAKE_CUDA_ELAPSED_MS", "4,1,2, 5,5,9,1,7,2, 2,2,2,3,3,3", 1);
+	/* per shape, 3 runs of each variant: batch 1 the GEMV, its split-K
+	 * and 32-byte forms, batches 2 and 4 those, then the 64- and 16-token
+	 * GEMMs */
+	setenv("FAKE_CUDA_ELAPSED_MS",
+	       "4,1,2,5,5,5,6,6,6, 5,5,9,6,6,6,7,7,7,1,7,2,3,3,3, 2,2,2,1,1,1,3,3,3,3,3,3,3,3,3", 1);
 	setenv("FAKE_CUDA_LOG", log, 1);
 	is_int(nf_cuda_backend_tune(b, c, 2, 3, &timed), 0, "tune on the fake driver: %s",
 	       nf_error_last());
@@ -222,8 +225,9 @@ static void test_tune(const char *root)
 	ok(nf_timing_cache_find(c, &s2, &t) && !strcmp(t.kernel, "nf_cu_gemm_q8") &&
 		   t.median_us == 2000 && t.tile_rows == NF_CU_GEMM_TILE,
 	   "batch 2: the GEMM wins, 2 ms against 5");
-	ok(nf_timing_cache_find(c, &s4, &t) && !strcmp(t.kernel, "nf_cu_gemv_q8"),
-	   "batch 4: the GEMV wins, 2 ms against 3");
+	ok(nf_timing_cache_find(c, &s4, &t) && !strcmp(t.kernel, "nf_cu_gemv_sk_q8") &&
+		   t.split_k == NF_CU_GEMV_SPLIT && t.tile_rows == 1,
+	   "batch 4: the split-K GEMV wins, 1 ms against 2");
 
 	int slots[2] = {0, 1}, tokens[2] = {3, 4}, pos[2] = {0, 0};
 	is_int(nf_cuda_backend_decode(b, slots, tokens, pos, 2, NULL, NULL), 0, "decode a batch of 2");

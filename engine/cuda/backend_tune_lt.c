@@ -1,0 +1,136 @@
+/*
+ * backend_tune_lt.c - cuBLASLt timed as a reference candidate of the
+ * prefill GEMMs (see nf_cuda_backend_tune_cublaslt in backend.h): per
+ * shape and batch, the heuristic's algorithms run on zeroed buffers of the
+ * shape's sizes, timed with CUDA events after warm-up, the median of each
+ * and the fastest kept in the timing cache as the figure our kernels are
+ * held to.  Never a choice of the backend (cublaslt.h says why).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cuda/backend_impl.h"
+#include "engine/cuda/cublaslt.h"
+#include "engine/cuda/timing_cache.h"
+#include "util/error.h"
+#include "util/banned.h"
+
+#define LT_RUNS_MAX 64
+#define LT_BATCH_MAX 256
+/* Workspace an algorithm may ask for: what cuBLASLt's own samples allow. */
+#define LT_WORKSPACE ((size_t)32 << 20)
+
+typedef struct lt_timer {
+	nf_cu_event start, stop;
+	nf_cu_ptr x, y, ws; /* (batch, widest) in the weights' type, (batch, tallest) floats */
+	int warmup, runs;
+} lt_timer;
+
+/* The median microseconds of algorithm i of p. */
+static int time_algo(nf_cuda_backend *b, const lt_timer *tm, const nf_lt_plan *p, int i,
+		     nf_cu_ptr w, double *median_us)
+{
+	double us[LT_RUNS_MAX];
+	nf_cu_result rc;
+	int err;
+	for (int r = 0; r < tm->warmup; r++)
+		if ((err = nf_lt_plan_run(p, i, tm->y, w, tm->x, tm->ws, b->stream)))
+			return err;
+	for (int r = 0; r < tm->runs; r++) {
+		float ms = 0;
+		if ((rc = b->api->cuEventRecord(tm->start, b->stream)) != 0 ||
+		    (err = nf_lt_plan_run(p, i, tm->y, w, tm->x, tm->ws, b->stream)) ||
+		    (rc = b->api->cuEventRecord(tm->stop, b->stream)) != 0 ||
+		    (rc = b->api->cuEventSynchronize(tm->stop)) != 0 ||
+		    (rc = b->api->cuEventElapsedTime(&ms, tm->start, tm->stop)) != 0)
+			return rc ? nf_cuda_backend_fail(b, "a timed cuBLASLt run", rc) : err;
+		us[r] = 1000.0 * ms;
+	}
+	*median_us = nf_tc_median(us, tm->runs);
+	return 0;
+}
+
+/* The fastest algorithm of w at batch into the cache (unless cached). */
+static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const lt_timer *tm,
+		      const nf_cublaslt *lt, const nf_cuda_wmat *w, int batch, int *timed)
+{
+	const char *fmt = nf_cuk_info_of(nf_cuk_gemm(w->kind))->name + strlen("nf_cu_gemm_");
+	nf_tc_shape s = {{0}, w->m.rows, w->m.cols, batch};
+	nf_tc_tactic best = {{0}, 0, 0, 0, 0, 0, 0}, hit;
+	nf_lt_plan p;
+	int err;
+
+	snprintf(s.family, sizeof s.family, "cublaslt_%s", fmt);
+	if (nf_timing_cache_find(cache, &s, &hit))
+		return 0;
+	err = nf_lt_plan_init(&p, lt, w->kind, w->m.rows, w->m.cols, batch, LT_WORKSPACE);
+	for (int i = 0; i < p.n_algos && !err; i++) {
+		double us = 0;
+		if ((err = time_algo(b, tm, &p, i, (nf_cu_ptr)(uintptr_t)w->m.data, &us)))
+			break;
+		if (i == 0 || us < best.median_us) {
+			snprintf(best.kernel, sizeof best.kernel, "cublaslt:%d", i);
+			best.median_us = us;
+			best.runs = tm->runs;
+			best.split_k = 1;
+		}
+	}
+	nf_lt_plan_release(&p);
+	if (err || (err = nf_timing_cache_put(cache, &s, &best)))
+		return err;
+	++*timed;
+	return 0;
+}
+
+static int make_timer(nf_cuda_backend *b, lt_timer *tm, const nf_cuda_wmat **m, size_t n)
+{
+	size_t rows = 1, cols = 1;
+	nf_cu_result rc;
+	int err;
+	for (size_t i = 0; i < n; i++) {
+		rows = (size_t)m[i]->m.rows > rows ? (size_t)m[i]->m.rows : rows;
+		cols = (size_t)m[i]->m.cols > cols ? (size_t)m[i]->m.cols : cols;
+	}
+	/* two bytes an element covers every candidate's type */
+	if ((err = nf_cuda_backend_alloc(b, &tm->x, LT_BATCH_MAX * cols * 2, "cuBLASLt timing")) ||
+	    (err = nf_cuda_backend_alloc(b, &tm->y, LT_BATCH_MAX * rows * sizeof(float),
+					 "cuBLASLt timing")) ||
+	    (err = nf_cuda_backend_alloc(b, &tm->ws, LT_WORKSPACE, "cuBLASLt workspace")))
+		return err;
+	if ((rc = b->api->cuEventCreate(&tm->start, 0)) != 0 ||
+	    (rc = b->api->cuEventCreate(&tm->stop, 0)) != 0)
+		return nf_cuda_backend_fail(b, "cuEventCreate", rc);
+	return 0;
+}
+
+int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, nf_timing_cache *cache, const nf_cublaslt *lt,
+				  int warmup, int runs, int *timed)
+{
+	const nf_cuda_wmat *all[8], *m[8];
+	lt_timer tm = {0};
+	size_t n = 0, total = nf_cuda_tune_distinct(all, b);
+	int top = b->max_prefill < LT_BATCH_MAX ? b->max_prefill : LT_BATCH_MAX, err = 0;
+
+	*timed = 0;
+	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > LT_RUNS_MAX)
+		return nf_error_set(NF_EINPUT, "cublaslt: %d warm-up and %d timed runs (0..1000, 1..%d)",
+				    warmup, runs, LT_RUNS_MAX);
+	for (size_t i = 0; i < total; i++)
+		if (nf_cublaslt_kind_ok(all[i]->kind, b->sm))
+			m[n++] = all[i];
+	if (n == 0)
+		return 0; /* int8 and int4 weights: no cuBLASLt candidate */
+	tm.warmup = warmup;
+	tm.runs = runs;
+	if ((err = make_timer(b, &tm, m, n)))
+		goto done;
+	for (size_t i = 0; i < n && !err; i++)
+		for (int batch = 2; batch <= top && !err; batch *= 2)
+			err = tune_shape(b, cache, &tm, lt, m[i], batch, timed);
+done:
+	if (tm.start)
+		b->api->cuEventDestroy(tm.start);
+	if (tm.stop)
+		b->api->cuEventDestroy(tm.stop);
+	return err;
+}
