@@ -1,6 +1,7 @@
 /* build.c - the `nimfactory build` pipeline (see build.h). */
 #define _GNU_SOURCE
 #include "factory/build.h"
+#include "factory/build_ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "factory/fetch.h"
 #include "factory/gates.h"
 #include "factory/plan.h"
+#include "factory/plan_fit.h"
 #include "factory/recipe.h"
 #include "factory/remote_cache.h"
 #include "factory/stage_gates.h"
@@ -42,42 +44,7 @@
  * engine itself keeps the reproducible cost-model table. */
 #define TACTICS_REPORT "tactics-measured.json"
 
-typedef struct build_ctx {
-	const nf_build_opts *opts;
-	nf_log *log;
-	nf_recipe *recipe;
-	nf_plan *plan;
-	nf_cache *cache;
-	char *out_final;  /* OUT */
-	char *out_tmp;    /* OUT being assembled */
-	int out_tmp_lock; /* flock on out_tmp while we live: a later build knows it is ours */
-	char *model_path; /* fetched checkpoint (file or folder) */
-	char *tok_path;   /* fetched tokenizer, NULL when none */
-	char source_digest[NF_SHA256_HEX_LEN + 1];
-	char tok_digest[NF_SHA256_HEX_LEN + 1];
-	nf_model *model;
-	nf_tokenizer *tokenizer; /* borrowed from model_tokenizer; NULL for llama2.c models
-				    (tok_path is their tokenizer) */
-	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
-	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
-	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
-	char *gate_tmp;           /* the gates' temporary folder beside OUT, removed at the end */
-	nf_gate_ref *ref;         /* the float32 reference, once per build */
-	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
-	nf_gate_results results;
-	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
-	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
-	nf_stage_graph_keys keys; /* the keys the plan's stages do not hold */
-	int model_borrowed;       /* model and tokenizers belong to opts->shared */
-	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
-} build_ctx;
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void fetch_progress(void *user, uint64_t done, uint64_t total)
 {
@@ -140,7 +107,7 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 {
 	nf_source_spec spec;
 	nf_fetch_opts fo;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	char *identity = source_identity(src);
 	int err;
 
@@ -172,7 +139,7 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 	if (!err && b->opts->shared)
 		err = nf_build_shared_add_source(b->opts->shared, identity, *path, digest);
 	free(identity);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	if (st->cached && !err)
 		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s", st->name, digest);
 	else if (st->cached)
@@ -193,15 +160,22 @@ static int stage_fetch(build_ctx *b)
 	return fetch_one(b, st, &b->recipe->model.tokenizer, &b->tok_path, b->tok_digest);
 }
 
-/* The loader for the recipe's source format (auto: sniffed from the file). */
-static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
+/* The profiles that do not fit their device's memory, dropped with their
+ * numbers now that the checkpoint's header can be read (as plan does when
+ * the checkpoint is at hand), before any key names the profiles. */
+static int stage_fit(build_ctx *b)
 {
-	switch (f) {
-	case NF_FORMAT_HF: return NF_CKPT_HF;
-	case NF_FORMAT_LLAMA2C: return NF_CKPT_LLAMA2C;
-	case NF_FORMAT_GGUF: return NF_CKPT_GGUF;
-	default: return nf_ckpt_sniff(path);
-	}
+	nf_model_config cfg;
+	size_t dropped = 0;
+	int err = nf_fit_read_shapes(&cfg, b->model_path, b->recipe->model.source.format);
+	if (!err)
+		err = nf_plan_fit(b->plan, &dropped, &cfg, b->recipe->build.quant.group_size,
+				  nf_fit_host_memory(), b->recipe->file);
+	for (size_t i = b->plan->n_dropped - dropped; !err && i < b->plan->n_dropped; i++)
+		nf_log_warn(b->log, "plan", "dropped %s %s tp%d: %s", b->plan->dropped[i].device,
+			    b->plan->dropped[i].precision, b->plan->dropped[i].tensor_parallel,
+			    b->plan->dropped[i].reason);
+	return err;
 }
 
 /* The model's tokenizer.  A llama2.c tokenizer.bin (the recipe's file,
@@ -252,58 +226,14 @@ static int load_calibration(build_ctx *b)
 	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
 }
 
-/* Where a stage's result was found. */
-typedef enum stage_found {
-	STAGE_MISSING = 0, /* run it */
-	STAGE_LOCAL,       /* in the local cache */
-	STAGE_PULLED,      /* pulled from --cache-from into the local cache */
-} stage_found;
-
-/* The folder of stage (kind, key) from the local cache, else pulled from
- * the remote one; *dir NULL when neither has it (or --rebuild). */
-static stage_found stage_lookup(build_ctx *b, const char *kind, const char *key, char **dir)
-{
-	*dir = NULL;
-	if (b->opts->rebuild)
-		return STAGE_MISSING;
-	if (nf_cache_stage_lookup(dir, b->cache, key) == 0)
-		return STAGE_LOCAL;
-	nf_error_clear();
-	if (b->remote_from && nf_remote_cache_pull(dir, b->remote_from, b->cache, kind, key) == 0)
-		return STAGE_PULLED;
-	nf_error_clear();
-	return STAGE_MISSING;
-}
-
-/* " (pulled from REF)" after a stage that came from the remote cache, else "". */
-static const char *pulled_note(build_ctx *b, stage_found f, char *buf, size_t size)
-{
-	if (f != STAGE_PULLED)
-		return "";
-	snprintf(buf, size, " (pulled from %s)", nf_remote_cache_ref(b->remote_from));
-	return buf;
-}
-
-/* Push the finished stage (kind, key) to --cache-to, made or found. */
-static int stage_push(build_ctx *b, const char *kind, const char *key)
-{
-	char *dir = NULL;
-	int err;
-	if (!b->remote_to)
-		return 0;
-	if (!(err = nf_cache_stage_lookup(&dir, b->cache, key)))
-		err = nf_remote_cache_push(b->remote_to, b->cache, kind, key, dir);
-	free(dir);
-	return err;
-}
 
 /* The checkpoint in memory, loaded the first time a stage needs the model
  * (a compile or a gate that is not cached): a rebuild that finds every
  * result in the cache never reads the weights. */
 static int load_model(build_ctx *b, const char *why)
 {
-	nf_ckpt_format fmt = ckpt_format(b->recipe->model.source.format, b->model_path);
-	double t0 = now_seconds();
+	nf_ckpt_format fmt = nf_fit_ckpt_format(b->recipe->model.source.format, b->model_path);
+	double t0 = nf_build_now();
 	int err;
 
 	if (b->model)
@@ -326,7 +256,7 @@ static int load_model(build_ctx *b, const char *why)
 		err = load_tokenizer(b, fmt);
 	if (!err)
 		err = resolve_chat_template(b);
-	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += now_seconds() - t0;
+	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += nf_build_now() - t0;
 	if (!err) {
 		const nf_model_config *c = &b->model->cfg;
 		nf_log_stage_end(b->log, "convert", 0,
@@ -339,62 +269,6 @@ static int load_model(build_ctx *b, const char *why)
 	return err;
 }
 
-/* The name of the chat template a cached convert resolved, as the static
- * string nf_chat_template_name gives; NULL when it is none of them. */
-static const char *chat_template_named(const char *name)
-{
-	for (nf_chat_template t = NF_CHAT_MODEL; t <= NF_CHAT_CHATML; t++)
-		if (!strcmp(nf_chat_template_name(t), name))
-			return nf_chat_template_name(t);
-	return NULL;
-}
-
-/* What a convert stage leaves in the cache: the chat template it resolved
- * (the package needs it; the weights themselves go into each engine). */
-#define CONVERT_RESULT "chat_template"
-
-static int convert_from_cache(build_ctx *b, const nf_stage *st)
-{
-	char *dir = NULL, *path = NULL, *text = NULL, note[300];
-	size_t len;
-	int found = 0;
-	stage_found where = stage_lookup(b, "convert", st->key, &dir);
-	if (where == STAGE_MISSING)
-		goto done;
-	if ((path = nf_path_join(dir, CONVERT_RESULT)) &&
-	    !nf_fs_read_file(&text, &len, path, 64) &&
-	    (b->plan->chat_template = chat_template_named(text)))
-		found = 1;
-	if (found)
-		nf_log_stage_cached(b->log, "convert", "key %.12s%s", st->key,
-				    pulled_note(b, where, note, sizeof(note)));
-done:
-	nf_error_clear();
-	free(dir);
-	free(path);
-	free(text);
-	return found;
-}
-
-static int convert_to_cache(build_ctx *b, const nf_stage *st)
-{
-	nf_cache_stage *cs = NULL;
-	char *path = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
-	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), CONVERT_RESULT)))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_fs_write_atomic(path, b->plan->chat_template, strlen(b->plan->chat_template),
-					 0644);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(path);
-	return err;
-}
 
 /* The convert stage: keyed by the checkpoint's and tokenizer's bytes; when
  * cached, the model is loaded later only if a stage that follows runs. */
@@ -402,10 +276,10 @@ static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
 	int err;
-	if (!(st->cached = convert_from_cache(b, st)) &&
-	    ((err = load_model(b, "convert")) || (err = convert_to_cache(b, st))))
+	if (!(st->cached = nf_build_convert_from_cache(b, st)) &&
+	    ((err = load_model(b, "convert")) || (err = nf_build_convert_to_cache(b, st))))
 		return err;
-	return stage_push(b, "convert", st->key);
+	return nf_build_stage_push(b, "convert", st->key);
 }
 
 /* The compile stage's folder from the local cache, else pulled from the
@@ -413,39 +287,31 @@ static int stage_convert(build_ctx *b)
 static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
 	char note[300];
-	stage_found where = stage_lookup(b, "compile", st->key, stage_dir);
-	if (where != STAGE_MISSING)
+	nf_build_found where = nf_build_stage_lookup(b, "compile", st->key, stage_dir);
+	if (where != NF_BUILD_MISSING)
 		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)%s", p->name, st->key,
-				    pulled_note(b, where, note, sizeof(note)));
+				    nf_build_pulled_note(b, where, note, sizeof(note)));
 }
 
-/* Quantize and build the engine of p into a new stage; *stage_dir the published folder.
- * It takes the build's thread count, not the scheduler's share of the cores:
- * the engine's tactics record the threads they are for, and an engine must
- * not depend on what else ran beside its compile. */
-static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
-			  const char *provenance, char **stage_dir)
-{
-	nf_cache_stage *cs = NULL;
-	char *engine_dir = NULL, *report = NULL;
-	double t0 = now_seconds();
-	int err;
+/* What compile_engine fills its stage folder from. */
+typedef struct compile_fill {
+	const nf_profile *p;
+	const char *provenance;
+} compile_fill;
 
-	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
-	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
-		goto done;
-	engine_dir = nf_path_join(nf_cache_stage_dir(cs), "engine");
-	report = nf_path_join(nf_cache_stage_dir(cs), TACTICS_REPORT);
-	if (!engine_dir || !report) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
+/* The engine of c->p (and its measured tactics) into a compile stage's folder. */
+static int fill_compile(build_ctx *b, const char *dir, const void *arg)
+{
+	const compile_fill *c = arg;
+	const nf_profile *p = c->p;
+	char *engine_dir = nf_path_join(dir, "engine"), *report = nf_path_join(dir, TACTICS_REPORT);
+	int err = engine_dir && report ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
 	nf_engine_build_opts eo = {
 		.precision = p->precision,
 		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
 		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
-		.provenance_json = provenance,
+		.provenance_json = c->provenance,
 		.threads = b->opts->threads,
 		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
 		.autotune = b->recipe->build.autotune && !p->is_gpu,
@@ -454,20 +320,28 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		.calib_text = b->calib_text,
 		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
-	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
-		goto done;
-	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
-			  (err = nf_gpu_profile_kernels(engine_dir, p))))
-		goto done;
-	if ((err = nf_stage_timing_write(nf_cache_stage_dir(cs), now_seconds() - t0)))
-		goto done;
-	err = nf_cache_stage_commit(stage_dir, cs);
-	cs = NULL;
-done:
-	nf_cache_stage_abort(cs);
-	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
+	if (!err)
+		err = nf_engine_build(engine_dir, b->model, &eo);
+	if (!err && p->is_gpu && !(err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)))
+		err = nf_gpu_profile_kernels(engine_dir, p);
 	free(engine_dir);
 	free(report);
+	return err;
+}
+
+/* Quantize and build the engine of p into a new stage; *stage_dir the published folder.
+ * It takes the build's thread count, not the scheduler's share of the cores:
+ * the engine's tactics record the threads they are for, and an engine must
+ * not depend on what else ran beside its compile.  Its time is the fill's. */
+static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
+			  const char *provenance, char **stage_dir)
+{
+	compile_fill c = {p, provenance};
+	int err;
+
+	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
+	err = nf_build_stage_store(b, st, st->key, -1, fill_compile, &c, stage_dir);
+	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
 	return err;
 }
 
@@ -478,7 +352,7 @@ done:
 static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
 			 nf_cache_lock **lock, char **stage_dir)
 {
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	int err = nf_cache_stage_lock(lock, b->cache, st->key, false);
 	bool waited = err == 1;
 	if (waited) {
@@ -491,7 +365,7 @@ static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
 				    p->name, st->key, waited ? " while we waited" : "");
 	if (waited && !err)
 		nf_log_debug(b->log, "compile", "%s: waited %.2f s for stage %.12s", p->name,
-			     now_seconds() - t0, st->key);
+			     nf_build_now() - t0, st->key);
 	if (err > 0) /* cannot happen when waiting; never a success code to callers */
 		err = nf_error_set(NF_EINTERNAL, "stage %.12s: lock not taken", st->key);
 	if (err >= 0)
@@ -529,7 +403,7 @@ static int compile_run(void *arg, int threads)
 	nf_profile *p = &j->b->plan->profiles[j->profile];
 	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
 	nf_cache_lock *lock = NULL;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	/* under the stage's key lock: another build computing it is waited for */
 	int err = claim_compile(j->b, p, st, &lock, &j->stage_dir);
 	if (!err && j->stage_dir)
@@ -537,7 +411,7 @@ static int compile_run(void *arg, int threads)
 	else if (!err)
 		err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir);
 	nf_cache_stage_unlock(lock);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
 }
 
@@ -806,7 +680,7 @@ static int stage_gate(build_ctx *b, size_t i)
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
 	const nf_recipe_gates *g = &b->recipe->gates;
 	nf_gate_result *res = NULL;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	int err;
 
 	nf_log_stage_begin(b->log, "gate", "%s", p->name);
@@ -828,55 +702,11 @@ static int stage_gate(build_ctx *b, size_t i)
 	if (!err)
 		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
 	b->gated_now[i] = 1;
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	nf_log_stage_end(b->log, "gate", err, "%s: %s", p->name, nf_verdict_name(p->verdict));
 	return err;
 }
 
-/* The gates of profile i from the cache: 1 when found (its results added),
- * 0 when they must run (absent, --rebuild, or a damaged entry). */
-static int gate_from_cache(build_ctx *b, size_t i)
-{
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	char *dir = NULL, *path = NULL, note[300];
-	int found = 0;
-	stage_found where = stage_lookup(b, "gate", st->key, &dir);
-
-	if (where != STAGE_MISSING && (path = nf_path_join(dir, NF_STAGE_GATES_FILE)) &&
-	    !nf_stage_gates_load(&b->results, path))
-		found = 1;
-	nf_error_clear();
-	if (found) {
-		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-		st->cached = 1;
-		nf_log_stage_cached(b->log, "gate", "%s (key %.12s)%s: %s", p->name, st->key,
-				    pulled_note(b, where, note, sizeof(note)), nf_verdict_name(p->verdict));
-	}
-	free(dir);
-	free(path);
-	return found;
-}
-
-static int gate_to_cache(build_ctx *b, size_t i)
-{
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	nf_cache_stage *cs = NULL;
-	char *path = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
-	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), NF_STAGE_GATES_FILE)))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_stage_gates_save(path, &b->results, b->plan->profiles[i].id);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(path);
-	return err;
-}
 
 /* The gates not found in the cache, run and stored under their keys. */
 static int run_gates(build_ctx *b)
@@ -896,7 +726,7 @@ static int run_gates(build_ctx *b)
 	 * it is not a result, and a machine with the GPU must run it. */
 	for (size_t i = 0; !err && i < n; i++)
 		if (b->gated_now[i] && b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
-			err = gate_to_cache(b, i);
+			err = nf_build_gate_to_cache(b, i);
 	return err;
 }
 
@@ -911,12 +741,12 @@ static int stage_gates(build_ctx *b)
 	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
 		return nf_error_set(NF_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++)
-		missing += !gate_from_cache(b, i);
+		missing += !nf_build_gate_from_cache(b, i);
 	if (missing)
 		err = run_gates(b);
 	for (size_t i = 0; !err && i < n; i++)
 		if (b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
-			err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
+			err = nf_build_stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
 	return err;
 }
 
@@ -968,10 +798,6 @@ static int write_outputs(build_ctx *b)
 	return err;
 }
 
-/* What a package stage leaves in the cache: the OCI layout as written, and
- * the digest its tag points at (deploy names the image by it). */
-#define PACKAGE_LAYOUT "oci"
-#define PACKAGE_DIGEST "image-digest"
 
 /* Every stage's key, once the sources are fetched: the digests they start
  * from are the sources', the files the recipe names and the runtime's. */
@@ -997,66 +823,13 @@ static int stage_keys(build_ctx *b)
 	return err;
 }
 
-/* OUT/oci restored byte for byte from the cache: 1 when it was there. */
-static int package_from_cache(build_ctx *b, const char *key, char image[NF_SHA256_HEX_LEN + 1])
-{
-	char *dir = NULL, *src = NULL, *dst = NULL, *digest = NULL, *text = NULL;
-	size_t len;
-	int found = 0;
-	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, key))
-		goto done;
-	src = nf_path_join(dir, PACKAGE_LAYOUT);
-	dst = nf_path_join(b->out_tmp, PACKAGE_LAYOUT);
-	digest = nf_path_join(dir, PACKAGE_DIGEST);
-	if (!src || !dst || !digest ||
-	    nf_fs_read_file(&text, &len, digest, NF_SHA256_HEX_LEN) || len != NF_SHA256_HEX_LEN)
-		goto done;
-	if (nf_fs_copy_tree(src, dst)) {
-		nf_fs_remove_tree(dst); /* packaged again below, from nothing */
-		goto done;
-	}
-	memcpy(image, text, NF_SHA256_HEX_LEN + 1);
-	found = 1;
-done:
-	nf_error_clear();
-	free(dir);
-	free(src);
-	free(dst);
-	free(digest);
-	free(text);
-	return found;
-}
-
-static int package_to_cache(build_ctx *b, const char *key, const char *image, double seconds)
-{
-	nf_cache_stage *cs = NULL;
-	char *src = nf_path_join(b->out_tmp, PACKAGE_LAYOUT), *dst = NULL, *digest = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, key);
-	if (!err && (!src || !(dst = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_LAYOUT)) ||
-		     !(digest = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_DIGEST))))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_fs_copy_tree(src, dst);
-	if (!err)
-		err = nf_fs_write_atomic(digest, image, strlen(image), 0444);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(src);
-	free(dst);
-	free(digest);
-	return err;
-}
 
 /* The package stage, keyed by everything the image holds.  Its plan entry
  * keeps the image's digest (deploy and plan.json name the image by it). */
 static int stage_package(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	nf_package_opts po = {
 		.recipe = b->recipe,
 		.plan = b->plan,
@@ -1067,7 +840,7 @@ static int stage_package(build_ctx *b)
 	const char *key = b->keys.package;
 	int err;
 
-	if ((st->cached = package_from_cache(b, key, st->key))) {
+	if ((st->cached = nf_build_package_from_cache(b, key, st->key))) {
 		nf_log_stage_cached(b->log, "package", "key %.12s: image sha256:%.12s", key,
 				    st->key);
 		return 0;
@@ -1075,9 +848,9 @@ static int stage_package(build_ctx *b)
 	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
 			   b->recipe->image.tag);
 	err = nf_package_image(&po, st->key);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	if (!err)
-		err = package_to_cache(b, key, st->key, st->seconds);
+		err = nf_build_package_to_cache(b, key, st->key, st->seconds);
 	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
 	return err;
 }
@@ -1231,7 +1004,7 @@ int nf_build_run(const nf_build_opts *o)
 {
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default(), .out_tmp_lock = -1};
 	char *cache_root = NULL;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	const char *deploy_note = NULL;
 	int err, gate_failed = 0, refused = 0;
 	const nf_profile *skipped = NULL;
@@ -1267,6 +1040,8 @@ int nf_build_run(const nf_build_opts *o)
 		err = prepare_output(&b);
 	if (!err)
 		err = stage_fetch(&b);
+	if (!err)
+		err = stage_fit(&b);
 	if (!err)
 		err = load_calibration(&b);
 	if (!err)
@@ -1325,10 +1100,10 @@ done:
 	log_remote_caches(&b);
 	if (!err && o->profile)
 		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
-			    "image for one profile", o->profile, now_seconds() - t0, b.out_final);
+			    "image for one profile", o->profile, nf_build_now() - t0, b.out_final);
 	else if (!err)
 		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
-			    b.recipe->model.name, now_seconds() - t0, b.out_final,
+			    b.recipe->model.name, nf_build_now() - t0, b.out_final,
 			    b.recipe->image.repository, b.recipe->image.tag,
 			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
 	nf_gate_results_release(&b.results);

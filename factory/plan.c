@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/sku.h"
+#include "factory/plan_fit.h"
 #include "util/error.h"
 #include "util/banned.h"
 
@@ -81,6 +82,7 @@ static int add_stage(nf_plan *p, size_t *cap, nf_stage_kind kind, int profile, c
 	}
 	nf_stage *s = &p->stages[p->n_stages];
 	memset(s, 0, sizeof(*s));
+	s->estimate = -1;
 	s->kind = kind;
 	s->profile = profile;
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -272,6 +274,7 @@ void nf_plan_free(nf_plan *p)
 	free(p->profiles);
 	free(p->dropped);
 	free(p->stages);
+	free(p->fits);
 	free(p);
 }
 
@@ -281,6 +284,23 @@ nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile)
 		if (p->stages[i].kind == kind && p->stages[i].profile == profile)
 			return &p->stages[i];
 	return NULL;
+}
+
+/* A profile's memory on its device, in bytes. */
+static json_t *fit_json(const nf_fit *f)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:b}", "weights", (json_int_t)f->weights, "kv",
+			 (json_int_t)f->kv, "workspace", (json_int_t)f->workspace, "needed",
+			 (json_int_t)f->needed, "capacity", (json_int_t)f->capacity, "fits", f->fits);
+}
+
+/* {"seconds": s, "source": "recorded"|"modelled"}, or null when unknown. */
+static json_t *estimate_json(const nf_stage *s)
+{
+	if (s->estimate < 0)
+		return json_null();
+	return json_pack("{s:f, s:s}", "seconds", s->estimate, "source",
+			 s->estimate_modelled ? "modelled" : "recorded");
 }
 
 int nf_plan_to_json(json_t **out, const nf_plan *p)
@@ -301,6 +321,9 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 				  nf_verdict_name(pr->verdict), "canonical", canon ? canon : json_null(),
 				  "engine", pr->engine_dir));
 	}
+	for (size_t i = 0; !bad && p->fits && i < p->n_profiles; i++)
+		bad |= json_object_set_new(json_array_get(profiles, i), "memory",
+					   fit_json(&p->fits[i]));
 	for (size_t i = 0; !bad && i < p->n_dropped; i++) {
 		const nf_dropped *d = &p->dropped[i];
 		bad |= json_array_append_new(dropped,
@@ -314,10 +337,11 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 		for (size_t k = 0; deps && k < s->n_deps; k++)
 			json_array_append_new(deps, json_integer((json_int_t)s->deps[k]));
 		bad |= json_array_append_new(
-			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:f}", "kind",
+			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:b, s:f, s:o}", "kind",
 					  nf_stage_kind_name(s->kind), "name", s->name, "deps",
 					  deps ? deps : json_null(), "key", s->key[0] ? s->key : NULL,
-					  "cached", s->cached, "seconds", s->seconds));
+					  "cached", s->cached, "remote", s->remote, "seconds", s->seconds,
+					  "estimate", estimate_json(s)));
 	}
 	if (bad || json_object_set_new(root, "recipe_digest", json_string(p->recipe_digest)) ||
 	    json_object_set(root, "profiles", profiles) || json_object_set(root, "dropped", dropped) ||

@@ -41,7 +41,10 @@ typedef struct nf_stage {
 	size_t n_deps;
 	char key[NF_SHA256_HEX_LEN + 1]; /* digest of the inputs; "" until known */
 	int cached;                     /* 1 when the result came from the cache */
+	int remote;                     /* plan: 1 when --cache-from holds it (not local) */
 	double seconds;                 /* time it took, once run */
+	double estimate;                /* plan: seconds a run would take, -1 unknown */
+	int estimate_modelled;          /* 1: from the cost model, 0: a past build's timing */
 } nf_stage;
 
 typedef struct nf_dropped {
@@ -63,6 +66,9 @@ typedef struct nf_plan {
 	 * once the checkpoint is loaded (serving.chat_template auto resolved);
 	 * NULL before: the recipe's own value. */
 	const char *chat_template;
+	/* Each profile's memory on its device (factory/plan_fit.h), once the
+	 * model's shapes are known (n_profiles entries); NULL before. */
+	struct nf_fit *fits; /* owned */
 } nf_plan;
 
 /* Expand r into a plan.  Caller owns *out (nf_plan_free). */
@@ -81,7 +87,8 @@ nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile);
  */
 int nf_plan_select_profile(nf_plan *p, const char *name);
 
-/* The plan as JSON (profiles, dropped points with reasons, stages with keys). */
+/* The plan as JSON (profiles with their memory once sized, dropped points
+ * with reasons, stages with keys, cache state and estimates). */
 int nf_plan_to_json(json_t **out, const nf_plan *p);
 
 /* sha256 hex of a JSON value dumped canonically (sorted keys, compact). */
