@@ -526,7 +526,7 @@ static int make_gate_tmp(build_ctx *b)
 
 /* The float32 reference of every profile's correctness gate, computed once
  * (not per profile) with the engine's batched forward pass. */
-static int stage_reference(build_ctx *b)
+static int compute_reference(build_ctx *b)
 {
 	const nf_recipe_correctness *cr = &b->recipe->gates.correctness;
 	char *text = NULL;
@@ -559,6 +559,22 @@ static int stage_reference(build_ctx *b)
 			 b->ref ? b->ref->n_rows : 0, b->ref && b->ref->half ? " (half)" : "",
 			 b->ref ? b->ref->seconds : 0.0);
 	free(text);
+	return err;
+}
+
+/* The reference stage: from the cache (keyed by the model, the evaluation
+ * text and the prompts, not the tolerances: a threshold changed reuses it),
+ * else computed from the model and stored. */
+static int stage_reference(build_ctx *b)
+{
+	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_REFERENCE, -1);
+	int err = 0;
+	if (nf_build_reference_from_cache(b, st))
+		return 0;
+	if (!(err = load_model(b, "the gates' reference")) && !(err = compute_reference(b))) {
+		st->seconds = b->ref->seconds;
+		err = nf_build_reference_to_cache(b, st);
+	}
 	return err;
 }
 
@@ -633,7 +649,9 @@ static int perf_baseline(build_ctx *b, const nf_gate_result **base)
 	nf_profile ref = {.precision = NF_PREC_FP32};
 	snprintf(ref.name, sizeof(ref.name), "fp32-reference");
 	snprintf(ref.device, sizeof(ref.device), "cpu");
-	err = nf_engine_build(dir, b->model, &eo);
+	err = load_model(b, "the fp32 baseline"); /* not loaded when the reference was cached */
+	if (!err)
+		err = nf_engine_build(dir, b->model, &eo);
 	if (!err)
 		err = nf_gate_performance(&b->perf_fp32, &ref, dir, &po, b->log);
 	nf_log_stage_end(b->log, "gate", err, "fp32-reference measured");
@@ -713,8 +731,6 @@ static int run_gates(build_ctx *b)
 {
 	size_t n = b->plan->n_profiles;
 	int err = make_gate_tmp(b);
-	if (!err)
-		err = load_model(b, "the gates' reference");
 	if (!err)
 		err = stage_reference(b);
 	for (size_t i = 0; !err && i < n; i++)

@@ -94,6 +94,11 @@ int nf_build_convert_to_cache(build_ctx *b, const nf_stage *st);
 int nf_build_gate_from_cache(build_ctx *b, size_t i);
 int nf_build_gate_to_cache(build_ctx *b, size_t i);
 
+/* The gates' float32 reference from the local cache into b->ref: 1 when it
+ * was there (st marked cached); and the store of one just computed. */
+int nf_build_reference_from_cache(build_ctx *b, nf_stage *st);
+int nf_build_reference_to_cache(build_ctx *b, const nf_stage *st);
+
 /* OUT/oci restored byte for byte from the package stage `key`: 1 when it
  * was there (image the digest its tag points at); and the store of an image
  * just packaged. */

@@ -239,3 +239,36 @@ int nf_build_package_to_cache(build_ctx *b, const char *key, const char *image, 
 	return nf_build_stage_store(b, nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1), key, seconds,
 				    fill_package, image, NULL);
 }
+
+int nf_build_reference_from_cache(build_ctx *b, nf_stage *st)
+{
+	char *dir = NULL;
+	int found = 0;
+	/* local only: the reference is not pushed to --cache-from's registry */
+	if (!b->opts->rebuild && !nf_cache_stage_lookup(&dir, b->cache, st->key)) {
+		if (!nf_gate_ref_load(&b->ref, dir))
+			found = 1;
+		else
+			nf_log_warn(b->log, "gate", "%s; computing it again", nf_error_last());
+	}
+	nf_error_clear();
+	if (found) {
+		st->cached = 1;
+		st->seconds = nf_stage_timing_read(dir);
+		nf_log_stage_cached(b->log, "gate", "float32 reference (key %.12s): %zu rows",
+				    st->key, b->ref->n_rows);
+	}
+	free(dir);
+	return found;
+}
+
+static int fill_reference(build_ctx *b, const char *dir, const void *arg)
+{
+	(void)arg;
+	return nf_gate_ref_save(b->ref, dir);
+}
+
+int nf_build_reference_to_cache(build_ctx *b, const nf_stage *st)
+{
+	return nf_build_stage_store(b, st, st->key, b->ref->seconds, fill_reference, NULL, NULL);
+}

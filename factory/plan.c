@@ -18,6 +18,7 @@ const char *nf_stage_kind_name(nf_stage_kind k)
 	case NF_STAGE_COMPILE: return "compile";
 	case NF_STAGE_GATE: return "gate";
 	case NF_STAGE_PACKAGE: return "package";
+	case NF_STAGE_REFERENCE: return "reference";
 	}
 	return "unknown";
 }
@@ -160,7 +161,7 @@ static void devices_running(char *buf, size_t size, nf_precision prec)
 int nf_plan_make(nf_plan **out, const nf_recipe *r)
 {
 	nf_plan *p = calloc(1, sizeof(*p));
-	size_t cap_stages = 0, max_points = 0, fetch_model, fetch_tok = 0, convert;
+	size_t cap_stages = 0, max_points = 0, fetch_model, fetch_tok = 0, convert, reference;
 	int err = 0, has_tokenizer = r->model.tokenizer.kind != NF_SOURCE_NONE;
 
 	*out = NULL;
@@ -225,7 +226,8 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 		goto done;
 	}
 
-	/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package. */
+	/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package,
+	 * and convert -> reference -> every gate. */
 	if ((err = add_stage(p, &cap_stages, NF_STAGE_FETCH, -1, "fetch model", NULL, 0, &fetch_model)))
 		goto done;
 	if (has_tokenizer &&
@@ -237,6 +239,9 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 				     has_tokenizer ? 2 : 1, &convert)))
 			goto done;
 	}
+	if ((err = add_stage(p, &cap_stages, NF_STAGE_REFERENCE, -1, "float32 reference", &convert, 1,
+			     &reference)))
+		goto done;
 	size_t *gates = calloc(p->n_profiles, sizeof(*gates));
 	if (!gates) {
 		err = nf_error_set(NF_ENOMEM, "plan: out of memory");
@@ -244,12 +249,13 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 	}
 	for (size_t i = 0; i < p->n_profiles && !err; i++) {
 		char name[128];
-		size_t compile;
+		size_t deps[2];
 		snprintf(name, sizeof(name), "compile %s", p->profiles[i].name);
-		err = add_stage(p, &cap_stages, NF_STAGE_COMPILE, (int)i, name, &convert, 1, &compile);
+		err = add_stage(p, &cap_stages, NF_STAGE_COMPILE, (int)i, name, &convert, 1, &deps[0]);
 		snprintf(name, sizeof(name), "gate %s", p->profiles[i].name);
+		deps[1] = reference;
 		if (!err)
-			err = add_stage(p, &cap_stages, NF_STAGE_GATE, (int)i, name, &compile, 1, &gates[i]);
+			err = add_stage(p, &cap_stages, NF_STAGE_GATE, (int)i, name, deps, 2, &gates[i]);
 	}
 	/* package depends on every gate; deps[] holds the first few, the rest is implied by order. */
 	if (!err)
@@ -337,10 +343,11 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 		for (size_t k = 0; deps && k < s->n_deps; k++)
 			json_array_append_new(deps, json_integer((json_int_t)s->deps[k]));
 		bad |= json_array_append_new(
-			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:b, s:f, s:o}", "kind",
+			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:b, s:b, s:f, s:o}", "kind",
 					  nf_stage_kind_name(s->kind), "name", s->name, "deps",
 					  deps ? deps : json_null(), "key", s->key[0] ? s->key : NULL,
-					  "cached", s->cached, "remote", s->remote, "seconds", s->seconds,
+					  "cached", s->cached, "remote", s->remote, "skipped", s->skipped,
+					  "seconds", s->seconds,
 					  "estimate", estimate_json(s)));
 	}
 	if (bad || json_object_set_new(root, "recipe_digest", json_string(p->recipe_digest)) ||

@@ -27,9 +27,11 @@ typedef enum nf_stage_kind {
 	NF_STAGE_COMPILE, /* quantize + build one profile's engine */
 	NF_STAGE_GATE,    /* correctness and performance gates of one profile */
 	NF_STAGE_PACKAGE, /* OCI image layout */
+	NF_STAGE_REFERENCE, /* the gates' float32 reference (logits on the evaluation
+			       text and prompts), shared by every profile's gate */
 } nf_stage_kind;
 
-const char *nf_stage_kind_name(nf_stage_kind k); /* "fetch" "convert" ... */
+const char *nf_stage_kind_name(nf_stage_kind k); /* "fetch" "convert" ... "reference" */
 
 #define NF_STAGE_MAX_DEPS 4
 
@@ -45,6 +47,8 @@ typedef struct nf_stage {
 	double seconds;                 /* time it took, once run */
 	double estimate;                /* plan: seconds a run would take, -1 unknown */
 	int estimate_modelled;          /* 1: from the cost model, 0: a past build's timing */
+	int skipped;                    /* plan: not run, as no stage that needs it runs
+					   (the reference when every gate is cached) */
 } nf_stage;
 
 typedef struct nf_dropped {

@@ -22,6 +22,7 @@ int nf_stage_scale_key(char key[NF_SHA256_HEX_LEN + 1], const nf_plan *plan, con
 {
 	json_t *j = json_pack("{s:s, s:s}", "kind", nf_stage_kind_name(st->kind), "source",
 			      source_digest ? source_digest : "");
+	/* (the reference scales with the model alone: its key is the kind and source) */
 	int err = 0;
 	if (j && st->profile >= 0) {
 		const nf_profile *p = &plan->profiles[st->profile];
@@ -114,6 +115,7 @@ static double modelled(const nf_plan *plan, const nf_stage *st, const nf_recipe 
 	case NF_STAGE_CONVERT: return (double)params / NF_COST_CONVERT_PARAMS_PER_S;
 	case NF_STAGE_COMPILE: return (double)params / NF_COST_COMPILE_PARAMS_PER_S;
 	case NF_STAGE_GATE: return modelled_gate(r, &plan->profiles[st->profile], cfg, (double)params);
+	case NF_STAGE_REFERENCE: return gate_tokens(r) * 2.0 * (double)params / NF_COST_CPU_FLOPS;
 	case NF_STAGE_PACKAGE:
 		for (size_t i = 0; i < plan->n_profiles; i++)
 			if (!nf_engine_weights_bytes(&wbytes, cfg, plan->profiles[i].precision,
@@ -133,7 +135,7 @@ void nf_stage_estimate(nf_plan *plan, const nf_recipe *r, const nf_cache *c,
 		char key[NF_SHA256_HEX_LEN + 1];
 		st->estimate = -1;
 		st->estimate_modelled = 0;
-		if (st->cached) {
+		if (st->cached || st->skipped) {
 			st->estimate = 0;
 			continue;
 		}

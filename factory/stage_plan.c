@@ -79,7 +79,9 @@ static int mark_remote(nf_plan *plan, const nf_stage_graph_keys *keys, nf_remote
 		nf_stage *st = &plan->stages[i];
 		const char *key = st->kind == NF_STAGE_PACKAGE ? keys->package : st->key;
 		bool present = false;
-		if (st->cached || st->kind == NF_STAGE_FETCH || !key[0])
+		/* the reference is kept in the local cache only (its rows are the size of
+		 * the model's vocabulary times the evaluated tokens) */
+		if (st->cached || st->kind == NF_STAGE_FETCH || st->kind == NF_STAGE_REFERENCE || !key[0])
 			continue;
 		if (!(err = nf_remote_cache_has(&present, remote, nf_stage_kind_name(st->kind), key)))
 			st->remote = present;
