@@ -91,21 +91,26 @@ uint64_t nf_fit_host_memory(void)
 	return (uint64_t)pages * (uint64_t)size;
 }
 
+/* bytes in GiB from 1 GiB up, else in MiB (the small test models). */
+static double in_unit(uint64_t bytes, uint64_t scale_by, const char **unit)
+{
+	int gib = scale_by >= ((uint64_t)1 << 30);
+	*unit = gib ? "GiB" : "MiB";
+	return (double)bytes / (gib ? 1073741824.0 : 1048576.0);
+}
+
 void nf_fit_describe(char *buf, size_t size, const nf_fit *f, const char *device)
 {
-	/* GiB for engines of real size, MiB for the small test models */
-	int gib = f->needed >= ((uint64_t)1 << 30) || f->capacity < ((uint64_t)1 << 30);
-	double unit = gib ? 1073741824.0 : 1048576.0;
-	const char *u = gib ? "GiB" : "MiB";
-	if (!f->capacity) {
+	const char *u, *cu;
+	double needed = in_unit(f->needed, f->needed, &u);
+	double w = in_unit(f->weights, f->needed, &u), kv = in_unit(f->kv, f->needed, &u);
+	double ws = in_unit(f->workspace, f->needed, &u), cap = in_unit(f->capacity, f->capacity, &cu);
+	if (!f->capacity)
 		snprintf(buf, size, "needs %.1f %s (weights %.1f, KV %.1f, workspace %.1f) of an "
-			 "unknown memory on %s", f->needed / unit, u, f->weights / unit, f->kv / unit,
-			 f->workspace / unit, device);
-		return;
-	}
-	snprintf(buf, size, "needs %.1f %s (weights %.1f, KV %.1f, workspace %.1f) %s %.1f GiB on %s",
-		 f->needed / unit, u, f->weights / unit, f->kv / unit, f->workspace / unit,
-		 f->fits ? "of" : ">", f->capacity / 1073741824.0, device);
+			 "unknown memory on %s", needed, u, w, kv, ws, device);
+	else
+		snprintf(buf, size, "needs %.1f %s (weights %.1f, KV %.1f, workspace %.1f) %s %.1f %s on %s",
+			 needed, u, w, kv, ws, f->fits ? "of" : ">", cap, cu, device);
 }
 
 /* Remove the profiles marked in gone and their stages, renumbering the

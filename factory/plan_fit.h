@@ -26,12 +26,13 @@
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/sku.h"
+#include "factory/deploy.h"
 #include "factory/plan.h"
 #include "factory/recipe.h"
 
 /* Sequences whose KV caches a device holds: nimserve's default batch
  * (NIM_MAX_BATCH), the same the Helm values are sized for. */
-#define NF_FIT_MAX_BATCH 32
+#define NF_FIT_MAX_BATCH NF_DEPLOY_MAX_BATCH
 
 typedef struct nf_fit {
 	uint64_t weights;   /* per device */
