@@ -135,7 +135,7 @@ void nf_stage_estimate(nf_plan *plan, const nf_recipe *r, const nf_cache *c,
 		char key[NF_SHA256_HEX_LEN + 1];
 		st->estimate = -1;
 		st->estimate_modelled = 0;
-		if (st->cached || st->skipped) {
+		if (st->cached || st->skipped || st->remote) { /* nothing runs (a pull at most) */
 			st->estimate = 0;
 			continue;
 		}

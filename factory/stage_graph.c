@@ -82,6 +82,17 @@ static int cached(const nf_cache *c, const char *key, double *seconds)
 	return 1;
 }
 
+void nf_stage_graph_mark_skipped(nf_plan *plan)
+{
+	nf_stage *reference = nf_plan_stage(plan, NF_STAGE_REFERENCE, -1);
+	int gates_run = 0;
+	for (size_t i = 0; i < plan->n_stages; i++)
+		gates_run |= plan->stages[i].kind == NF_STAGE_GATE && !plan->stages[i].cached &&
+			     !plan->stages[i].remote;
+	if (reference)
+		reference->skipped = !reference->cached && !gates_run;
+}
+
 void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *package_key)
 {
 	for (size_t i = 0; i < plan->n_stages; i++) {
@@ -90,11 +101,5 @@ void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *pa
 			continue;
 		st->cached = cached(c, st->kind == NF_STAGE_PACKAGE ? package_key : st->key, &st->seconds);
 	}
-	/* the reference is made only for a gate that runs */
-	nf_stage *reference = nf_plan_stage(plan, NF_STAGE_REFERENCE, -1);
-	int gates_run = 0;
-	for (size_t i = 0; i < plan->n_stages; i++)
-		gates_run |= plan->stages[i].kind == NF_STAGE_GATE && !plan->stages[i].cached;
-	if (reference && !reference->cached)
-		reference->skipped = !gates_run;
+	nf_stage_graph_mark_skipped(plan);
 }

@@ -52,4 +52,8 @@ double nf_stage_timing_read(const char *stage_dir);
  * stages are left to the caller (their keys are blob digests). */
 void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *package_key);
 
+/* Mark the reference skipped when every gate is cached or (plan) remote:
+ * a build makes the reference only for a gate that runs. */
+void nf_stage_graph_mark_skipped(nf_plan *plan);
+
 #endif

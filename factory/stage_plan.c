@@ -71,8 +71,9 @@ static int fit_profiles(nf_plan *plan, nf_model_config *cfg, int *shapes, const 
 	return err;
 }
 
-/* Mark the stages that are not local but that remote holds. */
-static int mark_remote(nf_plan *plan, const nf_stage_graph_keys *keys, nf_remote_cache *remote)
+/* Mark the stages that are not local but that remote holds.  A registry
+ * that cannot be asked costs the remote column, not the plan: warned. */
+static void mark_remote(nf_plan *plan, const nf_stage_graph_keys *keys, nf_remote_cache *remote)
 {
 	int err = 0;
 	for (size_t i = 0; !err && i < plan->n_stages; i++) {
@@ -86,7 +87,10 @@ static int mark_remote(nf_plan *plan, const nf_stage_graph_keys *keys, nf_remote
 		if (!(err = nf_remote_cache_has(&present, remote, nf_stage_kind_name(st->kind), key)))
 			st->remote = present;
 	}
-	return err;
+	if (err)
+		nf_log_warn(nf_log_default(), "plan", "%s: no stage marked remote", nf_error_last());
+	nf_error_clear();
+	nf_stage_graph_mark_skipped(plan);
 }
 
 int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf_recipe *r,
@@ -128,7 +132,7 @@ int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf
 	if (!(err = nf_stage_graph_keys_fill(keys, plan, r, &in)))
 		nf_stage_graph_mark_cached(plan, c, keys->package);
 	if (!err && o->remote)
-		err = mark_remote(plan, keys, o->remote);
+		mark_remote(plan, keys, o->remote);
 estimate:
 	if (!err)
 		nf_stage_estimate(plan, r, c, src_known ? src : NULL, shapes ? &cfg : NULL);

@@ -123,7 +123,7 @@ static void print_stage_state(const nf_stage *st, int known, const nf_stage_grap
 	else if (st->remote)
 		printf("  remote (key %.12s)", key);
 	else if (st->skipped)
-		printf("  skipped (every gate is cached)");
+		printf("  skipped (no gate runs)");
 	else if (!known && st->kind != NF_STAGE_FETCH) {
 		printf("  runs (key known once the sources are fetched, ");
 		print_estimate(st);
