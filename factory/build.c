@@ -1016,136 +1016,182 @@ static void log_remote_caches(build_ctx *b)
 	}
 }
 
+/* The recipe, its plan (narrowed to --profile), the dropped points warned. */
+static int phase_plan(build_ctx *b)
+{
+	const nf_build_opts *o = b->opts;
+	nf_log_stage_begin(b->log, "recipe", "%s", o->recipe_path);
+	int err = nf_recipe_load(&b->recipe, o->recipe_path);
+	if (!err)
+		err = nf_plan_make(&b->plan, b->recipe);
+	nf_log_stage_end(b->log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
+			 err ? o->recipe_path : b->recipe->model.name, b->plan ? b->plan->n_profiles : 0,
+			 b->plan ? b->plan->n_dropped : 0, b->plan ? b->plan->recipe_digest : "");
+	if (!err && o->profile)
+		err = nf_plan_select_profile(b->plan, o->profile);
+	for (size_t i = 0; !err && i < b->plan->n_dropped; i++)
+		nf_log_warn(b->log, "plan", "dropped %s %s tp%d: %s", b->plan->dropped[i].device,
+			    b->plan->dropped[i].precision, b->plan->dropped[i].tensor_parallel,
+			    b->plan->dropped[i].reason);
+	return err;
+}
+
+/* The local cache, the remote ones, OUT being assembled. */
+static int phase_open(build_ctx *b, char **cache_root)
+{
+	int err = 0;
+	if (b->opts->cache_dir)
+		*cache_root = strdup(b->opts->cache_dir);
+	else
+		err = nf_cache_default_root(cache_root);
+	if (!err && !*cache_root)
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = nf_cache_open(&b->cache, *cache_root);
+	if (!err)
+		err = open_remote_caches(b);
+	return err ? err : prepare_output(b);
+}
+
+/* Every stage up to the gates, each found in a cache or run. */
+static int phase_stages(build_ctx *b)
+{
+	int err = stage_fetch(b);
+	if (!err)
+		err = stage_fit(b);
+	if (!err)
+		err = load_calibration(b);
+	if (!err)
+		err = stage_keys(b);
+	if (!err)
+		err = stage_convert(b);
+	if (!err)
+		err = stage_compiles(b);
+	return err ? err : stage_gates(b);
+}
+
+/* plan.json, last, so that it holds every stage's key and time, package included. */
+static int write_plan(build_ctx *b)
+{
+	json_t *plan = NULL;
+	int err = nf_plan_to_json(&plan, b->plan);
+	if (!err && json_object_set_new(plan, "verdict", json_string(nf_verdict_name(
+								  nf_gate_results_verdict(&b->results)))))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = write_json_file(b->out_tmp, "plan.json", plan);
+	json_decref(plan);
+	return err;
+}
+
+/* Reports, engines, the image (unless a gate failed, was skipped, or one
+ * profile was asked for), deployment files, plan.json, OUT swapped in; the
+ * error a failed or skipped gate makes, once OUT holds its reports. */
+static int phase_outputs(build_ctx *b, const char **deploy_note)
+{
+	const nf_build_opts *o = b->opts;
+	int gate_failed = nf_gate_results_verdict(&b->results) == NF_VERDICT_FAILED;
+	const nf_profile *skipped = first_skipped(b->plan);
+	nf_report_meta meta = {.model = b->recipe->model.name, .recipe = b->plan->recipe_digest,
+			       .skipped_gates = skipped != NULL,
+			       .allow_skipped_gates = o->allow_skipped_gates};
+	/* --profile makes no image: nothing to refuse */
+	int refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
+	int image = !gate_failed && !refused && !o->profile;
+	if (nf_log_get_format(b->log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
+		nf_report_print_table(stderr, &b->results);
+	int err = nf_report_write(b->out_tmp, &b->results, &meta);
+	if (!err)
+		err = write_outputs(b);
+	if (!err && image)
+		err = stage_package(b);
+	if (!err && image)
+		err = stage_deploy(b, deploy_note);
+	if (!err)
+		err = write_plan(b);
+	if (!err)
+		err = swap_output(b);
+	if (!err && gate_failed)
+		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
+				   b->out_final);
+	if (!err && refused)
+		err = nf_error_set(NF_EGATE,
+				   "the gates of %s were skipped (%s); no image was made: "
+				   "--allow-skipped-gates packages profiles whose gates did not run",
+				   skipped->name, skipped_reason(&b->results, skipped));
+	return err;
+}
+
+/* The build's last line: what it made and where. */
+static void log_result(build_ctx *b, double t0, const char *deploy_note)
+{
+	if (b->opts->profile)
+		nf_log_info(b->log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
+			    "image for one profile", b->opts->profile, nf_build_now() - t0, b->out_final);
+	else
+		nf_log_info(b->log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
+			    b->recipe->model.name, nf_build_now() - t0, b->out_final,
+			    b->recipe->image.repository, b->recipe->image.tag,
+			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
+}
+
+/* Everything the build holds, OUT's temporary folder removed; the model
+ * handed to the next recipe of a shared build. */
+static void release(build_ctx *b)
+{
+	if (b->out_tmp && nf_fs_exists(b->out_tmp))
+		nf_fs_remove_tree(b->out_tmp);
+	if (b->out_tmp_lock >= 0)
+		close(b->out_tmp_lock);
+	nf_gate_results_release(&b->results);
+	nf_gate_ref_free(b->ref);
+	nf_gate_result_free(b->perf_fp32);
+	if (b->gate_tmp)
+		nf_fs_remove_tree(b->gate_tmp);
+	free(b->gate_tmp);
+	free(b->gated_now);
+	if (b->model && !b->model_borrowed && b->opts->shared) /* for the next recipe; freed by shared */
+		nf_build_shared_add_model(b->opts->shared,
+					  nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key, b->model,
+					  b->model_tokenizer);
+	else if (!b->model_borrowed) {
+		nf_model_free(b->model);
+		nf_tokenizer_free(b->model_tokenizer); /* b->tokenizer is the same one, or NULL */
+	}
+	free(b->calib_text);
+	free(b->model_path);
+	free(b->tok_path);
+	free(b->out_final);
+	free(b->out_tmp);
+	nf_cache_free(b->cache);
+	nf_remote_cache_free(b->remote_from);
+	nf_remote_cache_free(b->remote_to);
+	nf_plan_free(b->plan);
+	nf_recipe_free(b->recipe);
+}
+
 int nf_build_run(const nf_build_opts *o)
 {
 	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default(), .out_tmp_lock = -1};
 	char *cache_root = NULL;
 	double t0 = nf_build_now();
 	const char *deploy_note = NULL;
-	int err, gate_failed = 0, refused = 0;
-	const nf_profile *skipped = NULL;
+	int err;
 
 	nf_gate_results_init(&b.results);
-	nf_log_stage_begin(b.log, "recipe", "%s", o->recipe_path);
-	err = nf_recipe_load(&b.recipe, o->recipe_path);
+	err = phase_plan(&b);
 	if (!err)
-		err = nf_plan_make(&b.plan, b.recipe);
-	nf_log_stage_end(b.log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
-			 err ? o->recipe_path : b.recipe->model.name, b.plan ? b.plan->n_profiles : 0,
-			 b.plan ? b.plan->n_dropped : 0, b.plan ? b.plan->recipe_digest : "");
-	if (!err && o->profile)
-		err = nf_plan_select_profile(b.plan, o->profile);
-	if (err)
-		goto done;
-	for (size_t i = 0; i < b.plan->n_dropped; i++)
-		nf_log_warn(b.log, "plan", "dropped %s %s tp%d: %s", b.plan->dropped[i].device,
-			    b.plan->dropped[i].precision, b.plan->dropped[i].tensor_parallel,
-			    b.plan->dropped[i].reason);
-
-	if (o->cache_dir)
-		cache_root = strdup(o->cache_dir);
-	else
-		err = nf_cache_default_root(&cache_root);
-	if (!err && !cache_root)
-		err = nf_error_set(NF_ENOMEM, "out of memory");
+		err = phase_open(&b, &cache_root);
 	if (!err)
-		err = nf_cache_open(&b.cache, cache_root);
+		err = phase_stages(&b);
 	if (!err)
-		err = open_remote_caches(&b);
-	if (!err)
-		err = prepare_output(&b);
-	if (!err)
-		err = stage_fetch(&b);
-	if (!err)
-		err = stage_fit(&b);
-	if (!err)
-		err = load_calibration(&b);
-	if (!err)
-		err = stage_keys(&b);
-	if (!err)
-		err = stage_convert(&b);
-	if (!err)
-		err = stage_compiles(&b);
-	if (!err)
-		err = stage_gates(&b);
-	if (err)
-		goto done;
-
-	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
-	skipped = first_skipped(b.plan);
-	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest,
-			       .skipped_gates = skipped != NULL,
-			       .allow_skipped_gates = o->allow_skipped_gates};
-	/* --profile makes no image: nothing to refuse */
-	refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
-	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
-		nf_report_print_table(stderr, &b.results);
-	err = nf_report_write(b.out_tmp, &b.results, &meta);
-	if (!err)
-		err = write_outputs(&b);
-	if (!err && !gate_failed && !refused && !o->profile)
-		err = stage_package(&b);
-	if (!err && !gate_failed && !refused && !o->profile)
-		err = stage_deploy(&b, &deploy_note);
-	if (!err) {
-		/* Last, so it holds every stage's key and time, package included. */
-		json_t *plan = NULL;
-		err = nf_plan_to_json(&plan, b.plan);
-		if (!err) {
-			json_object_set_new(plan, "verdict",
-					    json_string(nf_verdict_name(nf_gate_results_verdict(&b.results))));
-			err = write_json_file(b.out_tmp, "plan.json", plan);
-		}
-		json_decref(plan);
-	}
-	if (!err)
-		err = swap_output(&b);
-	if (!err && gate_failed)
-		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
-				   b.out_final);
-	if (!err && refused)
-		err = nf_error_set(NF_EGATE,
-				   "the gates of %s were skipped (%s); no image was made: "
-				   "--allow-skipped-gates packages profiles whose gates did not run",
-				   skipped->name, skipped_reason(&b.results, skipped));
-done:
+		err = phase_outputs(&b, &deploy_note);
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);
-	if (b.out_tmp_lock >= 0)
-		close(b.out_tmp_lock);
 	log_remote_caches(&b);
-	if (!err && o->profile)
-		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
-			    "image for one profile", o->profile, nf_build_now() - t0, b.out_final);
-	else if (!err)
-		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
-			    b.recipe->model.name, nf_build_now() - t0, b.out_final,
-			    b.recipe->image.repository, b.recipe->image.tag,
-			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
-	nf_gate_results_release(&b.results);
-	nf_gate_ref_free(b.ref);
-	nf_gate_result_free(b.perf_fp32);
-	if (b.gate_tmp)
-		nf_fs_remove_tree(b.gate_tmp);
-	free(b.gate_tmp);
-	free(b.gated_now);
-	if (b.model && !b.model_borrowed && o->shared) /* for the next recipe; freed by shared */
-		nf_build_shared_add_model(o->shared, nf_plan_stage(b.plan, NF_STAGE_CONVERT, -1)->key,
-					  b.model, b.model_tokenizer);
-	else if (!b.model_borrowed) {
-		nf_model_free(b.model);
-		nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
-	}
-	free(b.calib_text);
-	free(b.model_path);
-	free(b.tok_path);
-	free(b.out_final);
-	free(b.out_tmp);
+	if (!err)
+		log_result(&b, t0, deploy_note);
+	release(&b);
 	free(cache_root);
-	nf_cache_free(b.cache);
-	nf_remote_cache_free(b.remote_from);
-	nf_remote_cache_free(b.remote_to);
-	nf_plan_free(b.plan);
-	nf_recipe_free(b.recipe);
 	return err;
 }

@@ -83,9 +83,10 @@ int nf_build_stage_store(build_ctx *b, const nf_stage *st, const char *key, doub
 	nf_cache_stage_abort(cs);
 	/* an estimate for later plans: losing it costs nothing but the estimate */
 	if (!err && (nf_stage_scale_key(scale, b->plan, st, b->source_digest) ||
-		     nf_stage_timing_record(b->cache, scale, seconds)))
+		     nf_stage_timing_record(b->cache, scale, seconds))) {
 		nf_log_debug(b->log, "cache", "%s: timing not recorded: %s", st->name, nf_error_last());
-	nf_error_clear();
+		nf_error_clear();
+	}
 	return err;
 }
 

@@ -63,8 +63,11 @@ static int fit_profiles(nf_plan *plan, nf_model_config *cfg, int *shapes, const 
 	size_t dropped;
 	int err = 0;
 	*shapes = 0;
-	if (path && !(err = nf_fit_read_shapes(cfg, path, r->model.source.format)))
+	if (path && !nf_fit_read_shapes(cfg, path, r->model.source.format))
 		*shapes = 1;
+	else if (path) /* the build will say so at its fetch; plan goes on without the fit */
+		nf_log_warn(nf_log_default(), "plan", "%s: fit unknown", nf_error_last());
+	nf_error_clear();
 	if (*shapes)
 		err = nf_plan_fit(plan, &dropped, cfg, r->build.quant.group_size, host_memory, r->file);
 	free(path);
