@@ -314,7 +314,8 @@ int nf_cmd_plan(int argc, char **argv)
 	}
 	if ((err = plan_set_load(&set, argv + optind, (size_t)(argc - optind))))
 		goto done;
-	if (!emitting && (err = plan_set_check_cache(&set, cache_dir, cache_from, po.insecure)))
+	/* with --emit too: the jobs carry their estimates, and profiles that do not fit go */
+	if ((err = plan_set_check_cache(&set, cache_dir, cache_from, po.insecure)))
 		goto done;
 	if (emitting)
 		err = emit(&set, argv + optind, fmt, &po, output);

@@ -86,6 +86,18 @@ t "plan: the fp32 gate's estimate is the first build's time (its threshold is no
 	grep -q 'gate cpu-fp32-tp1 .* runs (about [0-9.]* s, recorded)$' "$W/plan-gate.txt"
 t "plan: the reference stays cached (a threshold is not one of its inputs)" \
 	grep -q 'float32 reference .* cached (key' "$W/plan-gate.txt"
+"$NF" plan "$W/gate.yaml" --emit gitlab >"$W/child.yml" 2>&1
+is "plan --emit gitlab: each job carries its estimated runner time" \
+	"$(grep -c '^    NIMFACTORY_ESTIMATED_SECONDS: "[0-9.]*"$' "$W/child.yml")" 3
+if "$PY" -c 'import check_jsonschema' 2>/dev/null; then
+	t "and stays valid against GitLab's CI schema" \
+		"$SRC/build/venv/bin/check-jsonschema" --builtin-schema vendor.gitlab-ci "$W/child.yml"
+else
+	skip "check-jsonschema is not in build/venv"
+fi
+"$NF" plan "$W/gate.yaml" --emit jenkins >"$W/Jenkinsfile" 2>&1
+is "plan --emit jenkins: the estimate as a comment in each stage" \
+	"$(grep -c '// nimfactory plan estimates [0-9.]* s of runner time' "$W/Jenkinsfile")" 3
 build "$W/gate.yaml" gate.log
 is "build with another fp32 threshold" "$?" 0
 is "threshold: convert cached" "$(count gate.log 'convert: cached: key ')" 1
