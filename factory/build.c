@@ -15,7 +15,7 @@
 #include "engine/chat.h"
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
-#include "engine/wformat.h"
+#include "engine/engine_weights.h"
 #include "factory/build_shared.h"
 #include "factory/cache.h"
 #include "factory/deploy.h"
@@ -34,6 +34,7 @@
 #include "factory/gpu_profile.h"
 #include "factory/output_sweep.h"
 #include "factory/package.h"
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/version.h"
@@ -436,15 +437,13 @@ static int compile_finish(build_ctx *b, const compile_job *j)
  * (calibration runs the forward pass). */
 static uint64_t compile_memory(const build_ctx *b, const nf_profile *p)
 {
-	const nf_model_config *c = &b->model->cfg;
-	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p->precision)->weights);
-	size_t params = 0;
-	double kv_dim = c->n_heads ? (double)c->dim / c->n_heads * c->n_kv_heads : 0;
-	nf_model_param_count(&params, c);
-	nf_error_clear();
-	double bytes = (double)params * (f ? f->bits : 32) / 8.0 +
-		       2.0 * c->n_layers * c->max_seq_len * kv_dim * sizeof(float);
-	return bytes < 1.8e19 ? (uint64_t)bytes : UINT64_MAX;
+	uint64_t weights = UINT64_MAX, kv = UINT64_MAX, sum;
+	/* the engine's tensors as plan's fit counts them, one float32 sequence's KV cache */
+	if (nf_engine_weights_bytes(&weights, &b->model->cfg, p->precision,
+				    b->recipe->build.quant.group_size) ||
+	    nf_fit_kv_bytes(&kv, &b->model->cfg, NF_KV_F32, 1))
+		nf_error_clear();
+	return nf_u64_add(&sum, weights, kv) ? sum : UINT64_MAX;
 }
 
 /* The float32 model's bytes (convert's peak, resident while engines are built). */
