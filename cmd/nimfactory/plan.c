@@ -1,6 +1,8 @@
 /*
- * plan.c - `nimfactory plan RECIPE...`: the profiles and stages a build would
- * run, or (--emit) the CI pipeline that builds the recipes (factory/pipeline.h).
+ * plan.c - `nimfactory plan RECIPE...`: the profiles (and whether each fits
+ * its device), the stages a build would run or find cached (locally, or in
+ * --cache-from's registry) and the runner time it would take, or (--emit) the
+ * CI pipeline that builds the recipes (factory/pipeline.h).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -25,14 +27,16 @@ static const char plan_usage[] =
 	"usage: nimfactory plan RECIPE... [--json] [--cache DIR] [--cache-from REF [--insecure]]\n"
 	"       nimfactory plan RECIPE... --emit gitlab|jenkins|json [--output FILE]\n"
 	"                       [--cache-ref REF] [--registry HOST[/PREFIX]] [--insecure]\n"
-	"  --json             the plans as JSON (each stage's key, cached, seconds)\n"
+	"  --json             the plans as JSON (each profile's memory; each stage's key, cached,\n"
+	"                     remote, seconds, estimate; docs/schemas/plan.schema.json)\n"
 	"  --cache DIR        the local cache whose stage results are reported (default:\n"
 	"                     $NIMFACTORY_CACHE or the XDG default); each stage says whether\n"
 	"                     a build would run it or find it cached, and how long it took\n"
 	"  --cache-from REF   also say which stages the remote cache REF holds (asks the\n"
 	"                     registry for their tags; nothing is pulled)\n"
 	"  --emit FORMAT      the CI pipeline that builds the recipes: a GitLab child pipeline,\n"
-	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md)\n"
+	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md);\n"
+	"                     each job with its estimated runner time when known\n"
 	"  --output FILE      write it to FILE instead of stdout\n"
 	"  --cache-ref REF    the remote cache the jobs share (default: $NIMFACTORY_REMOTE_CACHE)\n"
 	"  --registry HOST    where the package jobs push (default: $NIMFACTORY_REGISTRY)\n"
