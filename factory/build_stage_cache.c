@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "factory/build_ctx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
