@@ -152,7 +152,7 @@ static void print_jobs(const nf_plan *plan)
 			shared += plan->stages[i].estimate >= 0 ? plan->stages[i].estimate : 0;
 			shared_unknown |= plan->stages[i].estimate < 0;
 		}
-	printf("  %-36s %s%.2f s\n", "fetch, convert, reference", shared_unknown ? ">= " : "", shared);
+	printf("  %-36s %s%.2f s\n", "shared: fetch, convert, reference", shared_unknown ? ">= " : "", shared);
 	for (size_t p = 0; p < plan->n_profiles; p++) {
 		double job = 0;
 		int job_unknown = 0;
@@ -161,7 +161,10 @@ static void print_jobs(const nf_plan *plan)
 				job += plan->stages[i].estimate >= 0 ? plan->stages[i].estimate : 0;
 				job_unknown |= plan->stages[i].estimate < 0;
 			}
-		printf("  %-36s %s%.2f s\n", plan->profiles[p].name, job_unknown ? ">= " : "", job);
+		char label[128];
+		/* "profile NAME": a line that starts with the name is the profile list's */
+		snprintf(label, sizeof(label), "profile %s", plan->profiles[p].name);
+		printf("  %-36s %s%.2f s\n", label, job_unknown ? ">= " : "", job);
 	}
 	const nf_stage *pkg = nf_plan_stage((nf_plan *)plan, NF_STAGE_PACKAGE, -1);
 	if (pkg)
