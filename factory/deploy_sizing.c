@@ -78,7 +78,8 @@ int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind k
 		goto done;
 	/* the KV caches as plan's fit counts them (factory/plan_fit.h) */
 	if (nf_fit_kv_bytes(&caches, &cfg, kv, max_batch) || !nf_u64_mul(&total, wbytes, 2) ||
-	    !nf_u64_add(&total, total, caches) || !nf_u64_add(&total, total, RUNTIME_BYTES) || !nf_u64_add(&total, total, (1 << 20) - 1)) {
+	    !nf_u64_add(&total, total, caches) || !nf_u64_add(&total, total, RUNTIME_BYTES) ||
+	    !nf_u64_add(&total, total, (1 << 20) - 1)) {
 		err = nf_error_set(NF_EINPUT, "%s: the memory of this engine overflows", engine_dir);
 		goto done;
 	}

@@ -1,4 +1,4 @@
-/* plan_fit.c - a profile's memory on its device, and the profiles that do not fit (see plan_fit.h). */
+/* plan_fit.c - a profile's memory on its device; the profiles that do not fit (see plan_fit.h). */
 #include "factory/plan_fit.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* stage_estimate.c - a stage's runner time from past builds or the cost model (see stage_estimate.h). */
+/* stage_estimate.c - a stage's runner time, recorded or modelled (see stage_estimate.h). */
 #define _GNU_SOURCE
 #include "factory/stage_estimate.h"
 

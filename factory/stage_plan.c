@@ -43,7 +43,8 @@ static int file_digest(char hex[NF_SHA256_HEX_LEN + 1], const char *path)
 	return path ? nf_digest_path(hex, path) : 0;
 }
 
-/* Where the checkpoint at hand is: its local path, or its blob in c.  NULL (no error) when it is not at hand. */
+/* Where the checkpoint at hand is: its local path, or its blob in c.  NULL
+ * (no error) when it is not at hand. */
 static char *source_path(const nf_recipe_source *s, const nf_cache *c)
 {
 	char *path = NULL;

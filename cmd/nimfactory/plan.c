@@ -152,7 +152,8 @@ static void print_jobs(const nf_plan *plan)
 			shared += plan->stages[i].estimate >= 0 ? plan->stages[i].estimate : 0;
 			shared_unknown |= plan->stages[i].estimate < 0;
 		}
-	printf("  %-36s %s%.2f s\n", "shared: fetch, convert, reference", shared_unknown ? ">= " : "", shared);
+	printf("  %-36s %s%.2f s\n", "shared: fetch, convert, reference", shared_unknown ? ">= " : "",
+	       shared);
 	for (size_t p = 0; p < plan->n_profiles; p++) {
 		double job = 0;
 		int job_unknown = 0;
