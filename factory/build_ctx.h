@@ -53,6 +53,16 @@ typedef struct build_ctx {
 /* Seconds on the monotonic clock. */
 double nf_build_now(void);
 
+/* The checkpoint in memory, loaded the first time a stage needs the model
+ * (why: for the log); a build that finds every result cached never reads
+ * the weights (factory/build.c). */
+int nf_build_load_model(build_ctx *b, const char *why);
+
+/* Every profile's gates: those cached are read back; the others run against
+ * the float32 reference (from the cache, or computed), get their ratios to
+ * fp32, and are stored under their keys (factory/build_gates.c). */
+int nf_build_stage_gates(build_ctx *b);
+
 /* Where a stage's result was found. */
 typedef enum nf_build_found {
 	NF_BUILD_MISSING = 0, /* run it */
