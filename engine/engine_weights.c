@@ -103,6 +103,25 @@ static stored stored_of(const tensor_spec *s, const nf_engine_build_opts *o)
 	return st;
 }
 
+int nf_engine_weights_bytes(uint64_t *out, const nf_model_config *cfg, nf_precision p, int group)
+{
+	tensor_spec specs[NF_T_COUNT];
+	nf_engine_build_opts o = {.precision = p, .group = group};
+	uint64_t total = 0, slice, all;
+	int n = tensor_specs(specs, cfg);
+	for (int i = 0; i < n; i++) {
+		stored st = stored_of(&specs[i], &o);
+		/* act_scale: one float per layer, where the format keeps one */
+		if (!nf_u64_add(&slice, st.data_bytes, st.aux_bytes) ||
+		    !nf_u64_mul(&all, slice, st.s.layers) || !nf_u64_add(&total, total, all) ||
+		    (st.src.kind != NF_QUANT_NONE && st.f->act_scale &&
+		     !nf_u64_add(&total, total, 4 * st.s.layers)))
+			return nf_error_set(NF_EINPUT, "the weights of this model overflow");
+	}
+	*out = total;
+	return 0;
+}
+
 /* Reserve st's tensors in the file: data, aux and activation scales. */
 static int reserve(nf_st_writer *wr, const stored *st)
 {

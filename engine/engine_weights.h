@@ -29,6 +29,13 @@ int nf_engine_weights_write(nf_st_writer *wr, const char *path, nf_ckpt_reader *
 /* config.json's "quantization" object for precision p with this group. */
 json_t *nf_engine_weights_describe(nf_precision p, int group);
 
+/* Bytes of every tensor an engine of cfg in precision p (int4 group; 0 the
+ * default) stores: the data and what its format keeps beside it (scales,
+ * group scale/min, activation scales), the unquantized tensors as float32.
+ * What the weights take in memory once mapped; plan's fit and the build's
+ * memory budget size engines with it.  NF_EINPUT on overflow. */
+int nf_engine_weights_bytes(uint64_t *out, const nf_model_config *cfg, nf_precision p, int group);
+
 /* Where a tensor of the file lives now (the opener may have copied the
  * tensors elsewhere). */
 typedef const void *(*nf_engine_rebase_fn)(const void *ctx, const void *data);

@@ -1,6 +1,7 @@
 /* build.c - the `nimfactory build` pipeline (see build.h). */
 #define _GNU_SOURCE
 #include "factory/build.h"
+#include "factory/build_ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +15,7 @@
 #include "engine/chat.h"
 #include "engine/checkpoint.h"
 #include "engine/engine.h"
-#include "engine/wformat.h"
+#include "engine/engine_weights.h"
 #include "factory/build_shared.h"
 #include "factory/cache.h"
 #include "factory/deploy.h"
@@ -22,6 +23,7 @@
 #include "factory/fetch.h"
 #include "factory/gates.h"
 #include "factory/plan.h"
+#include "factory/plan_fit.h"
 #include "factory/recipe.h"
 #include "factory/remote_cache.h"
 #include "factory/stage_gates.h"
@@ -32,6 +34,7 @@
 #include "factory/gpu_profile.h"
 #include "factory/output_sweep.h"
 #include "factory/package.h"
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/version.h"
@@ -42,42 +45,7 @@
  * engine itself keeps the reproducible cost-model table. */
 #define TACTICS_REPORT "tactics-measured.json"
 
-typedef struct build_ctx {
-	const nf_build_opts *opts;
-	nf_log *log;
-	nf_recipe *recipe;
-	nf_plan *plan;
-	nf_cache *cache;
-	char *out_final;  /* OUT */
-	char *out_tmp;    /* OUT being assembled */
-	int out_tmp_lock; /* flock on out_tmp while we live: a later build knows it is ours */
-	char *model_path; /* fetched checkpoint (file or folder) */
-	char *tok_path;   /* fetched tokenizer, NULL when none */
-	char source_digest[NF_SHA256_HEX_LEN + 1];
-	char tok_digest[NF_SHA256_HEX_LEN + 1];
-	nf_model *model;
-	nf_tokenizer *tokenizer; /* borrowed from model_tokenizer; NULL for llama2.c models
-				    (tok_path is their tokenizer) */
-	char *calib_text;        /* build.quantization.calibration_text read, NULL: the default */
-	char calib_digest[NF_SHA256_HEX_LEN + 1]; /* its sha256, "" for the default */
-	nf_tokenizer *model_tokenizer; /* every model's, llama2.c's too: the gates tokenize with it */
-	char *gate_tmp;           /* the gates' temporary folder beside OUT, removed at the end */
-	nf_gate_ref *ref;         /* the float32 reference, once per build */
-	nf_gate_result *perf_fp32; /* the fp32 engine's performance, the ratios' denominator */
-	nf_gate_results results;
-	nf_remote_cache *remote_from; /* --cache-from, NULL when not given */
-	nf_remote_cache *remote_to;   /* --cache-to, NULL when not given */
-	nf_stage_graph_keys keys; /* the keys the plan's stages do not hold */
-	int model_borrowed;       /* model and tokenizers belong to opts->shared */
-	bool *gated_now; /* per profile: its gates ran in this build (not from the cache) */
-} build_ctx;
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void fetch_progress(void *user, uint64_t done, uint64_t total)
 {
@@ -140,7 +108,7 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 {
 	nf_source_spec spec;
 	nf_fetch_opts fo;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	char *identity = source_identity(src);
 	int err;
 
@@ -172,7 +140,7 @@ static int fetch_one(build_ctx *b, nf_stage *st, const nf_recipe_source *src, ch
 	if (!err && b->opts->shared)
 		err = nf_build_shared_add_source(b->opts->shared, identity, *path, digest);
 	free(identity);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	if (st->cached && !err)
 		nf_log_stage_cached(b->log, "fetch", "%s sha256:%.12s", st->name, digest);
 	else if (st->cached)
@@ -193,15 +161,22 @@ static int stage_fetch(build_ctx *b)
 	return fetch_one(b, st, &b->recipe->model.tokenizer, &b->tok_path, b->tok_digest);
 }
 
-/* The loader for the recipe's source format (auto: sniffed from the file). */
-static nf_ckpt_format ckpt_format(nf_source_format f, const char *path)
+/* The profiles that do not fit their device's memory, dropped with their
+ * numbers now that the checkpoint's header can be read (as plan does when
+ * the checkpoint is at hand), before any key names the profiles. */
+static int stage_fit(build_ctx *b)
 {
-	switch (f) {
-	case NF_FORMAT_HF: return NF_CKPT_HF;
-	case NF_FORMAT_LLAMA2C: return NF_CKPT_LLAMA2C;
-	case NF_FORMAT_GGUF: return NF_CKPT_GGUF;
-	default: return nf_ckpt_sniff(path);
-	}
+	nf_model_config cfg;
+	size_t dropped = 0;
+	int err = nf_fit_read_shapes(&cfg, b->model_path, b->recipe->model.source.format);
+	if (!err)
+		err = nf_plan_fit(b->plan, &dropped, &cfg, b->recipe->build.quant.group_size,
+				  nf_fit_host_memory(), b->recipe->file);
+	for (size_t i = b->plan->n_dropped - dropped; !err && i < b->plan->n_dropped; i++)
+		nf_log_warn(b->log, "plan", "dropped %s %s tp%d: %s", b->plan->dropped[i].device,
+			    b->plan->dropped[i].precision, b->plan->dropped[i].tensor_parallel,
+			    b->plan->dropped[i].reason);
+	return err;
 }
 
 /* The model's tokenizer.  A llama2.c tokenizer.bin (the recipe's file,
@@ -252,58 +227,14 @@ static int load_calibration(build_ctx *b)
 	return nf_sha256_hex(b->calib_digest, b->calib_text, len);
 }
 
-/* Where a stage's result was found. */
-typedef enum stage_found {
-	STAGE_MISSING = 0, /* run it */
-	STAGE_LOCAL,       /* in the local cache */
-	STAGE_PULLED,      /* pulled from --cache-from into the local cache */
-} stage_found;
-
-/* The folder of stage (kind, key) from the local cache, else pulled from
- * the remote one; *dir NULL when neither has it (or --rebuild). */
-static stage_found stage_lookup(build_ctx *b, const char *kind, const char *key, char **dir)
-{
-	*dir = NULL;
-	if (b->opts->rebuild)
-		return STAGE_MISSING;
-	if (nf_cache_stage_lookup(dir, b->cache, key) == 0)
-		return STAGE_LOCAL;
-	nf_error_clear();
-	if (b->remote_from && nf_remote_cache_pull(dir, b->remote_from, b->cache, kind, key) == 0)
-		return STAGE_PULLED;
-	nf_error_clear();
-	return STAGE_MISSING;
-}
-
-/* " (pulled from REF)" after a stage that came from the remote cache, else "". */
-static const char *pulled_note(build_ctx *b, stage_found f, char *buf, size_t size)
-{
-	if (f != STAGE_PULLED)
-		return "";
-	snprintf(buf, size, " (pulled from %s)", nf_remote_cache_ref(b->remote_from));
-	return buf;
-}
-
-/* Push the finished stage (kind, key) to --cache-to, made or found. */
-static int stage_push(build_ctx *b, const char *kind, const char *key)
-{
-	char *dir = NULL;
-	int err;
-	if (!b->remote_to)
-		return 0;
-	if (!(err = nf_cache_stage_lookup(&dir, b->cache, key)))
-		err = nf_remote_cache_push(b->remote_to, b->cache, kind, key, dir);
-	free(dir);
-	return err;
-}
 
 /* The checkpoint in memory, loaded the first time a stage needs the model
  * (a compile or a gate that is not cached): a rebuild that finds every
  * result in the cache never reads the weights. */
-static int load_model(build_ctx *b, const char *why)
+int nf_build_load_model(build_ctx *b, const char *why)
 {
-	nf_ckpt_format fmt = ckpt_format(b->recipe->model.source.format, b->model_path);
-	double t0 = now_seconds();
+	nf_ckpt_format fmt = nf_fit_ckpt_format(b->recipe->model.source.format, b->model_path);
+	double t0 = nf_build_now();
 	int err;
 
 	if (b->model)
@@ -326,7 +257,7 @@ static int load_model(build_ctx *b, const char *why)
 		err = load_tokenizer(b, fmt);
 	if (!err)
 		err = resolve_chat_template(b);
-	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += now_seconds() - t0;
+	nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->seconds += nf_build_now() - t0;
 	if (!err) {
 		const nf_model_config *c = &b->model->cfg;
 		nf_log_stage_end(b->log, "convert", 0,
@@ -339,62 +270,6 @@ static int load_model(build_ctx *b, const char *why)
 	return err;
 }
 
-/* The name of the chat template a cached convert resolved, as the static
- * string nf_chat_template_name gives; NULL when it is none of them. */
-static const char *chat_template_named(const char *name)
-{
-	for (nf_chat_template t = NF_CHAT_MODEL; t <= NF_CHAT_CHATML; t++)
-		if (!strcmp(nf_chat_template_name(t), name))
-			return nf_chat_template_name(t);
-	return NULL;
-}
-
-/* What a convert stage leaves in the cache: the chat template it resolved
- * (the package needs it; the weights themselves go into each engine). */
-#define CONVERT_RESULT "chat_template"
-
-static int convert_from_cache(build_ctx *b, const nf_stage *st)
-{
-	char *dir = NULL, *path = NULL, *text = NULL, note[300];
-	size_t len;
-	int found = 0;
-	stage_found where = stage_lookup(b, "convert", st->key, &dir);
-	if (where == STAGE_MISSING)
-		goto done;
-	if ((path = nf_path_join(dir, CONVERT_RESULT)) &&
-	    !nf_fs_read_file(&text, &len, path, 64) &&
-	    (b->plan->chat_template = chat_template_named(text)))
-		found = 1;
-	if (found)
-		nf_log_stage_cached(b->log, "convert", "key %.12s%s", st->key,
-				    pulled_note(b, where, note, sizeof(note)));
-done:
-	nf_error_clear();
-	free(dir);
-	free(path);
-	free(text);
-	return found;
-}
-
-static int convert_to_cache(build_ctx *b, const nf_stage *st)
-{
-	nf_cache_stage *cs = NULL;
-	char *path = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
-	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), CONVERT_RESULT)))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_fs_write_atomic(path, b->plan->chat_template, strlen(b->plan->chat_template),
-					 0644);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(path);
-	return err;
-}
 
 /* The convert stage: keyed by the checkpoint's and tokenizer's bytes; when
  * cached, the model is loaded later only if a stage that follows runs. */
@@ -402,10 +277,10 @@ static int stage_convert(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1);
 	int err;
-	if (!(st->cached = convert_from_cache(b, st)) &&
-	    ((err = load_model(b, "convert")) || (err = convert_to_cache(b, st))))
+	if (!(st->cached = nf_build_convert_from_cache(b, st)) &&
+	    ((err = nf_build_load_model(b, "convert")) || (err = nf_build_convert_to_cache(b, st))))
 		return err;
-	return stage_push(b, "convert", st->key);
+	return nf_build_stage_push(b, "convert", st->key);
 }
 
 /* The compile stage's folder from the local cache, else pulled from the
@@ -413,39 +288,31 @@ static int stage_convert(build_ctx *b)
 static void lookup_compiled(build_ctx *b, const nf_profile *p, const nf_stage *st, char **stage_dir)
 {
 	char note[300];
-	stage_found where = stage_lookup(b, "compile", st->key, stage_dir);
-	if (where != STAGE_MISSING)
+	nf_build_found where = nf_build_stage_lookup(b, "compile", st->key, stage_dir);
+	if (where != NF_BUILD_MISSING)
 		nf_log_stage_cached(b->log, "compile", "%s (key %.12s)%s", p->name, st->key,
-				    pulled_note(b, where, note, sizeof(note)));
+				    nf_build_pulled_note(b, where, note, sizeof(note)));
 }
 
-/* Quantize and build the engine of p into a new stage; *stage_dir the published folder.
- * It takes the build's thread count, not the scheduler's share of the cores:
- * the engine's tactics record the threads they are for, and an engine must
- * not depend on what else ran beside its compile. */
-static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
-			  const char *provenance, char **stage_dir)
-{
-	nf_cache_stage *cs = NULL;
-	char *engine_dir = NULL, *report = NULL;
-	double t0 = now_seconds();
-	int err;
+/* What compile_engine fills its stage folder from. */
+typedef struct compile_fill {
+	const nf_profile *p;
+	const char *provenance;
+} compile_fill;
 
-	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
-	if ((err = nf_cache_stage_begin(&cs, b->cache, st->key)))
-		goto done;
-	engine_dir = nf_path_join(nf_cache_stage_dir(cs), "engine");
-	report = nf_path_join(nf_cache_stage_dir(cs), TACTICS_REPORT);
-	if (!engine_dir || !report) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
+/* The engine of c->p (and its measured tactics) into a compile stage's folder. */
+static int fill_compile(build_ctx *b, const char *dir, const void *arg)
+{
+	const compile_fill *c = arg;
+	const nf_profile *p = c->p;
+	char *engine_dir = nf_path_join(dir, "engine"), *report = nf_path_join(dir, TACTICS_REPORT);
+	int err = engine_dir && report ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
 	nf_engine_build_opts eo = {
 		.precision = p->precision,
 		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
 		.tokenizer = b->tokenizer,
 		.profile_json = p->canonical_json,
-		.provenance_json = provenance,
+		.provenance_json = c->provenance,
 		.threads = b->opts->threads,
 		/* timing CPU kernels says nothing of a GPU engine: its tactics are modelled */
 		.autotune = b->recipe->build.autotune && !p->is_gpu,
@@ -454,20 +321,28 @@ static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
 		.calib_text = b->calib_text,
 		.kv_cache = p->kv_explicit ? nf_kv_kind_name(p->kv_cache) : NULL,
 	};
-	if ((err = nf_engine_build(engine_dir, b->model, &eo)))
-		goto done;
-	if (p->is_gpu && ((err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) ||
-			  (err = nf_gpu_profile_kernels(engine_dir, p))))
-		goto done;
-	if ((err = nf_stage_timing_write(nf_cache_stage_dir(cs), now_seconds() - t0)))
-		goto done;
-	err = nf_cache_stage_commit(stage_dir, cs);
-	cs = NULL;
-done:
-	nf_cache_stage_abort(cs);
-	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
+	if (!err)
+		err = nf_engine_build(engine_dir, b->model, &eo);
+	if (!err && p->is_gpu && !(err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)))
+		err = nf_gpu_profile_kernels(engine_dir, p);
 	free(engine_dir);
 	free(report);
+	return err;
+}
+
+/* Quantize and build the engine of p into a new stage; *stage_dir the published folder.
+ * It takes the build's thread count, not the scheduler's share of the cores:
+ * the engine's tactics record the threads they are for, and an engine must
+ * not depend on what else ran beside its compile.  Its time is the fill's. */
+static int compile_engine(build_ctx *b, const nf_profile *p, const nf_stage *st,
+			  const char *provenance, char **stage_dir)
+{
+	compile_fill c = {p, provenance};
+	int err;
+
+	nf_log_stage_begin(b->log, "compile", "%s: quantize and autotune", p->name);
+	err = nf_build_stage_store(b, st, st->key, -1, fill_compile, &c, stage_dir);
+	nf_log_stage_end(b->log, "compile", err, "%s", p->name);
 	return err;
 }
 
@@ -478,7 +353,7 @@ done:
 static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
 			 nf_cache_lock **lock, char **stage_dir)
 {
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	int err = nf_cache_stage_lock(lock, b->cache, st->key, false);
 	bool waited = err == 1;
 	if (waited) {
@@ -491,7 +366,7 @@ static int claim_compile(build_ctx *b, const nf_profile *p, const nf_stage *st,
 				    p->name, st->key, waited ? " while we waited" : "");
 	if (waited && !err)
 		nf_log_debug(b->log, "compile", "%s: waited %.2f s for stage %.12s", p->name,
-			     now_seconds() - t0, st->key);
+			     nf_build_now() - t0, st->key);
 	if (err > 0) /* cannot happen when waiting; never a success code to callers */
 		err = nf_error_set(NF_EINTERNAL, "stage %.12s: lock not taken", st->key);
 	if (err >= 0)
@@ -529,7 +404,7 @@ static int compile_run(void *arg, int threads)
 	nf_profile *p = &j->b->plan->profiles[j->profile];
 	nf_stage *st = nf_plan_stage(j->b->plan, NF_STAGE_COMPILE, (int)j->profile);
 	nf_cache_lock *lock = NULL;
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	/* under the stage's key lock: another build computing it is waited for */
 	int err = claim_compile(j->b, p, st, &lock, &j->stage_dir);
 	if (!err && j->stage_dir)
@@ -537,7 +412,7 @@ static int compile_run(void *arg, int threads)
 	else if (!err)
 		err = compile_engine(j->b, p, st, j->provenance, &j->stage_dir);
 	nf_cache_stage_unlock(lock);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	return err ? nf_error_wrap(err, "compile %s", p->name) : 0;
 }
 
@@ -562,15 +437,13 @@ static int compile_finish(build_ctx *b, const compile_job *j)
  * (calibration runs the forward pass). */
 static uint64_t compile_memory(const build_ctx *b, const nf_profile *p)
 {
-	const nf_model_config *c = &b->model->cfg;
-	const nf_wformat *f = nf_wformat_of(nf_precision_info_of(p->precision)->weights);
-	size_t params = 0;
-	double kv_dim = c->n_heads ? (double)c->dim / c->n_heads * c->n_kv_heads : 0;
-	nf_model_param_count(&params, c);
-	nf_error_clear();
-	double bytes = (double)params * (f ? f->bits : 32) / 8.0 +
-		       2.0 * c->n_layers * c->max_seq_len * kv_dim * sizeof(float);
-	return bytes < 1.8e19 ? (uint64_t)bytes : UINT64_MAX;
+	uint64_t weights = UINT64_MAX, kv = UINT64_MAX, sum;
+	/* the engine's tensors as plan's fit counts them, one float32 sequence's KV cache */
+	if (nf_engine_weights_bytes(&weights, &b->model->cfg, p->precision,
+				    b->recipe->build.quant.group_size) ||
+	    nf_fit_kv_bytes(&kv, &b->model->cfg, NF_KV_F32, 1))
+		nf_error_clear();
+	return nf_u64_add(&sum, weights, kv) ? sum : UINT64_MAX;
 }
 
 /* The float32 model's bytes (convert's peak, resident while engines are built). */
@@ -589,7 +462,7 @@ static int compile_missing(build_ctx *b, compile_job *js, size_t n)
 	nf_stage_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
 	uint64_t budget = b->opts->memory ? b->opts->memory : nf_stage_sched_available_memory();
 	size_t m = 0;
-	int err = jobs ? load_model(b, "compile") : nf_error_set(NF_ENOMEM, "out of memory");
+	int err = jobs ? nf_build_load_model(b, "compile") : nf_error_set(NF_ENOMEM, "out of memory");
 
 	if (!err && budget && model_memory(b) >= budget)
 		err = nf_error_set(NF_EINPUT, "convert: the float32 model needs about %.1f MiB, more "
@@ -640,287 +513,6 @@ static int stage_compiles(build_ctx *b)
 	return err;
 }
 
-/* The gates' temporary folder: beside OUT, so on the same disk as the build. */
-static int make_gate_tmp(build_ctx *b)
-{
-	b->gate_tmp = nf_strdup_printf("%s.gates-%ld", b->out_final, (long)getpid());
-	if (!b->gate_tmp)
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	int err = nf_fs_remove_tree(b->gate_tmp);
-	return err ? err : nf_fs_mkdir_p(b->gate_tmp, 0700);
-}
-
-/* The float32 reference of every profile's correctness gate, computed once
- * (not per profile) with the engine's batched forward pass. */
-static int stage_reference(build_ctx *b)
-{
-	const nf_recipe_correctness *cr = &b->recipe->gates.correctness;
-	char *text = NULL;
-	size_t len = 0;
-	int err = 0;
-
-	if (!b->model_tokenizer)
-		return nf_error_set(NF_EINPUT, "%s: the gates need the model's tokenizer", b->recipe->file);
-	nf_log_stage_begin(b->log, "gate", "float32 reference on %s",
-			   cr->eval_text_written ? cr->eval_text_written : "the shipped evaluation text");
-	if (cr->eval_text)
-		err = nf_fs_read_file(&text, &len, cr->eval_text, NF_RECIPE_MAX_EVAL_TEXT);
-	nf_gate_ref_opts o = {
-		.eval_text = text,
-		.eval_len = len,
-		.eval_tokens = cr->eval_tokens,
-		.prompts = (const char *const *)cr->prompts,
-		.n_prompts = cr->n_prompts,
-		.max_tokens = cr->max_tokens,
-		.tmp_dir = b->gate_tmp,
-		.threads = b->opts->threads,
-	};
-	if (!err)
-		err = nf_gate_ref_new(&b->ref, b->model, b->model_tokenizer, &o, b->log);
-	if (err)
-		nf_error_wrap(err, "%s: float32 reference", b->recipe->file);
-	nf_log_stage_end(b->log, "gate", err, "float32 reference: %zu windows, %zu tokens, %zu prompts, "
-			 "%zu rows%s in %.2f s", b->ref ? b->ref->n_windows : 0,
-			 b->ref ? b->ref->text_tokens : 0, b->ref ? b->ref->n_prompts : 0,
-			 b->ref ? b->ref->n_rows : 0, b->ref && b->ref->half ? " (half)" : "",
-			 b->ref ? b->ref->seconds : 0.0);
-	free(text);
-	return err;
-}
-
-/* A recipe tolerance as a correctness gate's bounds. */
-static nf_gate_bounds tolerance_bounds(const nf_recipe_tolerance *t)
-{
-	return (nf_gate_bounds){
-		.min_top1_agreement = t->min_top1_agreement,
-		.max_kl_mean = t->max_kl_mean,
-		.min_ppl_ratio = t->min_ppl_ratio,
-		.min_greedy_agreement = t->min_token_agreement,
-		.max_rel_err = t->max_logit_rel_error,
-	};
-}
-
-/* Tokens of the prefill the performance gate times: one pass over the
- * weights (NF_FWD_PASS_TOKENS) of the first evaluation window, so the
- * measurement is batched throughput without a long window's attention. */
-#define PERF_PREFILL_TOKENS 256
-
-/* The performance gate's options for the recipe. */
-static nf_gate_perf_opts perf_opts(const build_ctx *b)
-{
-	const nf_recipe_performance *pf = &b->recipe->gates.performance;
-	int n = b->ref ? b->ref->windows[0].n_tokens : 0;
-	return (nf_gate_perf_opts){
-		.prompt = pf->prompt,
-		.prefill_tokens = b->ref ? b->ref->windows[0].tokens : NULL,
-		.n_prefill_tokens = n < PERF_PREFILL_TOKENS ? n : PERF_PREFILL_TOKENS,
-		.max_tokens = pf->max_tokens,
-		.runs = 3,
-		.min_tokens_per_s = pf->min_decode_tokens_per_s,
-		.max_memory_mib = pf->max_peak_memory_mib,
-		.min_prefill_tokens_per_s = pf->min_prefill_tokens_per_s,
-		.max_ttft_ms = pf->max_ttft_ms,
-		.threads = b->opts->threads,
-	};
-}
-
-/* The fp32 engine's performance, the ratios' denominator: the shipped CPU
- * fp32 profile's gate when there is one (measured in this run), else an fp32
- * engine built in the gates' temporary folder and measured here.  NULL in
- * *base when no CPU profile was measured. */
-static int perf_baseline(build_ctx *b, const nf_gate_result **base)
-{
-	char *dir = NULL;
-	int err;
-
-	*base = NULL;
-	for (size_t i = 0; i < b->results.n; i++) {
-		const nf_gate_result *r = b->results.items[i];
-		if (r->kind == NF_GATE_PERFORMANCE && r->verdict != NF_VERDICT_SKIPPED) {
-			if (!strcmp(r->precision, "fp32"))
-				return (*base = r), 0;
-			*base = r; /* some CPU profile was measured */
-		}
-	}
-	if (!*base)
-		return 0;
-	if (!(dir = nf_path_join(b->gate_tmp, "fp32-engine")))
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	nf_log_stage_begin(b->log, "gate", "fp32 engine, built to measure the ratios against");
-	nf_engine_build_opts eo = {
-		.precision = NF_PREC_FP32,
-		.tokenizer_path = b->tokenizer ? NULL : b->tok_path,
-		.tokenizer = b->tokenizer,
-		.threads = b->opts->threads,
-		.autotune = b->recipe->build.autotune,
-	};
-	nf_gate_perf_opts po = perf_opts(b);
-	po.min_tokens_per_s = po.max_memory_mib = po.min_prefill_tokens_per_s = po.max_ttft_ms = 0;
-	nf_profile ref = {.precision = NF_PREC_FP32};
-	snprintf(ref.name, sizeof(ref.name), "fp32-reference");
-	snprintf(ref.device, sizeof(ref.device), "cpu");
-	err = nf_engine_build(dir, b->model, &eo);
-	if (!err)
-		err = nf_gate_performance(&b->perf_fp32, &ref, dir, &po, b->log);
-	nf_log_stage_end(b->log, "gate", err, "fp32-reference measured");
-	free(dir);
-	*base = b->perf_fp32;
-	return err ? nf_error_wrap(err, "fp32 performance baseline") : 0;
-}
-
-static nf_gate_ratio_bounds ratio_bounds(const nf_recipe_performance *pf, nf_precision p)
-{
-	return (nf_gate_ratio_bounds){
-		.min_decode_speedup = pf->min_decode_speedup[p],
-		.min_prefill_speedup = pf->min_prefill_speedup[p],
-		.max_ttft_ratio = pf->max_ttft_ratio[p],
-		.max_memory_ratio = pf->max_memory_ratio[p],
-		.max_size_ratio = pf->max_size_ratio[p],
-	};
-}
-
-/* After every profile's gates: each performance result's ratios to fp32,
- * and the profiles' verdicts again (a ratio bound can fail one). */
-static int stage_perf_ratios(build_ctx *b)
-{
-	const nf_gate_result *base = NULL;
-	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
-	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
-		nf_profile *p = &b->plan->profiles[i];
-		if (!b->gated_now[i]) /* a cached gate holds its ratios already */
-			continue;
-		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
-		for (size_t k = 0; !err && k < b->results.n; k++) {
-			nf_gate_result *r = b->results.items[k];
-			if (r->kind == NF_GATE_PERFORMANCE && !strcmp(r->profile_id, p->id))
-				err = nf_gate_perf_ratios(r, base, &rb, b->log);
-		}
-		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-	}
-	return err;
-}
-
-static int stage_gate(build_ctx *b, size_t i)
-{
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	const nf_recipe_gates *g = &b->recipe->gates;
-	nf_gate_result *res = NULL;
-	double t0 = now_seconds();
-	int err;
-
-	nf_log_stage_begin(b->log, "gate", "%s", p->name);
-	nf_gate_correctness_opts co = {
-		.ref = b->ref,
-		.bounds = tolerance_bounds(&g->correctness.tolerance[p->precision]),
-		.threads = b->opts->threads,
-	};
-	err = nf_gate_correctness(&res, p, p->engine_dir, &co, b->log);
-	if (!err)
-		err = nf_gate_results_add(&b->results, res);
-	if (!err && g->performance.present) {
-		nf_gate_perf_opts po = perf_opts(b);
-		res = NULL;
-		err = nf_gate_performance(&res, p, p->engine_dir, &po, b->log);
-		if (!err)
-			err = nf_gate_results_add(&b->results, res);
-	}
-	if (!err)
-		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-	b->gated_now[i] = 1;
-	st->seconds = now_seconds() - t0;
-	nf_log_stage_end(b->log, "gate", err, "%s: %s", p->name, nf_verdict_name(p->verdict));
-	return err;
-}
-
-/* The gates of profile i from the cache: 1 when found (its results added),
- * 0 when they must run (absent, --rebuild, or a damaged entry). */
-static int gate_from_cache(build_ctx *b, size_t i)
-{
-	nf_profile *p = &b->plan->profiles[i];
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	char *dir = NULL, *path = NULL, note[300];
-	int found = 0;
-	stage_found where = stage_lookup(b, "gate", st->key, &dir);
-
-	if (where != STAGE_MISSING && (path = nf_path_join(dir, NF_STAGE_GATES_FILE)) &&
-	    !nf_stage_gates_load(&b->results, path))
-		found = 1;
-	nf_error_clear();
-	if (found) {
-		p->verdict = nf_gate_results_profile_verdict(&b->results, p->id, p->name);
-		st->cached = 1;
-		nf_log_stage_cached(b->log, "gate", "%s (key %.12s)%s: %s", p->name, st->key,
-				    pulled_note(b, where, note, sizeof(note)), nf_verdict_name(p->verdict));
-	}
-	free(dir);
-	free(path);
-	return found;
-}
-
-static int gate_to_cache(build_ctx *b, size_t i)
-{
-	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i);
-	nf_cache_stage *cs = NULL;
-	char *path = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, st->key);
-	if (!err && !(path = nf_path_join(nf_cache_stage_dir(cs), NF_STAGE_GATES_FILE)))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_stage_gates_save(path, &b->results, b->plan->profiles[i].id);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), st->seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(path);
-	return err;
-}
-
-/* The gates not found in the cache, run and stored under their keys. */
-static int run_gates(build_ctx *b)
-{
-	size_t n = b->plan->n_profiles;
-	int err = make_gate_tmp(b);
-	if (!err)
-		err = load_model(b, "the gates' reference");
-	if (!err)
-		err = stage_reference(b);
-	for (size_t i = 0; !err && i < n; i++)
-		if (!nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->cached)
-			err = stage_gate(b, i);
-	if (!err)
-		err = stage_perf_ratios(b);
-	/* A skipped gate (a GPU profile where its GPU is not) measured nothing:
-	 * it is not a result, and a machine with the GPU must run it. */
-	for (size_t i = 0; !err && i < n; i++)
-		if (b->gated_now[i] && b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
-			err = gate_to_cache(b, i);
-	return err;
-}
-
-/* Every profile's gates: those cached are read back; the others run against
- * the float32 reference (computed only then), get their ratios to fp32, and
- * are stored under their keys. */
-static int stage_gates(build_ctx *b)
-{
-	size_t n = b->plan->n_profiles, missing = 0;
-	int err = 0;
-
-	if (!(b->gated_now = calloc(n ? n : 1, sizeof(*b->gated_now))))
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		missing += !gate_from_cache(b, i);
-	if (missing)
-		err = run_gates(b);
-	for (size_t i = 0; !err && i < n; i++)
-		if (b->plan->profiles[i].verdict != NF_VERDICT_SKIPPED)
-			err = stage_push(b, "gate", nf_plan_stage(b->plan, NF_STAGE_GATE, (int)i)->key);
-	return err;
-}
-
-
 static int write_json_file(const char *dir, const char *name, json_t *j)
 {
 	char *path = nf_path_join(dir, name);
@@ -968,10 +560,6 @@ static int write_outputs(build_ctx *b)
 	return err;
 }
 
-/* What a package stage leaves in the cache: the OCI layout as written, and
- * the digest its tag points at (deploy names the image by it). */
-#define PACKAGE_LAYOUT "oci"
-#define PACKAGE_DIGEST "image-digest"
 
 /* Every stage's key, once the sources are fetched: the digests they start
  * from are the sources', the files the recipe names and the runtime's. */
@@ -997,66 +585,13 @@ static int stage_keys(build_ctx *b)
 	return err;
 }
 
-/* OUT/oci restored byte for byte from the cache: 1 when it was there. */
-static int package_from_cache(build_ctx *b, const char *key, char image[NF_SHA256_HEX_LEN + 1])
-{
-	char *dir = NULL, *src = NULL, *dst = NULL, *digest = NULL, *text = NULL;
-	size_t len;
-	int found = 0;
-	if (b->opts->rebuild || nf_cache_stage_lookup(&dir, b->cache, key))
-		goto done;
-	src = nf_path_join(dir, PACKAGE_LAYOUT);
-	dst = nf_path_join(b->out_tmp, PACKAGE_LAYOUT);
-	digest = nf_path_join(dir, PACKAGE_DIGEST);
-	if (!src || !dst || !digest ||
-	    nf_fs_read_file(&text, &len, digest, NF_SHA256_HEX_LEN) || len != NF_SHA256_HEX_LEN)
-		goto done;
-	if (nf_fs_copy_tree(src, dst)) {
-		nf_fs_remove_tree(dst); /* packaged again below, from nothing */
-		goto done;
-	}
-	memcpy(image, text, NF_SHA256_HEX_LEN + 1);
-	found = 1;
-done:
-	nf_error_clear();
-	free(dir);
-	free(src);
-	free(dst);
-	free(digest);
-	free(text);
-	return found;
-}
-
-static int package_to_cache(build_ctx *b, const char *key, const char *image, double seconds)
-{
-	nf_cache_stage *cs = NULL;
-	char *src = nf_path_join(b->out_tmp, PACKAGE_LAYOUT), *dst = NULL, *digest = NULL;
-	int err = nf_cache_stage_begin(&cs, b->cache, key);
-	if (!err && (!src || !(dst = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_LAYOUT)) ||
-		     !(digest = nf_path_join(nf_cache_stage_dir(cs), PACKAGE_DIGEST))))
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-	if (!err)
-		err = nf_fs_copy_tree(src, dst);
-	if (!err)
-		err = nf_fs_write_atomic(digest, image, strlen(image), 0444);
-	if (!err)
-		err = nf_stage_timing_write(nf_cache_stage_dir(cs), seconds);
-	if (!err)
-		err = nf_cache_stage_commit(NULL, cs);
-	else
-		nf_cache_stage_abort(cs);
-	free(src);
-	free(dst);
-	free(digest);
-	return err;
-}
 
 /* The package stage, keyed by everything the image holds.  Its plan entry
  * keeps the image's digest (deploy and plan.json name the image by it). */
 static int stage_package(build_ctx *b)
 {
 	nf_stage *st = nf_plan_stage(b->plan, NF_STAGE_PACKAGE, -1);
-	double t0 = now_seconds();
+	double t0 = nf_build_now();
 	nf_package_opts po = {
 		.recipe = b->recipe,
 		.plan = b->plan,
@@ -1067,7 +602,7 @@ static int stage_package(build_ctx *b)
 	const char *key = b->keys.package;
 	int err;
 
-	if ((st->cached = package_from_cache(b, key, st->key))) {
+	if ((st->cached = nf_build_package_from_cache(b, key, st->key))) {
 		nf_log_stage_cached(b->log, "package", "key %.12s: image sha256:%.12s", key,
 				    st->key);
 		return 0;
@@ -1075,9 +610,9 @@ static int stage_package(build_ctx *b)
 	nf_log_stage_begin(b->log, "package", "OCI image %s:%s", b->recipe->image.repository,
 			   b->recipe->image.tag);
 	err = nf_package_image(&po, st->key);
-	st->seconds = now_seconds() - t0;
+	st->seconds = nf_build_now() - t0;
 	if (!err)
-		err = package_to_cache(b, key, st->key, st->seconds);
+		err = nf_build_package_to_cache(b, key, st->key, st->seconds);
 	nf_log_stage_end(b->log, "package", err, "%s/oci", b->out_final);
 	return err;
 }
@@ -1227,134 +762,182 @@ static void log_remote_caches(build_ctx *b)
 	}
 }
 
-int nf_build_run(const nf_build_opts *o)
+/* The recipe, its plan (narrowed to --profile), the dropped points warned. */
+static int phase_plan(build_ctx *b)
 {
-	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default(), .out_tmp_lock = -1};
-	char *cache_root = NULL;
-	double t0 = now_seconds();
-	const char *deploy_note = NULL;
-	int err, gate_failed = 0, refused = 0;
-	const nf_profile *skipped = NULL;
-
-	nf_gate_results_init(&b.results);
-	nf_log_stage_begin(b.log, "recipe", "%s", o->recipe_path);
-	err = nf_recipe_load(&b.recipe, o->recipe_path);
+	const nf_build_opts *o = b->opts;
+	nf_log_stage_begin(b->log, "recipe", "%s", o->recipe_path);
+	int err = nf_recipe_load(&b->recipe, o->recipe_path);
 	if (!err)
-		err = nf_plan_make(&b.plan, b.recipe);
-	nf_log_stage_end(b.log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
-			 err ? o->recipe_path : b.recipe->model.name, b.plan ? b.plan->n_profiles : 0,
-			 b.plan ? b.plan->n_dropped : 0, b.plan ? b.plan->recipe_digest : "");
+		err = nf_plan_make(&b->plan, b->recipe);
+	nf_log_stage_end(b->log, "recipe", err, "%s: %zu profiles, %zu dropped, recipe sha256:%.12s",
+			 err ? o->recipe_path : b->recipe->model.name, b->plan ? b->plan->n_profiles : 0,
+			 b->plan ? b->plan->n_dropped : 0, b->plan ? b->plan->recipe_digest : "");
 	if (!err && o->profile)
-		err = nf_plan_select_profile(b.plan, o->profile);
-	if (err)
-		goto done;
-	for (size_t i = 0; i < b.plan->n_dropped; i++)
-		nf_log_warn(b.log, "plan", "dropped %s %s tp%d: %s", b.plan->dropped[i].device,
-			    b.plan->dropped[i].precision, b.plan->dropped[i].tensor_parallel,
-			    b.plan->dropped[i].reason);
+		err = nf_plan_select_profile(b->plan, o->profile);
+	for (size_t i = 0; !err && i < b->plan->n_dropped; i++)
+		nf_log_warn(b->log, "plan", "dropped %s %s tp%d: %s", b->plan->dropped[i].device,
+			    b->plan->dropped[i].precision, b->plan->dropped[i].tensor_parallel,
+			    b->plan->dropped[i].reason);
+	return err;
+}
 
-	if (o->cache_dir)
-		cache_root = strdup(o->cache_dir);
+/* The local cache, the remote ones, OUT being assembled. */
+static int phase_open(build_ctx *b, char **cache_root)
+{
+	int err = 0;
+	if (b->opts->cache_dir)
+		*cache_root = strdup(b->opts->cache_dir);
 	else
-		err = nf_cache_default_root(&cache_root);
-	if (!err && !cache_root)
+		err = nf_cache_default_root(cache_root);
+	if (!err && !*cache_root)
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 	if (!err)
-		err = nf_cache_open(&b.cache, cache_root);
+		err = nf_cache_open(&b->cache, *cache_root);
 	if (!err)
-		err = open_remote_caches(&b);
-	if (!err)
-		err = prepare_output(&b);
-	if (!err)
-		err = stage_fetch(&b);
-	if (!err)
-		err = load_calibration(&b);
-	if (!err)
-		err = stage_keys(&b);
-	if (!err)
-		err = stage_convert(&b);
-	if (!err)
-		err = stage_compiles(&b);
-	if (!err)
-		err = stage_gates(&b);
-	if (err)
-		goto done;
+		err = open_remote_caches(b);
+	return err ? err : prepare_output(b);
+}
 
-	gate_failed = nf_gate_results_verdict(&b.results) == NF_VERDICT_FAILED;
-	skipped = first_skipped(b.plan);
-	nf_report_meta meta = {.model = b.recipe->model.name, .recipe = b.plan->recipe_digest,
+/* Every stage up to the gates, each found in a cache or run. */
+static int phase_stages(build_ctx *b)
+{
+	int err = stage_fetch(b);
+	if (!err)
+		err = stage_fit(b);
+	if (!err)
+		err = load_calibration(b);
+	if (!err)
+		err = stage_keys(b);
+	if (!err)
+		err = stage_convert(b);
+	if (!err)
+		err = stage_compiles(b);
+	return err ? err : nf_build_stage_gates(b);
+}
+
+/* plan.json, last, so that it holds every stage's key and time, package included. */
+static int write_plan(build_ctx *b)
+{
+	json_t *plan = NULL;
+	int err = nf_plan_to_json(&plan, b->plan);
+	if (!err && json_object_set_new(plan, "verdict", json_string(nf_verdict_name(
+								  nf_gate_results_verdict(&b->results)))))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err)
+		err = write_json_file(b->out_tmp, "plan.json", plan);
+	json_decref(plan);
+	return err;
+}
+
+/* Reports, engines, the image (unless a gate failed, was skipped, or one
+ * profile was asked for), deployment files, plan.json, OUT swapped in; the
+ * error a failed or skipped gate makes, once OUT holds its reports. */
+static int phase_outputs(build_ctx *b, const char **deploy_note)
+{
+	const nf_build_opts *o = b->opts;
+	int gate_failed = nf_gate_results_verdict(&b->results) == NF_VERDICT_FAILED;
+	const nf_profile *skipped = first_skipped(b->plan);
+	nf_report_meta meta = {.model = b->recipe->model.name, .recipe = b->plan->recipe_digest,
 			       .skipped_gates = skipped != NULL,
 			       .allow_skipped_gates = o->allow_skipped_gates};
 	/* --profile makes no image: nothing to refuse */
-	refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
-	if (nf_log_get_format(b.log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
-		nf_report_print_table(stderr, &b.results);
-	err = nf_report_write(b.out_tmp, &b.results, &meta);
+	int refused = !gate_failed && skipped && !o->allow_skipped_gates && !o->profile;
+	int image = !gate_failed && !refused && !o->profile;
+	if (nf_log_get_format(b->log) != NF_LOG_FMT_JSON) /* keep JSON-lines logs pure */
+		nf_report_print_table(stderr, &b->results);
+	int err = nf_report_write(b->out_tmp, &b->results, &meta);
 	if (!err)
-		err = write_outputs(&b);
-	if (!err && !gate_failed && !refused && !o->profile)
-		err = stage_package(&b);
-	if (!err && !gate_failed && !refused && !o->profile)
-		err = stage_deploy(&b, &deploy_note);
-	if (!err) {
-		/* Last, so it holds every stage's key and time, package included. */
-		json_t *plan = NULL;
-		err = nf_plan_to_json(&plan, b.plan);
-		if (!err) {
-			json_object_set_new(plan, "verdict",
-					    json_string(nf_verdict_name(nf_gate_results_verdict(&b.results))));
-			err = write_json_file(b.out_tmp, "plan.json", plan);
-		}
-		json_decref(plan);
-	}
+		err = write_outputs(b);
+	if (!err && image)
+		err = stage_package(b);
+	if (!err && image)
+		err = stage_deploy(b, deploy_note);
 	if (!err)
-		err = swap_output(&b);
+		err = write_plan(b);
+	if (!err)
+		err = swap_output(b);
 	if (!err && gate_failed)
 		err = nf_error_set(NF_EGATE, "a gate failed; reports in %s/reports; no image was made",
-				   b.out_final);
+				   b->out_final);
 	if (!err && refused)
 		err = nf_error_set(NF_EGATE,
 				   "the gates of %s were skipped (%s); no image was made: "
 				   "--allow-skipped-gates packages profiles whose gates did not run",
-				   skipped->name, skipped_reason(&b.results, skipped));
-done:
+				   skipped->name, skipped_reason(&b->results, skipped));
+	return err;
+}
+
+/* The build's last line: what it made and where. */
+static void log_result(build_ctx *b, double t0, const char *deploy_note)
+{
+	if (b->opts->profile)
+		nf_log_info(b->log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
+			    "image for one profile", b->opts->profile, nf_build_now() - t0, b->out_final);
+	else
+		nf_log_info(b->log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
+			    b->recipe->model.name, nf_build_now() - t0, b->out_final,
+			    b->recipe->image.repository, b->recipe->image.tag,
+			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
+}
+
+/* Everything the build holds, OUT's temporary folder removed; the model
+ * handed to the next recipe of a shared build. */
+static void release(build_ctx *b)
+{
+	if (b->out_tmp && nf_fs_exists(b->out_tmp))
+		nf_fs_remove_tree(b->out_tmp);
+	if (b->out_tmp_lock >= 0)
+		close(b->out_tmp_lock);
+	nf_gate_results_release(&b->results);
+	nf_gate_ref_free(b->ref);
+	nf_gate_result_free(b->perf_fp32);
+	if (b->gate_tmp)
+		nf_fs_remove_tree(b->gate_tmp);
+	free(b->gate_tmp);
+	free(b->gated_now);
+	if (b->model && !b->model_borrowed && b->opts->shared) /* for the next recipe; freed by shared */
+		nf_build_shared_add_model(b->opts->shared,
+					  nf_plan_stage(b->plan, NF_STAGE_CONVERT, -1)->key, b->model,
+					  b->model_tokenizer);
+	else if (!b->model_borrowed) {
+		nf_model_free(b->model);
+		nf_tokenizer_free(b->model_tokenizer); /* b->tokenizer is the same one, or NULL */
+	}
+	free(b->calib_text);
+	free(b->model_path);
+	free(b->tok_path);
+	free(b->out_final);
+	free(b->out_tmp);
+	nf_cache_free(b->cache);
+	nf_remote_cache_free(b->remote_from);
+	nf_remote_cache_free(b->remote_to);
+	nf_plan_free(b->plan);
+	nf_recipe_free(b->recipe);
+}
+
+int nf_build_run(const nf_build_opts *o)
+{
+	build_ctx b = {.opts = o, .log = o->log ? o->log : nf_log_default(), .out_tmp_lock = -1};
+	char *cache_root = NULL;
+	double t0 = nf_build_now();
+	const char *deploy_note = NULL;
+	int err;
+
+	nf_gate_results_init(&b.results);
+	err = phase_plan(&b);
+	if (!err)
+		err = phase_open(&b, &cache_root);
+	if (!err)
+		err = phase_stages(&b);
+	if (!err)
+		err = phase_outputs(&b, &deploy_note);
 	if (b.out_tmp && nf_fs_exists(b.out_tmp))
 		nf_fs_remove_tree(b.out_tmp);
-	if (b.out_tmp_lock >= 0)
-		close(b.out_tmp_lock);
 	log_remote_caches(&b);
-	if (!err && o->profile)
-		nf_log_info(b.log, "build", "built and gated %s in %.1f s: reports in %s/reports; no "
-			    "image for one profile", o->profile, now_seconds() - t0, b.out_final);
-	else if (!err)
-		nf_log_info(b.log, "build", "built %s in %.1f s: image %s/oci (%s:%s)%s%s",
-			    b.recipe->model.name, now_seconds() - t0, b.out_final,
-			    b.recipe->image.repository, b.recipe->image.tag,
-			    deploy_note ? "; " : "", deploy_note ? deploy_note : "");
-	nf_gate_results_release(&b.results);
-	nf_gate_ref_free(b.ref);
-	nf_gate_result_free(b.perf_fp32);
-	if (b.gate_tmp)
-		nf_fs_remove_tree(b.gate_tmp);
-	free(b.gate_tmp);
-	free(b.gated_now);
-	if (b.model && !b.model_borrowed && o->shared) /* for the next recipe; freed by shared */
-		nf_build_shared_add_model(o->shared, nf_plan_stage(b.plan, NF_STAGE_CONVERT, -1)->key,
-					  b.model, b.model_tokenizer);
-	else if (!b.model_borrowed) {
-		nf_model_free(b.model);
-		nf_tokenizer_free(b.model_tokenizer); /* b.tokenizer is the same one, or NULL */
-	}
-	free(b.calib_text);
-	free(b.model_path);
-	free(b.tok_path);
-	free(b.out_final);
-	free(b.out_tmp);
+	if (!err)
+		log_result(&b, t0, deploy_note);
+	release(&b);
 	free(cache_root);
-	nf_cache_free(b.cache);
-	nf_remote_cache_free(b.remote_from);
-	nf_remote_cache_free(b.remote_to);
-	nf_plan_free(b.plan);
-	nf_recipe_free(b.recipe);
 	return err;
 }

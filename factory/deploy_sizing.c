@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "engine/forward.h"
+#include "factory/plan_fit.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -67,7 +68,6 @@ int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind k
 	char *weights = nf_path_join(engine_dir, "weights.safetensors");
 	nf_model_config cfg = {0};
 	uint64_t wbytes = 0, caches, total;
-	size_t one;
 	int err = config && weights ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
 
 	if (!err)
@@ -76,10 +76,10 @@ int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind k
 		err = nf_fs_file_size(&wbytes, weights);
 	if (err)
 		goto done;
-	one = nf_fwd_kv_bytes(&cfg, kv); /* one of K and V of one sequence */
-	if (!one || max_batch < 1 || !nf_u64_mul(&caches, (uint64_t)one, 2 * (uint64_t)max_batch) ||
-	    !nf_u64_mul(&total, wbytes, 2) || !nf_u64_add(&total, total, caches) ||
-	    !nf_u64_add(&total, total, RUNTIME_BYTES) || !nf_u64_add(&total, total, (1 << 20) - 1)) {
+	/* the KV caches as plan's fit counts them (factory/plan_fit.h) */
+	if (nf_fit_kv_bytes(&caches, &cfg, kv, max_batch) || !nf_u64_mul(&total, wbytes, 2) ||
+	    !nf_u64_add(&total, total, caches) || !nf_u64_add(&total, total, RUNTIME_BYTES) ||
+	    !nf_u64_add(&total, total, (1 << 20) - 1)) {
 		err = nf_error_set(NF_EINPUT, "%s: the memory of this engine overflows", engine_dir);
 		goto done;
 	}

@@ -287,7 +287,7 @@ void nf_gate_ref_free(nf_gate_ref *r)
 	if (!r)
 		return;
 	nf_fs_unmap_file(r->map, r->map_size);
-	if (r->path)
+	if (r->path && !r->keep_file)
 		unlink(r->path);
 	free(r->path);
 	for (size_t i = 0; i < r->n_prompts; i++) {

@@ -77,6 +77,7 @@ typedef struct nf_gate_ref {
 	size_t n_rows;
 	bool half;                  /* rows stored as IEEE half */
 	char *path;                 /* owned: the logits file */
+	bool keep_file;             /* the file is a cache stage's: free leaves it */
 	const void *map;
 	size_t map_size;
 	double seconds;             /* time it took to compute */
@@ -87,6 +88,22 @@ typedef struct nf_gate_ref {
 int nf_gate_ref_new(nf_gate_ref **out, const nf_model *m, const nf_tokenizer *tok,
 		    const nf_gate_ref_opts *o, nf_log *log);
 void nf_gate_ref_free(nf_gate_ref *r); /* NULL is fine; removes the file */
+
+/*
+ * The reference as a stage result (factory/gate_reference_cache.c): what a
+ * stage folder holds of it, so that a build whose gates change (a threshold)
+ * reuses the reference instead of loading the model and computing it again.
+ */
+#define NF_GATE_REF_META "reference.json"  /* dimensions, tokens, rows */
+#define NF_GATE_REF_LOGITS "logits"        /* the rows, as computed */
+
+/* Write r into the stage folder dir being made (the logits copied). */
+int nf_gate_ref_save(const nf_gate_ref *r, const char *dir);
+
+/* The reference saved in dir, its logits mapped in place (free leaves the
+ * file).  NF_EINPUT naming dir for anything malformed or inconsistent.
+ * Caller owns *out. */
+int nf_gate_ref_load(nf_gate_ref **out, const char *dir);
 
 /* Logits row `row` (< n_rows): a pointer into the mapping for float32
  * rows, or scratch (vocab floats) filled from the half ones. */

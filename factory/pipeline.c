@@ -139,6 +139,32 @@ static json_t *job_new(const char *name, const char *kind, const nf_recipe *r, c
 			 "junit", out, "/reports/junit.xml");
 }
 
+/* The runner time of a job, from plan's estimates (factory/stage_estimate.h):
+ * a compile job (profile >= 0) runs the shared stages (fetch, convert,
+ * reference: a build --profile) and its profile's, the package job (-1) the
+ * package.  -1 when any is unknown, so a job's figure is never a part
+ * passed off as the whole. */
+static double job_estimate(const nf_plan *plan, int profile)
+{
+	double sum = 0;
+	for (size_t i = 0; i < plan->n_stages; i++) {
+		const nf_stage *st = &plan->stages[i];
+		int shared = st->profile < 0 && st->kind != NF_STAGE_PACKAGE;
+		if (profile >= 0 ? st->profile != profile && !shared : st->kind != NF_STAGE_PACKAGE)
+			continue;
+		if (st->estimate < 0)
+			return -1;
+		sum += st->estimate;
+	}
+	return sum;
+}
+
+/* "estimate_seconds" on job when the plan knows it. */
+static int set_estimate(json_t *job, double seconds)
+{
+	return seconds < 0 ? 0 : json_object_set_new(job, "estimate_seconds", json_real(seconds));
+}
+
 /* A compile job's name, as the job and its package job's needs say it. */
 static char *compile_name(const nf_recipe *r, const nf_profile *p)
 {
@@ -157,6 +183,7 @@ static int compile_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recip
 	if (!job || json_object_set_new(job, "profile", json_string(p->name)) ||
 	    json_object_set_new(job, "profile_id", json_string(p->id)) ||
 	    json_object_set_new(job, "device", json_string(p->device)) ||
+	    set_estimate(job, job_estimate(pr->plan, (int)(p - pr->plan->profiles))) ||
 	    append_line(json_object_get(job, "script"),
 			"%s build %s --profile %s --out %s --cache-from %s --cache-to %s%s", g->tool,
 			recipe_word, p->name, out_word, g->cache, g->cache, g->insecure) ||
@@ -183,6 +210,7 @@ static int package_job(json_t *jobs, const graph_ctx *g, const nf_pipeline_recip
 
 	if (!job || json_object_set(job, "needs", needs) ||
 	    json_object_set_new(job, "image", json_string(image)) ||
+	    set_estimate(job, job_estimate(pr->plan, -1)) ||
 	    append_line(script, "%s build %s --out %s --cache-from %s%s", g->tool, recipe_word,
 			out_word, g->cache, g->insecure) ||
 	    append_line(script, "%s push %s/oci:%s %s%s", g->tool, out_word, r->image.tag, dest,

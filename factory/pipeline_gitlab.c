@@ -84,6 +84,10 @@ static void write_job(FILE *f, const json_t *job)
 	fputs("  tags:\n", f);
 	yaml_str(f, "    - ", str(job, "runner"), "\n");
 	write_needs(f, json_object_get(job, "needs"));
+	/* plan's estimate, for the runner's scheduling and the job's log */
+	if (json_is_number(json_object_get(job, "estimate_seconds")))
+		fprintf(f, "  variables:\n    NIMFACTORY_ESTIMATED_SECONDS: \"%.1f\"\n",
+			json_number_value(json_object_get(job, "estimate_seconds")));
 	fputs("  script:\n", f);
 	write_list(f, "    - ", json_object_get(job, "script"));
 	write_artifacts(f, job);

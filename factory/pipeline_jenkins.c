@@ -44,7 +44,11 @@ static void write_stage(FILE *f, const json_t *job)
 	groovy_str(f, str(job, "name"));
 	fputs(") {\n                    agent { label ", f);
 	groovy_str(f, str(job, "runner"));
-	fputs(" }\n                    steps {\n", f);
+	fputs(" }\n", f);
+	if (json_is_number(json_object_get(job, "estimate_seconds")))
+		fprintf(f, "                    // nimfactory plan estimates %.1f s of runner time\n",
+			json_number_value(json_object_get(job, "estimate_seconds")));
+	fputs("                    steps {\n", f);
 	json_array_foreach(json_object_get(job, "script"), i, line) {
 		fputs("                        sh ", f);
 		groovy_str(f, json_string_value(line));

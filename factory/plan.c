@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/sku.h"
+#include "factory/plan_fit.h"
 #include "util/error.h"
 #include "util/banned.h"
 
@@ -17,6 +18,7 @@ const char *nf_stage_kind_name(nf_stage_kind k)
 	case NF_STAGE_COMPILE: return "compile";
 	case NF_STAGE_GATE: return "gate";
 	case NF_STAGE_PACKAGE: return "package";
+	case NF_STAGE_REFERENCE: return "reference";
 	}
 	return "unknown";
 }
@@ -81,6 +83,7 @@ static int add_stage(nf_plan *p, size_t *cap, nf_stage_kind kind, int profile, c
 	}
 	nf_stage *s = &p->stages[p->n_stages];
 	memset(s, 0, sizeof(*s));
+	s->estimate = -1;
 	s->kind = kind;
 	s->profile = profile;
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -158,7 +161,7 @@ static void devices_running(char *buf, size_t size, nf_precision prec)
 int nf_plan_make(nf_plan **out, const nf_recipe *r)
 {
 	nf_plan *p = calloc(1, sizeof(*p));
-	size_t cap_stages = 0, max_points = 0, fetch_model, fetch_tok = 0, convert;
+	size_t cap_stages = 0, max_points = 0, fetch_model, fetch_tok = 0, convert, reference;
 	int err = 0, has_tokenizer = r->model.tokenizer.kind != NF_SOURCE_NONE;
 
 	*out = NULL;
@@ -223,7 +226,8 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 		goto done;
 	}
 
-	/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package. */
+	/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package,
+	 * and convert -> reference -> every gate. */
 	if ((err = add_stage(p, &cap_stages, NF_STAGE_FETCH, -1, "fetch model", NULL, 0, &fetch_model)))
 		goto done;
 	if (has_tokenizer &&
@@ -235,6 +239,9 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 				     has_tokenizer ? 2 : 1, &convert)))
 			goto done;
 	}
+	if ((err = add_stage(p, &cap_stages, NF_STAGE_REFERENCE, -1, "float32 reference", &convert, 1,
+			     &reference)))
+		goto done;
 	size_t *gates = calloc(p->n_profiles, sizeof(*gates));
 	if (!gates) {
 		err = nf_error_set(NF_ENOMEM, "plan: out of memory");
@@ -242,12 +249,13 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 	}
 	for (size_t i = 0; i < p->n_profiles && !err; i++) {
 		char name[128];
-		size_t compile;
+		size_t deps[2];
 		snprintf(name, sizeof(name), "compile %s", p->profiles[i].name);
-		err = add_stage(p, &cap_stages, NF_STAGE_COMPILE, (int)i, name, &convert, 1, &compile);
+		err = add_stage(p, &cap_stages, NF_STAGE_COMPILE, (int)i, name, &convert, 1, &deps[0]);
 		snprintf(name, sizeof(name), "gate %s", p->profiles[i].name);
+		deps[1] = reference;
 		if (!err)
-			err = add_stage(p, &cap_stages, NF_STAGE_GATE, (int)i, name, &compile, 1, &gates[i]);
+			err = add_stage(p, &cap_stages, NF_STAGE_GATE, (int)i, name, deps, 2, &gates[i]);
 	}
 	/* package depends on every gate; deps[] holds the first few, the rest is implied by order. */
 	if (!err)
@@ -272,6 +280,7 @@ void nf_plan_free(nf_plan *p)
 	free(p->profiles);
 	free(p->dropped);
 	free(p->stages);
+	free(p->fits);
 	free(p);
 }
 
@@ -281,6 +290,23 @@ nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile)
 		if (p->stages[i].kind == kind && p->stages[i].profile == profile)
 			return &p->stages[i];
 	return NULL;
+}
+
+/* A profile's memory on its device, in bytes. */
+static json_t *fit_json(const nf_fit *f)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:b}", "weights", (json_int_t)f->weights, "kv",
+			 (json_int_t)f->kv, "workspace", (json_int_t)f->workspace, "needed",
+			 (json_int_t)f->needed, "capacity", (json_int_t)f->capacity, "fits", f->fits);
+}
+
+/* {"seconds": s, "source": "recorded"|"modelled"}, or null when unknown. */
+static json_t *estimate_json(const nf_stage *s)
+{
+	if (s->estimate < 0)
+		return json_null();
+	return json_pack("{s:f, s:s}", "seconds", s->estimate, "source",
+			 s->estimate_modelled ? "modelled" : "recorded");
 }
 
 int nf_plan_to_json(json_t **out, const nf_plan *p)
@@ -301,6 +327,9 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 				  nf_verdict_name(pr->verdict), "canonical", canon ? canon : json_null(),
 				  "engine", pr->engine_dir));
 	}
+	for (size_t i = 0; !bad && p->fits && i < p->n_profiles; i++)
+		bad |= json_object_set_new(json_array_get(profiles, i), "memory",
+					   fit_json(&p->fits[i]));
 	for (size_t i = 0; !bad && i < p->n_dropped; i++) {
 		const nf_dropped *d = &p->dropped[i];
 		bad |= json_array_append_new(dropped,
@@ -314,10 +343,12 @@ int nf_plan_to_json(json_t **out, const nf_plan *p)
 		for (size_t k = 0; deps && k < s->n_deps; k++)
 			json_array_append_new(deps, json_integer((json_int_t)s->deps[k]));
 		bad |= json_array_append_new(
-			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:f}", "kind",
+			stages, json_pack("{s:s, s:s, s:o, s:s?, s:b, s:b, s:b, s:f, s:o}", "kind",
 					  nf_stage_kind_name(s->kind), "name", s->name, "deps",
 					  deps ? deps : json_null(), "key", s->key[0] ? s->key : NULL,
-					  "cached", s->cached, "seconds", s->seconds));
+					  "cached", s->cached, "remote", s->remote, "skipped", s->skipped,
+					  "seconds", s->seconds,
+					  "estimate", estimate_json(s)));
 	}
 	if (bad || json_object_set_new(root, "recipe_digest", json_string(p->recipe_digest)) ||
 	    json_object_set(root, "profiles", profiles) || json_object_set(root, "dropped", dropped) ||

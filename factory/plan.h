@@ -27,9 +27,11 @@ typedef enum nf_stage_kind {
 	NF_STAGE_COMPILE, /* quantize + build one profile's engine */
 	NF_STAGE_GATE,    /* correctness and performance gates of one profile */
 	NF_STAGE_PACKAGE, /* OCI image layout */
+	NF_STAGE_REFERENCE, /* the gates' float32 reference (logits on the evaluation
+			       text and prompts), shared by every profile's gate */
 } nf_stage_kind;
 
-const char *nf_stage_kind_name(nf_stage_kind k); /* "fetch" "convert" ... */
+const char *nf_stage_kind_name(nf_stage_kind k); /* "fetch" "convert" ... "reference" */
 
 #define NF_STAGE_MAX_DEPS 4
 
@@ -41,7 +43,12 @@ typedef struct nf_stage {
 	size_t n_deps;
 	char key[NF_SHA256_HEX_LEN + 1]; /* digest of the inputs; "" until known */
 	int cached;                     /* 1 when the result came from the cache */
+	int remote;                     /* plan: 1 when --cache-from holds it (not local) */
 	double seconds;                 /* time it took, once run */
+	double estimate;                /* plan: seconds a run would take, -1 unknown */
+	int estimate_modelled;          /* 1: from the cost model, 0: a past build's timing */
+	int skipped;                    /* plan: not run, as no stage that needs it runs
+					   (the reference when every gate is cached) */
 } nf_stage;
 
 typedef struct nf_dropped {
@@ -63,6 +70,9 @@ typedef struct nf_plan {
 	 * once the checkpoint is loaded (serving.chat_template auto resolved);
 	 * NULL before: the recipe's own value. */
 	const char *chat_template;
+	/* Each profile's memory on its device (factory/plan_fit.h), once the
+	 * model's shapes are known (n_profiles entries); NULL before. */
+	struct nf_fit *fits; /* owned */
 } nf_plan;
 
 /* Expand r into a plan.  Caller owns *out (nf_plan_free). */
@@ -81,7 +91,8 @@ nf_stage *nf_plan_stage(nf_plan *p, nf_stage_kind kind, int profile);
  */
 int nf_plan_select_profile(nf_plan *p, const char *name);
 
-/* The plan as JSON (profiles, dropped points with reasons, stages with keys). */
+/* The plan as JSON (profiles with their memory once sized, dropped points
+ * with reasons, stages with keys, cache state and estimates). */
 int nf_plan_to_json(json_t **out, const nf_plan *p);
 
 /* sha256 hex of a JSON value dumped canonically (sorted keys, compact). */

@@ -332,3 +332,23 @@ done:
 	return err ? nf_error_wrap(err, "remote cache %s: push %s stage %.12s", rc->ref_text, kind,
 				   key) : 0;
 }
+
+int nf_remote_cache_has(bool *present, nf_remote_cache *rc, const char *kind, const char *key)
+{
+	char tag[128];
+	nf_oci_desc desc;
+	int err;
+
+	*present = false;
+	if ((err = nf_remote_cache_tag(tag, kind, key)))
+		return err;
+	if (rc->unreachable)
+		return nf_error_set(NF_ENET, "remote cache %s: unreachable", rc->ref_text);
+	/* a HEAD of the tag: the manifest's presence, no blob is read */
+	if ((err = nf_reg_manifest_head(present, &desc, rc->client, rc->ref.name, tag))) {
+		rc->unreachable = err == NF_ENET || err == NF_EENV;
+		return nf_error_wrap(err, "remote cache %s: look up %s stage %.12s", rc->ref_text,
+				     kind, key);
+	}
+	return 0;
+}

@@ -92,6 +92,14 @@ int nf_remote_cache_pull(char **out, nf_remote_cache *rc, nf_cache *c, const cha
 			 const char *key);
 
 /*
+ * Whether the registry holds stage (kind, key): a HEAD of its tag, no blob
+ * pulled and nothing checked beyond the tag's presence (what `plan` says;
+ * a build's pull checks the rest).  The registry's error when it cannot be
+ * asked (and every later question fails at once, NF_ENET).
+ */
+int nf_remote_cache_has(bool *present, nf_remote_cache *rc, const char *kind, const char *key);
+
+/*
  * Push the finished stage folder stage_dir of (kind, key), unless the
  * registry holds that tag already.  The layer is written in c's tmp/ and
  * removed after.  0, or the registry's or the disk's error.

@@ -19,6 +19,9 @@ int nf_stage_graph_keys_fill(nf_stage_graph_keys *keys, nf_plan *plan, const nf_
 			  : nf_error_set(NF_EINPUT, "the plan has no convert stage");
 	if (!err)
 		err = nf_stage_key_reference(keys->reference, r, convert->key, in->eval_digest);
+	nf_stage *reference = nf_plan_stage(plan, NF_STAGE_REFERENCE, -1);
+	if (!err && reference)
+		memcpy(reference->key, keys->reference, sizeof(reference->key));
 	for (size_t i = 0; !err && i < plan->n_profiles; i++) {
 		nf_stage *compile = nf_plan_stage(plan, NF_STAGE_COMPILE, (int)i);
 		nf_stage *gate = nf_plan_stage(plan, NF_STAGE_GATE, (int)i);
@@ -79,6 +82,17 @@ static int cached(const nf_cache *c, const char *key, double *seconds)
 	return 1;
 }
 
+void nf_stage_graph_mark_skipped(nf_plan *plan)
+{
+	nf_stage *reference = nf_plan_stage(plan, NF_STAGE_REFERENCE, -1);
+	int gates_run = 0;
+	for (size_t i = 0; i < plan->n_stages; i++)
+		gates_run |= plan->stages[i].kind == NF_STAGE_GATE && !plan->stages[i].cached &&
+			     !plan->stages[i].remote;
+	if (reference)
+		reference->skipped = !reference->cached && !gates_run;
+}
+
 void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *package_key)
 {
 	for (size_t i = 0; i < plan->n_stages; i++) {
@@ -87,4 +101,5 @@ void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *pa
 			continue;
 		st->cached = cached(c, st->kind == NF_STAGE_PACKAGE ? package_key : st->key, &st->seconds);
 	}
+	nf_stage_graph_mark_skipped(plan);
 }

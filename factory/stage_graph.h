@@ -48,8 +48,12 @@ double nf_stage_timing_read(const char *stage_dir);
 
 /* Mark the stages of plan whose results c holds (cached = 1, seconds = the
  * time they took to make, -1 when the result records none); the package
- * stage by package_key.  Fetch stages
- * are left to the caller (their keys are blob digests). */
+ * stage by package_key; the reference skipped when no gate runs.  Fetch
+ * stages are left to the caller (their keys are blob digests). */
 void nf_stage_graph_mark_cached(nf_plan *plan, const nf_cache *c, const char *package_key);
+
+/* Mark the reference skipped when every gate is cached or (plan) remote:
+ * a build makes the reference only for a gate that runs. */
+void nf_stage_graph_mark_skipped(nf_plan *plan);
 
 #endif

@@ -7,6 +7,8 @@
 
 #include "factory/digest.h"
 #include "factory/package.h"
+#include "factory/plan_fit.h"
+#include "factory/stage_estimate.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/banned.h"
@@ -41,9 +43,67 @@ static int file_digest(char hex[NF_SHA256_HEX_LEN + 1], const char *path)
 	return path ? nf_digest_path(hex, path) : 0;
 }
 
-int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf_recipe *r,
-		  const nf_cache *c, const char *runtime_dir)
+/* Where the checkpoint at hand is: its local path, or its blob in c.  NULL
+ * (no error) when it is not at hand. */
+static char *source_path(const nf_recipe_source *s, const nf_cache *c)
 {
+	char *path = NULL;
+	if (s->kind == NF_SOURCE_PATH && s->path)
+		return strdup(s->path);
+	if (s->kind == NF_SOURCE_URL && s->sha256 && nf_cache_blob_lookup(&path, c, s->sha256))
+		nf_error_clear();
+	return path;
+}
+
+/* Size the profiles from the checkpoint's header when it is at hand, and
+ * drop those that do not fit (plan->fits stays NULL when it is not). */
+static int fit_profiles(nf_plan *plan, nf_model_config *cfg, int *shapes, const nf_recipe *r,
+			const nf_cache *c, uint64_t host_memory)
+{
+	char *path = source_path(&r->model.source, c);
+	size_t dropped;
+	int err = 0;
+	*shapes = 0;
+	if (path && !nf_fit_read_shapes(cfg, path, r->model.source.format))
+		*shapes = 1;
+	else if (path) /* the build will say so at its fetch; plan goes on without the fit */
+		nf_log_warn(nf_log_default(), "plan", "%s: fit unknown", nf_error_last());
+	nf_error_clear();
+	if (*shapes)
+		err = nf_plan_fit(plan, &dropped, cfg, r->build.quant.group_size, host_memory, r->file);
+	free(path);
+	return err;
+}
+
+/* Mark the stages that are not local but that remote holds.  A registry
+ * that cannot be asked costs the remote column, not the plan: warned. */
+static void mark_remote(nf_plan *plan, const nf_stage_graph_keys *keys, nf_remote_cache *remote)
+{
+	int err = 0;
+	for (size_t i = 0; !err && i < plan->n_stages; i++) {
+		nf_stage *st = &plan->stages[i];
+		const char *key = st->kind == NF_STAGE_PACKAGE ? keys->package : st->key;
+		bool present = false;
+		/* the reference is kept in the local cache only (its rows are the size of
+		 * the model's vocabulary times the evaluated tokens) */
+		if (st->cached || st->kind == NF_STAGE_FETCH || st->kind == NF_STAGE_REFERENCE || !key[0])
+			continue;
+		if (!(err = nf_remote_cache_has(&present, remote, nf_stage_kind_name(st->kind), key)))
+			st->remote = present;
+	}
+	if (err)
+		nf_log_warn(nf_log_default(), "plan", "%s: no stage marked remote", nf_error_last());
+	nf_error_clear();
+	nf_stage_graph_mark_skipped(plan);
+}
+
+int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf_recipe *r,
+		  const nf_stage_plan_opts *o)
+{
+	const nf_cache *c = o->cache;
+	const char *runtime_dir = o->runtime_dir;
+	nf_model_config cfg;
+	int shapes = 0;
 	char src[NF_SHA256_HEX_LEN + 1], tok[NF_SHA256_HEX_LEN + 1], calib[NF_SHA256_HEX_LEN + 1];
 	char eval[NF_SHA256_HEX_LEN + 1], runtime[NF_SHA256_HEX_LEN + 1] = "";
 	char *nimserve = nf_package_find_nimserve(runtime_dir);
@@ -53,12 +113,14 @@ int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf
 
 	if (!err)
 		err = source_digest(tok, &tok_known, &tok_here, &r->model.tokenizer, c);
+	if (!err && src_here)
+		err = fit_profiles(plan, &cfg, &shapes, r, c, o->host_memory);
 	*known = src_known && tok_known;
 	for (size_t i = 0; !err && i < plan->n_stages; i++)
 		if (plan->stages[i].kind == NF_STAGE_FETCH) /* the model's, then the tokenizer's */
 			plan->stages[i].cached = fetches++ == 0 ? src_here : tok_here;
 	if (err || !*known)
-		goto done;
+		goto estimate;
 	if ((err = file_digest(calib, r->build.quant.calibration_text)) ||
 	    (err = file_digest(eval, r->gates.correctness.eval_text)))
 		goto done;
@@ -73,6 +135,11 @@ int nf_stage_plan(nf_stage_graph_keys *keys, int *known, nf_plan *plan, const nf
 	};
 	if (!(err = nf_stage_graph_keys_fill(keys, plan, r, &in)))
 		nf_stage_graph_mark_cached(plan, c, keys->package);
+	if (!err && o->remote)
+		mark_remote(plan, keys, o->remote);
+estimate:
+	if (!err)
+		nf_stage_estimate(plan, r, c, src_known ? src : NULL, shapes ? &cfg : NULL);
 done:
 	free(nimserve);
 	return err;

@@ -1,6 +1,8 @@
 /*
- * plan.c - `nimfactory plan RECIPE...`: the profiles and stages a build would
- * run, or (--emit) the CI pipeline that builds the recipes (factory/pipeline.h).
+ * plan.c - `nimfactory plan RECIPE...`: the profiles (and whether each fits
+ * its device), the stages a build would run or find cached (locally, or in
+ * --cache-from's registry) and the runner time it would take, or (--emit) the
+ * CI pipeline that builds the recipes (factory/pipeline.h).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -12,6 +14,9 @@
 #include "factory/cache.h"
 #include "factory/pipeline.h"
 #include "factory/plan.h"
+#include "factory/plan_fit.h"
+#include "factory/remote_cache.h"
+#include "factory/stage_estimate.h"
 #include "factory/recipe.h"
 #include "factory/stage_plan.h"
 #include "util/error.h"
@@ -19,15 +24,19 @@
 #include "util/banned.h"
 
 static const char plan_usage[] =
-	"usage: nimfactory plan RECIPE... [--json] [--cache DIR]\n"
+	"usage: nimfactory plan RECIPE... [--json] [--cache DIR] [--cache-from REF [--insecure]]\n"
 	"       nimfactory plan RECIPE... --emit gitlab|jenkins|json [--output FILE]\n"
 	"                       [--cache-ref REF] [--registry HOST[/PREFIX]] [--insecure]\n"
-	"  --json             the plans as JSON (each stage's key, cached, seconds)\n"
+	"  --json             the plans as JSON (each profile's memory; each stage's key, cached,\n"
+	"                     remote, seconds, estimate; docs/schemas/plan.schema.json)\n"
 	"  --cache DIR        the local cache whose stage results are reported (default:\n"
 	"                     $NIMFACTORY_CACHE or the XDG default); each stage says whether\n"
 	"                     a build would run it or find it cached, and how long it took\n"
+	"  --cache-from REF   also say which stages the remote cache REF holds (asks the\n"
+	"                     registry for their tags; nothing is pulled)\n"
 	"  --emit FORMAT      the CI pipeline that builds the recipes: a GitLab child pipeline,\n"
-	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md)\n"
+	"                     a declarative Jenkinsfile, or the job graph as JSON (docs/ci.md);\n"
+	"                     each job with its estimated runner time when known\n"
 	"  --output FILE      write it to FILE instead of stdout\n"
 	"  --cache-ref REF    the remote cache the jobs share (default: $NIMFACTORY_REMOTE_CACHE)\n"
 	"  --registry HOST    where the package jobs push (default: $NIMFACTORY_REGISTRY)\n"
@@ -72,22 +81,40 @@ static int plan_set_load(plan_set *s, char **paths, size_t n)
 	return err;
 }
 
-/* Each plan's stage keys and what the cache at cache_dir (NULL: the default) holds of them. */
-static int plan_set_check_cache(plan_set *s, const char *cache_dir)
+/* Each plan's stage keys, what the cache at cache_dir (NULL: the default)
+ * and the remote cache cache_from (NULL: none) hold of them, the profiles'
+ * fit and the stages' estimates. */
+static int plan_set_check_cache(plan_set *s, const char *cache_dir, const char *cache_from,
+				bool insecure)
 {
 	char *root = NULL;
 	nf_cache *c = NULL;
+	nf_remote_cache *rc = NULL;
 	int err = cache_dir ? 0 : nf_cache_default_root(&root);
 	if (!err)
 		err = nf_cache_open(&c, cache_dir ? cache_dir : root);
+	if (!err && cache_from)
+		err = nf_remote_cache_open(&rc, cache_from, insecure, NULL);
+	nf_stage_plan_opts o = {.cache = c, .remote = rc, .host_memory = nf_fit_host_memory()};
 	for (size_t i = 0; !err && i < s->n; i++)
-		err = nf_stage_plan(&s->keys[i], &s->known[i], s->plans[i], s->recipes[i], c, NULL);
+		err = nf_stage_plan(&s->keys[i], &s->known[i], s->plans[i], s->recipes[i], &o);
+	nf_remote_cache_free(rc);
 	nf_cache_free(c);
 	free(root);
 	return err;
 }
 
-/* What a build would do with a stage: find it cached (and how long it took), or run it. */
+/* "about 12.30 s, recorded" for a stage that runs, "time unknown" without an estimate. */
+static void print_estimate(const nf_stage *st)
+{
+	if (st->estimate >= 0)
+		printf("about %.2f s, %s", st->estimate, st->estimate_modelled ? "modelled" : "recorded");
+	else
+		printf("time unknown");
+}
+
+/* What a build would do with a stage: find it cached (and how long it
+ * took), pull it from the remote cache, or run it (and for how long). */
 static void print_stage_state(const nf_stage *st, int known, const nf_stage_graph_keys *keys)
 {
 	const char *key = st->kind == NF_STAGE_PACKAGE ? keys->package : st->key;
@@ -97,10 +124,70 @@ static void print_stage_state(const nf_stage *st, int known, const nf_stage_grap
 		printf("  cached (key %.12s, took %.2f s)", key, st->seconds);
 	else if (st->cached)
 		printf("  cached (key %.12s)", key);
-	else if (!known && st->kind != NF_STAGE_FETCH)
-		printf("  runs (key known once the sources are fetched)");
-	else
-		printf("  runs");
+	else if (st->remote)
+		printf("  remote (key %.12s)", key);
+	else if (st->skipped)
+		printf("  skipped (no gate runs)");
+	else if (!known && st->kind != NF_STAGE_FETCH) {
+		printf("  runs (key known once the sources are fetched, ");
+		print_estimate(st);
+		printf(")");
+	} else {
+		printf("  runs (");
+		print_estimate(st);
+		printf(")");
+	}
+}
+
+/* The runner time of each CI job (the shared stages, each profile's compile
+ * and gate, the package) and of all of them: what a build would run. */
+static void print_jobs(const nf_plan *plan)
+{
+	size_t unknown = 0;
+	double shared = 0, total = nf_stage_estimate_total(plan, &unknown);
+	int shared_unknown = 0;
+	printf("\nrunner time:\n");
+	for (size_t i = 0; i < plan->n_stages; i++)
+		if (plan->stages[i].profile < 0 && plan->stages[i].kind != NF_STAGE_PACKAGE) {
+			shared += plan->stages[i].estimate >= 0 ? plan->stages[i].estimate : 0;
+			shared_unknown |= plan->stages[i].estimate < 0;
+		}
+	printf("  %-36s %s%.2f s\n", "shared: fetch, convert, reference", shared_unknown ? ">= " : "",
+	       shared);
+	for (size_t p = 0; p < plan->n_profiles; p++) {
+		double job = 0;
+		int job_unknown = 0;
+		for (size_t i = 0; i < plan->n_stages; i++)
+			if (plan->stages[i].profile == (int)p) {
+				job += plan->stages[i].estimate >= 0 ? plan->stages[i].estimate : 0;
+				job_unknown |= plan->stages[i].estimate < 0;
+			}
+		char label[128];
+		/* "profile NAME": a line that starts with the name is the profile list's */
+		snprintf(label, sizeof(label), "profile %s", plan->profiles[p].name);
+		printf("  %-36s %s%.2f s\n", label, job_unknown ? ">= " : "", job);
+	}
+	const nf_stage *pkg = nf_plan_stage((nf_plan *)plan, NF_STAGE_PACKAGE, -1);
+	if (pkg)
+		printf("  %-36s %s%.2f s\n", "package", pkg->estimate < 0 ? ">= " : "",
+		       pkg->estimate < 0 ? 0 : pkg->estimate);
+	printf("  %-36s %s%.2f s", "total", unknown ? ">= " : "", total);
+	if (unknown)
+		printf(" (%zu stage%s without an estimate)", unknown, unknown == 1 ? "" : "s");
+	printf("\n");
+}
+
+/* A profile's line: its id, and whether it fits its device. */
+static void print_profile(const nf_plan *plan, size_t i)
+{
+	char fit[200];
+	printf("  %-28s %s\n", plan->profiles[i].name, plan->profiles[i].id);
+	if (plan->fits) {
+		nf_fit_describe(fit, sizeof(fit), &plan->fits[i], plan->profiles[i].device);
+		printf("  %-28s memory: %s\n", "", fit);
+	} else {
+		printf("  %-28s fit unknown until fetched\n", "");
+	}
 }
 
 static void print_text(const nf_recipe *recipe, const nf_plan *plan, int known,
@@ -108,7 +195,7 @@ static void print_text(const nf_recipe *recipe, const nf_plan *plan, int known,
 {
 	printf("recipe %s (sha256:%s)\n\nprofiles:\n", recipe->model.name, plan->recipe_digest);
 	for (size_t i = 0; i < plan->n_profiles; i++)
-		printf("  %-28s %s\n", plan->profiles[i].name, plan->profiles[i].id);
+		print_profile(plan, i);
 	if (plan->n_dropped)
 		printf("\ndropped:\n");
 	for (size_t i = 0; i < plan->n_dropped; i++)
@@ -124,6 +211,7 @@ static void print_text(const nf_recipe *recipe, const nf_plan *plan, int known,
 		print_stage_state(&plan->stages[i], known, keys);
 		printf("\n");
 	}
+	print_jobs(plan);
 }
 
 /* One plan as its JSON object; several as an array of them. */
@@ -134,7 +222,13 @@ static int print_json(const plan_set *s)
 	for (size_t i = 0; !err && i < s->n; i++) {
 		if ((err = nf_plan_to_json(&j, s->plans[i])))
 			break;
+		size_t unknown;
+		double total = nf_stage_estimate_total(s->plans[i], &unknown);
 		if (json_object_set_new(j, "keys_known", json_boolean(s->known[i])) ||
+		    json_object_set_new(j, "fit_known", json_boolean(s->plans[i]->fits != NULL)) ||
+		    json_object_set_new(j, "estimate_total",
+					json_pack("{s:f, s:I}", "seconds", total, "stages_unknown",
+						  (json_int_t)unknown)) ||
 		    (s->known[i] && json_object_set_new(j, "package_key", json_string(s->keys[i].package)))) {
 			json_decref(j);
 			err = nf_error_set(NF_ENOMEM, "out of memory");
@@ -194,12 +288,13 @@ int nf_cmd_plan(int argc, char **argv)
 		{"registry", required_argument, NULL, 'r'},
 		{"insecure", no_argument, NULL, 'k'},
 		{"cache", required_argument, NULL, 'C'},
+		{"cache-from", required_argument, NULL, 'F'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	nf_pipeline_opts po = {0};
 	nf_pipeline_format fmt = NF_PIPELINE_JSON;
-	const char *output = NULL, *cache_dir = NULL;
+	const char *output = NULL, *cache_dir = NULL, *cache_from = NULL;
 	plan_set set = {0};
 	int as_json = 0, emitting = 0, c, err = 0;
 
@@ -213,19 +308,22 @@ int nf_cmd_plan(int argc, char **argv)
 		case 'r': po.registry = optarg; break;
 		case 'k': po.insecure = true; break;
 		case 'C': cache_dir = optarg; break;
+		case 'F': cache_from = optarg; break;
 		case 'h': fputs(plan_usage, stdout); return NF_EXIT_OK;
 		default: fputs(plan_usage, stderr); return NF_EXIT_INPUT;
 		}
 		if (err)
 			return nf_cmd_fail("plan", err);
 	}
-	if (optind >= argc || (!emitting && (output || po.cache_ref || po.registry || po.insecure))) {
+	if (optind >= argc || (!emitting && (output || po.cache_ref || po.registry)) ||
+	    (emitting && cache_from) || (!emitting && po.insecure && !cache_from)) {
 		fputs(plan_usage, stderr);
 		return NF_EXIT_INPUT;
 	}
 	if ((err = plan_set_load(&set, argv + optind, (size_t)(argc - optind))))
 		goto done;
-	if (!emitting && (err = plan_set_check_cache(&set, cache_dir)))
+	/* with --emit too: the jobs carry their estimates, and profiles that do not fit go */
+	if ((err = plan_set_check_cache(&set, cache_dir, cache_from, po.insecure)))
 		goto done;
 	if (emitting)
 		err = emit(&set, argv + optind, fmt, &po, output);

@@ -4,7 +4,8 @@
 # artifacts; build B, with an empty cache of its own, pulls them, compiles
 # nothing and makes the same image; `--profile` builds and gates one profile
 # and makes no image; a corrupted layer and an artifact under another stage's
-# tag are refused with a warning and rebuilt.  stories260K with the autotuner
+# tag are refused with a warning and rebuilt; `plan --cache-from` says which
+# stages the registry holds without pulling them.  stories260K with the autotuner
 # off, so that every build takes about a second (four builds in all).
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
@@ -62,6 +63,20 @@ is "a stage artifact: its type, kind and key, one tar+zstd layer" \
 	"$(json_get "$W/m1.json" "(j['artifactType'], j['annotations']['io.nimfactory.stage.kind'], j['annotations']['io.nimfactory.stage.key'], [l['mediaType'] for l in j['layers']])" | sed "s/$K1/KEY/")" \
 	"('application/vnd.nimfactory.stage.v1', 'compile', 'KEY', ['application/vnd.oci.image.layer.v1.tar+zstd'])"
 
+# --- plan on another machine: what the registry holds, asked by tag, nothing pulled
+NIMFACTORY_CACHE="$W/cache-P" "$NF" cache add "$MODELS/stories260K.bin" "$MODELS/tok512.bin" >/dev/null 2>&1
+NIMFACTORY_CACHE="$W/cache-P" "$NF" plan "$W/recipe.yaml" --cache-from "$REF" --insecure >"$W/plan-P.txt" 2>&1
+is "plan --cache-from exits 0" "$?" 0
+is "plan --cache-from: convert, both compiles and both gates remote" \
+	"$(sed -n 's/^ *[0-9]* \([a-z]*\) .* remote (key [0-9a-f]*)$/\1/p' "$W/plan-P.txt" | tr '\n' ' ')" \
+	"convert compile gate compile gate "
+t "plan --cache-from: the reference skipped (no gate runs), the package runs" \
+	sh -c "grep -q 'float32 reference .* skipped (no gate runs)' '$W/plan-P.txt' && grep -q 'package image .* runs (about' '$W/plan-P.txt'"
+is "plan --cache-from pulled nothing" "$(ls "$W/cache-P/stages" 2>/dev/null | wc -l)" 0
+NIMFACTORY_CACHE="$W/cache-P" "$NF" plan "$W/recipe.yaml" >"$W/plan-P0.txt" 2>&1
+is "plan without --cache-from: nothing remote, every stage but the fetches runs" \
+	"$(grep -c ' remote (key' "$W/plan-P0.txt") $(grep -c '^ *[0-9]* .* runs (about' "$W/plan-P0.txt")" "0 7"
+
 # --- B: another machine, empty cache, pulls everything
 build B --cache-from "$REF"
 is "build B with --cache-from exits 0" "$?" 0
@@ -71,8 +86,10 @@ t "build B's summary: 5 pulled, 0 missing, 0 refused" grep -q "from $REF: 5 pull
 is "build B pulled both profiles' gates, and ran none" \
 	"$(grep -c 'gate: cached: .*(pulled from' "$W/B.log") $(grep -c 'float32 reference' "$W/B.log")" "2 0"
 is "build B made the same image as A (manifest digest)" "$(image_digest B)" "$(image_digest A)"
+# (A's float32 reference stays in A's cache: it is not pushed, and B ran no gate)
+stage_keys() { for d in "$W/cache-$1"/stages/*; do [ -f "$d/reference.json" ] || basename "$d"; done | sort | tr '\n' ' '; }
 is "the pulled stages are in B's own cache, the image's too: the same keys as A's" \
-	"$(ls "$W/cache-B/stages" | sort | tr '\n' ' ')" "$(ls "$W/cache-A/stages" | sort | tr '\n' ' ')"
+	"$(stage_keys B)" "$(stage_keys A)"
 t "the pulled engine is byte-identical to A's" diff -r "$W/cache-A/stages/$K1" "$W/cache-B/stages/$K1"
 
 # --- --profile: one profile compiled (here: pulled) and gated, no image

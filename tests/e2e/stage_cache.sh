@@ -52,7 +52,10 @@ fi
 
 # plan, before any work, agrees with what the rebuild found.
 "$NF" plan "$W/r.yaml" >"$W/plan.txt" 2>&1
-is "plan: every stage cached" "$(grep -c '^ *[0-9]* .* cached' "$W/plan.txt")" 8
+is "plan: every stage cached, the gates' float32 reference too" "$(grep -c '^ *[0-9]* .* cached' "$W/plan.txt")" 9
+is "plan: each profile's memory from the checkpoint's header, against the host's" \
+	"$(grep -c 'memory: needs [0-9.]* MiB (weights [0-9.]*, KV [0-9.]*, workspace [0-9.]*) of [0-9.]* GiB on cpu' "$W/plan.txt")" 2
+t "plan: nothing to run, no runner time" grep -q '^  total  *0.00 s$' "$W/plan.txt"
 "$NF" plan "$W/r.yaml" --json >"$W/plan.json"
 is "plan --json: the keys a build uses, every stage cached, the gates' times recorded" \
 	"$(json_get "$W/plan.json" "[s['key'] for s in j['stages'] if s['kind'] == 'gate'] == [s['key'] for s in json.load(open('$W/out/plan.json'))['stages'] if s['kind'] == 'gate'] and all(s['cached'] for s in j['stages']) and all(s['seconds'] > 0 for s in j['stages'] if s['kind'] == 'gate')")" True
@@ -68,7 +71,9 @@ else
 	skip "jsonschema is not in build/venv"
 fi
 "$NF" plan "$W/r.yaml" --cache "$W/empty-cache" >"$W/plan-empty.txt" 2>&1
-is "plan against an empty cache: every stage runs" "$(grep -c '^ *[0-9]* .* runs$' "$W/plan-empty.txt")" 8
+is "plan against an empty cache: every stage runs, without an estimate" "$(grep -c '^ *[0-9]* .* runs (time unknown)$' "$W/plan-empty.txt")" 9
+is "plan against an empty cache: the checkpoint is not at hand, so no fit" \
+	"$(grep -c 'fit unknown until fetched' "$W/plan-empty.txt")" 2
 
 # One gate threshold of one precision: that gate and the package run again.
 sed 's/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0001}/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0002}/' \
@@ -76,7 +81,23 @@ sed 's/fp32: {min_token_agreement: 1.0, max_logit_rel_error: 0.0001}/fp32: {min_
 t "the recipe changed" sh -c "! cmp -s '$W/r.yaml' '$W/gate.yaml'"
 "$NF" plan "$W/gate.yaml" >"$W/plan-gate.txt" 2>&1
 is "plan: the fp32 gate and the package would run, nothing else" \
-	"$(sed -n 's/^ *[0-9]* \([a-z]*\) \([^ ]*\).* runs$/\1 \2/p' "$W/plan-gate.txt" | tr '\n' ' ')" "gate cpu-fp32-tp1 package image "
+	"$(sed -n 's/^ *[0-9]* \([a-z]*\) \([^ ]*\).* runs (.*)$/\1 \2/p' "$W/plan-gate.txt" | tr '\n' ' ')" "gate cpu-fp32-tp1 package image "
+t "plan: the fp32 gate's estimate is the first build's time (its threshold is not in the scale key)" \
+	grep -q 'gate cpu-fp32-tp1 .* runs (about [0-9.]* s, recorded)$' "$W/plan-gate.txt"
+t "plan: the reference stays cached (a threshold is not one of its inputs)" \
+	grep -q 'float32 reference .* cached (key' "$W/plan-gate.txt"
+"$NF" plan "$W/gate.yaml" --emit gitlab >"$W/child.yml" 2>&1
+is "plan --emit gitlab: each job carries its estimated runner time" \
+	"$(grep -c '^    NIMFACTORY_ESTIMATED_SECONDS: "[0-9.]*"$' "$W/child.yml")" 3
+if "$PY" -c 'import check_jsonschema' 2>/dev/null; then
+	t "and stays valid against GitLab's CI schema" \
+		"$SRC/build/venv/bin/check-jsonschema" --builtin-schema vendor.gitlab-ci "$W/child.yml"
+else
+	skip "check-jsonschema is not in build/venv"
+fi
+"$NF" plan "$W/gate.yaml" --emit jenkins >"$W/Jenkinsfile" 2>&1
+is "plan --emit jenkins: the estimate as a comment in each stage" \
+	"$(grep -c '// nimfactory plan estimates [0-9.]* s of runner time' "$W/Jenkinsfile")" 3
 build "$W/gate.yaml" gate.log
 is "build with another fp32 threshold" "$?" 0
 is "threshold: convert cached" "$(count gate.log 'convert: cached: key ')" 1
@@ -84,6 +105,8 @@ is "threshold: both compiles cached" "$(count gate.log 'compile: cached: cpu-')"
 is "threshold: the int8-wo gate cached" "$(count gate.log 'gate: cached: cpu-int8-wo-tp1')" 1
 is "threshold: the fp32 gate ran" "$(count gate.log 'gate: cpu-fp32-tp1\.\.\.')" 1
 is "threshold: no engine built" "$(count gate.log 'quantize')" 0
+is "threshold: the float32 reference from the cache, the checkpoint not loaded" \
+	"$(count gate.log 'gate: cached: float32 reference (key ') $(count gate.log 'loading the checkpoint')" "1 0"
 t "threshold: packaged again" grep -q 'package: OCI image' "$W/gate.log"
 t "the new threshold is in the report" \
 	sh -c "grep -q '\"threshold\": 0.0002' '$W/out/reports/gates.json'"

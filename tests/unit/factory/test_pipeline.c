@@ -190,13 +190,15 @@ static void test_select_profile(void)
 		goto done;
 	is_int((int)p->n_profiles, 1, "one profile left");
 	is_str(p->profiles[0].name, "cpu-int8-wo-tp1", "the one asked for");
-	/* fetch model, convert, compile, gate: no package stage for one profile */
-	is_int((int)p->n_stages, 4, "its stages: fetch, convert, compile, gate");
+	/* fetch model, convert, reference, compile, gate: no package stage for one profile */
+	is_int((int)p->n_stages, 5, "its stages: fetch, convert, reference, compile, gate");
 	nf_stage *compile = nf_plan_stage(p, NF_STAGE_COMPILE, 0), *gate = nf_plan_stage(p, NF_STAGE_GATE, 0);
 	ok(compile && gate && !nf_plan_stage(p, NF_STAGE_PACKAGE, -1), "compile and gate of profile 0, no package");
-	ok(compile && gate && gate->n_deps == 1 && &p->stages[gate->deps[0]] == compile &&
+	nf_stage *reference = nf_plan_stage(p, NF_STAGE_REFERENCE, -1);
+	ok(compile && gate && reference && gate->n_deps == 2 && &p->stages[gate->deps[0]] == compile &&
+		   &p->stages[gate->deps[1]] == reference &&
 		   compile->n_deps == 1 && p->stages[compile->deps[0]].kind == NF_STAGE_CONVERT,
-	   "deps renumbered: gate after compile after convert");
+	   "deps renumbered: gate after compile (after convert) and the reference");
 done:
 	nf_plan_free(p);
 	nf_recipe_free(r);
