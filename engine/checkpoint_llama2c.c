@@ -43,30 +43,6 @@ static int check_representable(const nf_model_config *c, const char *path)
 	return 0;
 }
 
-/* Call io for every tensor of m in Llama's table order with its file
- * offset: the classifier, when not shared, after the legacy RoPE tables
- * (rope_bytes).  The file order is the table's order. */
-static int each_tensor(nf_model *m, uint64_t rope_bytes,
-		       int (*io)(void *ctx, float *t, size_t n, uint64_t off), void *ctx)
-{
-	const nf_arch *a = nf_arch_get(NF_ARCH_LLAMA);
-	uint64_t off = HEADER_BYTES, n;
-	int err;
-	for (size_t i = 0; i < a->n_tensors; i++) {
-		const nf_arch_tensor *t = &a->tensors[i];
-		if (!nf_arch_present(t, &m->cfg))
-			continue;
-		if (t->when == NF_W_UNTIED)
-			off += rope_bytes;
-		/* sizes were checked for overflow when the model was allocated */
-		nf_arch_elems(&n, t, &m->cfg);
-		if ((err = io(ctx, *nf_model_slot(m, t->id), (size_t)n, off)))
-			return err;
-		off += n * sizeof(float);
-	}
-	return 0;
-}
-
 int nf_ckpt_llama2c_size(uint64_t *out, const nf_model_config *cfg)
 {
 	size_t params, rope, total;
@@ -119,22 +95,39 @@ static uint64_t rope_bytes(const nf_model_config *c)
 	return (uint64_t)c->max_seq_len * (uint64_t)nf_model_head_size(c) * sizeof(float);
 }
 
-/* The file offset of every tensor of cfg, in Llama's table order: the
- * classifier, when not shared, after the legacy RoPE tables. */
-static void tensor_offsets(uint64_t off[NF_T_COUNT], const nf_model_config *cfg)
+/* Call visit for every tensor of cfg in Llama's table order, which is the
+ * file's order, with its element count and file offset: the classifier, when
+ * not shared, comes after the legacy RoPE tables.  The reader and the writer
+ * both walk this one list, so they cannot disagree on the layout. */
+typedef int (*tensor_visit)(void *ctx, const nf_arch_tensor *t, uint64_t n, uint64_t off);
+
+static int each_tensor(const nf_model_config *cfg, tensor_visit visit, void *ctx)
 {
 	const nf_arch *a = nf_arch_get(NF_ARCH_LLAMA);
 	uint64_t at = HEADER_BYTES, n;
+	int err;
 	for (size_t i = 0; i < a->n_tensors; i++) {
 		const nf_arch_tensor *t = &a->tensors[i];
 		if (!nf_arch_present(t, cfg))
 			continue;
 		if (t->when == NF_W_UNTIED)
 			at += rope_bytes(cfg);
-		off[t->id] = at;
-		nf_arch_elems(&n, t, cfg); /* the file size was checked: no overflow */
+		/* the file size (reader) or the model's allocation (writer) was
+		 * checked for overflow: no overflow here */
+		nf_arch_elems(&n, t, cfg);
+		if ((err = visit(ctx, t, n, at)))
+			return err;
 		at += n * sizeof(float);
 	}
+	return 0;
+}
+
+static int record_offset(void *ctx, const nf_arch_tensor *t, uint64_t n, uint64_t off)
+{
+	uint64_t *offsets = ctx;
+	(void)n;
+	offsets[t->id] = off;
+	return 0;
 }
 
 typedef struct llama2c_reader {
@@ -218,7 +211,7 @@ int nf_ckpt_open_llama2c(nf_ckpt_reader **out, const char *path)
 				   strerror(errno));
 	/* the file is exactly as large as the header says: what is read is bounded by it */
 	if (!err && !(err = read_header(&r->base.cfg, r->fd, path)))
-		tensor_offsets(r->off, &r->base.cfg);
+		err = each_tensor(&r->base.cfg, record_offset, r->off);
 	if (err) {
 		llama2c_close(&r->base);
 		return err;
@@ -250,12 +243,13 @@ static int legacy_rope(float **out, const nf_model_config *c, const char *path)
  * each_tensor skips their bytes, so write them on the way. */
 typedef struct writer {
 	nf_atomic_file *af;
+	nf_model *m;
 	const float *rope;
 	uint64_t rope_bytes;
 	uint64_t at; /* bytes written so far */
 } writer;
 
-static int write_in_order(void *ctx, float *t, size_t n, uint64_t off)
+static int write_in_order(void *ctx, const nf_arch_tensor *t, uint64_t n, uint64_t off)
 {
 	writer *w = ctx;
 	int err;
@@ -264,7 +258,7 @@ static int write_in_order(void *ctx, float *t, size_t n, uint64_t off)
 			return err;
 		w->at += w->rope_bytes;
 	}
-	if ((err = nf_atomic_write(w->af, t, n * sizeof(float))))
+	if ((err = nf_atomic_write(w->af, *nf_model_slot(w->m, t->id), (size_t)n * sizeof(float))))
 		return err;
 	w->at += n * sizeof(float);
 	return 0;
@@ -278,7 +272,7 @@ int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 	const nf_model_config *c = &m->cfg;
 	int32_t h[7];
 	float *rope = NULL;
-	writer w = {&af, NULL, rope_bytes(c), HEADER_BYTES};
+	writer w = {&af, (nf_model *)m, NULL, rope_bytes(c), HEADER_BYTES};
 
 	if ((err = nf_model_config_validate(c, path)) || (err = check_representable(c, path)))
 		return err;
@@ -296,7 +290,7 @@ int nf_ckpt_write_llama2c(const char *path, const nf_model *m)
 		goto done;
 	opened = true;
 	if ((err = nf_atomic_write(&af, h, sizeof(h))) ||
-	    (err = each_tensor((nf_model *)m, w.rope_bytes, write_in_order, &w)))
+	    (err = each_tensor(c, write_in_order, &w)))
 		goto done;
 	/* a shared classifier: the tables end the file */
 	if (c->shared_classifier && (err = nf_atomic_write(&af, rope, (size_t)w.rope_bytes)))

@@ -318,35 +318,32 @@ static const char *label_value(const nf_recipe *r, const char *key)
 }
 
 /* One image holding the profiles of `device` (all when NULL); tagged ref. */
-static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_opts *o,
-		       const char *device, const char *nimserve, const char *ref)
+/* Whether profile p goes into the image for device (NULL: every device). */
+static bool for_device(const nf_profile *p, const char *device)
 {
-	const nf_recipe *r = o->recipe;
-	int64_t epoch = r->image.created_epoch;
-	nf_oci_image *img = NULL;
-	char *yaml = NULL, *ids = NULL, created[32];
-	char (*weights)[NF_SHA256_HEX_LEN + 1] = NULL;
-	size_t yaml_len = 0, ids_len = 0;
-	nf_oci_kv *labels = NULL, ann[10];
-	size_t n_ann = 0;
-	int err;
+	return !device || !strcmp(p->device, device);
+}
 
-	if ((err = nf_oci_image_new(&img, oci)))
-		goto done;
-	if (r->image.base && (err = nf_oci_image_set_base(img, r->image.base, NULL)))
-		goto done;
-	if (nimserve && (err = add_runtime_layer(img, oci, o, epoch, nimserve)))
-		goto done;
-	ids = calloc(o->plan->n_profiles, NF_SHA256_HEX_LEN + 1);
-	weights = calloc(o->plan->n_profiles, sizeof(*weights));
-	if (!ids || !weights) {
+/* A weights layer per distinct weights digest, then an engine layer per
+ * profile that points to its weights; *ids gets the profiles' ids, comma
+ * separated (new string, caller frees). */
+static int add_profile_layers(char **ids, nf_oci_image *img, const char *oci,
+			      const nf_package_opts *o, int64_t epoch, const char *device)
+{
+	const nf_plan *plan = o->plan;
+	char (*weights)[NF_SHA256_HEX_LEN + 1] = calloc(plan->n_profiles, sizeof(*weights));
+	size_t ids_len = 0;
+	int err = 0;
+
+	*ids = calloc(plan->n_profiles, NF_SHA256_HEX_LEN + 1);
+	if (!*ids || !weights) {
 		err = nf_error_set(NF_ENOMEM, "out of memory");
 		goto done;
 	}
-	for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
-		const nf_profile *p = &o->plan->profiles[i];
+	for (size_t i = 0; !err && i < plan->n_profiles; i++) {
+		const nf_profile *p = &plan->profiles[i];
 		int seen = 0;
-		if (device && strcmp(p->device, device))
+		if (!for_device(p, device))
 			continue;
 		if ((err = weights_digest(weights[i], p->engine_dir)))
 			break;
@@ -355,34 +352,30 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 		if (!seen)
 			err = add_weights_layer(img, oci, o, epoch, p->engine_dir, weights[i]);
 	}
-	for (size_t i = 0; !err && i < o->plan->n_profiles; i++) {
-		const nf_profile *p = &o->plan->profiles[i];
-		if (device && strcmp(p->device, device))
+	for (size_t i = 0; !err && i < plan->n_profiles; i++) {
+		const nf_profile *p = &plan->profiles[i];
+		if (!for_device(p, device))
 			continue;
 		err = add_engine_layer(img, oci, o, epoch, p, weights[i]);
 		if (ids_len)
-			ids[ids_len++] = ',';
-		memcpy(ids + ids_len, p->id, NF_SHA256_HEX_LEN);
+			(*ids)[ids_len++] = ',';
+		memcpy(*ids + ids_len, p->id, NF_SHA256_HEX_LEN);
 		ids_len += NF_SHA256_HEX_LEN;
 	}
-	if (!err)
-		err = nf_package_render_manifest(&yaml, &yaml_len, o->recipe, o->plan, device);
-	if (!err)
-		err = add_manifest_layer(img, oci, o, epoch, yaml, yaml_len);
-	if (err)
-		goto done;
+done:
+	free(weights);
+	return err;
+}
 
-	labels = calloc(r->image.n_labels + 1, sizeof(*labels));
-	if (!labels) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
-	for (size_t i = 0; i < r->image.n_labels; i++)
-		labels[i] = (nf_oci_kv){r->image.labels[i].key, r->image.labels[i].value};
-	nf_oci_time_rfc3339(created, epoch);
-	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_TITLE, r->model.name};
-	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_VERSION, r->image.tag};
-	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_CREATED, created};
+#define IMAGE_ANNOTATIONS_MAX 8
+
+/* The manifest's annotations into ann (IMAGE_ANNOTATIONS_MAX), their count
+ * returned; they point into r, o->plan, created and ids. */
+static size_t image_annotations(nf_oci_kv *ann, const nf_package_opts *o, const char *created,
+				const char *ids)
+{
+	const nf_recipe *r = o->recipe;
+	size_t n = 0;
 	/* source and revision: the recipe's labels when it gives them; else the
 	 * model's source and the recipe's digest, which say what this was built from. */
 	const char *source = label_value(r, NF_OCI_ANN_SOURCE), *revision = label_value(r, NF_OCI_ANN_REVISION);
@@ -390,39 +383,80 @@ static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_
 		source = r->model.source.url;
 	if (!source && r->model.source.kind == NF_SOURCE_GIT)
 		source = r->model.source.git.url;
+	ann[n++] = (nf_oci_kv){NF_OCI_ANN_TITLE, r->model.name};
+	ann[n++] = (nf_oci_kv){NF_OCI_ANN_VERSION, r->image.tag};
+	ann[n++] = (nf_oci_kv){NF_OCI_ANN_CREATED, created};
 	if (source)
-		ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_SOURCE, source};
-	ann[n_ann++] = (nf_oci_kv){NF_OCI_ANN_REVISION, revision ? revision : o->plan->recipe_digest};
-	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.recipe.digest", o->plan->recipe_digest};
-	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.profiles", ids};
-	ann[n_ann++] = (nf_oci_kv){"io.nimfactory.gate", "passed"};
+		ann[n++] = (nf_oci_kv){NF_OCI_ANN_SOURCE, source};
+	ann[n++] = (nf_oci_kv){NF_OCI_ANN_REVISION, revision ? revision : o->plan->recipe_digest};
+	ann[n++] = (nf_oci_kv){"io.nimfactory.recipe.digest", o->plan->recipe_digest};
+	ann[n++] = (nf_oci_kv){"io.nimfactory.profiles", ids};
+	ann[n++] = (nf_oci_kv){"io.nimfactory.gate", "passed"};
+	return n;
+}
 
+/* The image config (nimserve's entrypoint and health check when the image
+ * has the runtime) and the manifest, tagged ref. */
+static int write_config(nf_oci_desc *manifest, nf_oci_image *img, const nf_package_opts *o,
+			bool runtime, const char *ids, const char *ref)
+{
 	static const char *const entrypoint[] = {"/" NF_IMAGE_ROOT "/bin/nimserve", NULL};
 	static const char *const env[] = {"NIM_MANIFEST=/" NF_IMAGE_ROOT "/model_manifest.yaml",
 					  "NIM_HOST=0.0.0.0", "NIM_PORT=8000", NULL};
 	static const char *const ports[] = {"8000/tcp", NULL};
 	static const char *const health[] = {"CMD", "/" NF_IMAGE_ROOT "/bin/nimserve", "--health",
 					     NULL};
+	const nf_recipe *r = o->recipe;
 	nf_oci_healthcheck hc = {.test = health, .interval_s = 10, .timeout_s = 5,
 				 .start_period_s = 30, .retries = 3};
+	nf_oci_kv ann[IMAGE_ANNOTATIONS_MAX], *labels = calloc(r->image.n_labels + 1, sizeof(*labels));
+	char created[32];
+	int err;
+
+	if (!labels)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; i < r->image.n_labels; i++)
+		labels[i] = (nf_oci_kv){r->image.labels[i].key, r->image.labels[i].value};
+	nf_oci_time_rfc3339(created, r->image.created_epoch);
 	nf_oci_config_spec spec = {
-		.created = epoch,
-		.entrypoint = nimserve ? entrypoint : NULL,
+		.created = r->image.created_epoch,
+		.entrypoint = runtime ? entrypoint : NULL,
 		.env = env,
 		.exposed_ports = ports,
 		.labels = labels,
 		.n_labels = r->image.n_labels,
 		.working_dir = "/" NF_IMAGE_ROOT,
 		.stop_signal = "SIGTERM",
-		.healthcheck = nimserve ? &hc : NULL,
+		.healthcheck = runtime ? &hc : NULL,
 	};
-	err = nf_oci_image_write(manifest, img, &spec, ann, n_ann, ref);
+	err = nf_oci_image_write(manifest, img, &spec, ann, image_annotations(ann, o, created, ids),
+				 ref);
+	free(labels);
+	return err;
+}
+
+static int write_image(nf_oci_desc *manifest, const char *oci, const nf_package_opts *o,
+		       const char *device, const char *nimserve, const char *ref)
+{
+	const nf_recipe *r = o->recipe;
+	int64_t epoch = r->image.created_epoch;
+	nf_oci_image *img = NULL;
+	char *yaml = NULL, *ids = NULL;
+	size_t yaml_len = 0;
+	int err;
+
+	if ((err = nf_oci_image_new(&img, oci)) ||
+	    (r->image.base && (err = nf_oci_image_set_base(img, r->image.base, NULL))) ||
+	    (nimserve && (err = add_runtime_layer(img, oci, o, epoch, nimserve))) ||
+	    (err = add_profile_layers(&ids, img, oci, o, epoch, device)) ||
+	    (err = nf_package_render_manifest(&yaml, &yaml_len, o->recipe, o->plan, device)) ||
+	    (err = add_manifest_layer(img, oci, o, epoch, yaml, yaml_len)))
+		goto done;
+	err = write_config(manifest, img, o, nimserve != NULL, ids, ref);
 done:
 	nf_oci_image_free(img);
 	free(yaml);
 	free(ids);
-	free(weights);
-	free(labels);
 	return err;
 }
 

@@ -404,180 +404,260 @@ static int label_key_ok(const char *s)
 	return 1;
 }
 
+/* Each kind of field has one walker: it checks node v against row f and
+ * stores it at f->off in obj (the struct that holds the field). */
+typedef int (*field_walker)(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj);
+
+/* The field's storage in obj, and its count's (lists and maps). */
+static void *field_at(void *obj, const struct field *f)
+{
+	return (char *)obj + f->off;
+}
+
+static size_t *count_at(void *obj, const struct field *f)
+{
+	return (size_t *)(void *)((char *)obj + f->off_n);
+}
+
+/* A string of at most f->hi bytes (when hi > 0). */
+static int want_short_str(struct ctx *c, const nf_ynode *v, const struct field *f)
+{
+	int err = want_str(c, v);
+	if (err < 0)
+		return err;
+	if (f->hi > 0 && (double)v->len > f->hi)
+		return cerr(c, v, "%s: longer than %.0f bytes", c->path, f->hi);
+	return 0;
+}
+
+/* A sequence (or, for T_STR_MAP, a mapping) whose item count is in the row's bounds. */
+static int want_items(struct ctx *c, const nf_ynode *v, const struct field *f)
+{
+	bool map = f->type == T_STR_MAP;
+	if (v->type != (map ? NF_YNODE_MAP : NF_YNODE_SEQ))
+		return type_err(c, v, map ? "a mapping" : "a list");
+	return count_check(c, v, f);
+}
+
+static int walk_str(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	int err;
+	if ((err = want_short_str(c, v, f)) < 0 ||
+	    (err = store_str((char **)field_at(obj, f), v->str)) < 0)
+		return err;
+	return f->check ? f->check(c, v, obj) : 0;
+}
+
+static int walk_int(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	long long x;
+	int err;
+	if ((err = parse_int(c, v, f->lo, f->hi, &x)) < 0)
+		return err;
+	*(int *)field_at(obj, f) = (int)x;
+	return 0;
+}
+
+static int walk_num(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	return parse_num(c, v, f, (double *)field_at(obj, f));
+}
+
+static int walk_bool(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	if (v->type != NF_YNODE_SCALAR || scalar_kind(v) != SK_BOOL)
+		return type_err(c, v, "a boolean (true or false)");
+	*(bool *)field_at(obj, f) = v->str[0] == 't' || v->str[0] == 'T';
+	return 0;
+}
+
+static int walk_enum(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	int err;
+	if ((err = want_str(c, v)) < 0)
+		return err;
+	for (size_t i = 0; f->names[i]; i++)
+		if (!strcmp(v->str, f->names[i])) {
+			*(int *)field_at(obj, f) = (int)i;
+			return 0;
+		}
+	return unknown_value(c, v, "value", f->names, count_names(f->names), 2);
+}
+
+static int walk_sub_map(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	return walk_map(c, v, f->sub, field_at(obj, f));
+}
+
+static int walk_list_map(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	char *arr;
+	int err;
+	if ((err = want_items(c, v, f)) < 0)
+		return err;
+	arr = calloc(v->n ? v->n : 1, f->sub->size); /* v->n <= nmax, checked above */
+	if (!arr)
+		return oom();
+	*(void **)field_at(obj, f) = arr;
+	*count_at(obj, f) = v->n;
+	for (size_t i = 0; i < v->n; i++) {
+		void *el = arr + i * f->sub->size;
+		size_t save = push_index(c, i);
+		if (f->sub->init)
+			f->sub->init(el);
+		err = walk_map(c, v->kids[i], f->sub, el);
+		pop(c, save);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int walk_str_list(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	char **arr;
+	int err;
+	if ((err = want_items(c, v, f)) < 0)
+		return err;
+	arr = calloc(v->n ? v->n : 1, sizeof(*arr));
+	if (!arr)
+		return oom();
+	*(char ***)field_at(obj, f) = arr;
+	*count_at(obj, f) = v->n;
+	for (size_t i = 0; i < v->n; i++) {
+		size_t save = push_index(c, i);
+		if ((err = want_short_str(c, v->kids[i], f)) >= 0)
+			err = store_str(&arr[i], v->kids[i]->str);
+		pop(c, save);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int walk_prec_list(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	nf_precision *arr = field_at(obj, f);
+	size_t *n = count_at(obj, f);
+	int err;
+	if ((err = want_items(c, v, f)) < 0)
+		return err;
+	*n = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		nf_precision p;
+		size_t save = push_index(c, i);
+		err = lookup_precision(c, v->kids[i], &p);
+		for (size_t j = 0; !err && j < *n; j++)
+			if (arr[j] == p)
+				err = cerr(c, v->kids[i], "%s: precision '%s' is listed twice", c->path,
+					   nf_precision_name(p));
+		pop(c, save);
+		if (err < 0)
+			return err;
+		arr[(*n)++] = p; /* distinct, so at most NF_PREC_COUNT */
+	}
+	return 0;
+}
+
+static int walk_tp_list(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	int *arr = field_at(obj, f);
+	size_t *n = count_at(obj, f);
+	int err;
+	if ((err = want_items(c, v, f)) < 0)
+		return err;
+	*n = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		long long x;
+		size_t save = push_index(c, i);
+		err = parse_int(c, v->kids[i], 1, 64, &x);
+		if (!err && (x & (x - 1)))
+			err = cerr(c, v->kids[i], "%s: %lld is not a power of two", c->path, x);
+		for (size_t j = 0; !err && j < *n; j++)
+			if (arr[j] == (int)x)
+				err = cerr(c, v->kids[i], "%s: %lld is listed twice", c->path, x);
+		pop(c, save);
+		if (err < 0)
+			return err;
+		arr[(*n)++] = (int)x; /* distinct powers of two in 1..64: at most 7 */
+	}
+	return 0;
+}
+
+/* One label of a T_STR_MAP into arr[*n]: a well-formed key that is not among
+ * arr[0..*n), and a string value of at most 4096 bytes. */
+static int add_label(struct ctx *c, nf_recipe_label *arr, size_t *n, const nf_ynode *k,
+		     const nf_ynode *val)
+{
+	size_t save;
+	int err;
+	if (k->type != NF_YNODE_SCALAR || !label_key_ok(k->str))
+		return cerr(c, k, "%s: bad key; label keys are 1..128 of [A-Za-z0-9._/-]", c->path);
+	for (size_t j = 0; j < *n; j++)
+		if (!strcmp(arr[j].key, k->str))
+			return cerr(c, k, "duplicate key '%s' in %s", k->str, c->path);
+	save = push_key(c, k->str);
+	err = want_str(c, val);
+	if (!err && val->len > 4096)
+		err = cerr(c, val, "%s: longer than 4096 bytes", c->path);
+	pop(c, save);
+	if (err < 0)
+		return err;
+	/* counted even when a strdup fails, so that the free routine frees the half-made pair */
+	if (!(arr[*n].key = strdup(k->str)) || !(arr[*n].value = strdup(val->str))) {
+		(*n)++;
+		return oom();
+	}
+	(*n)++;
+	return 0;
+}
+
+static int walk_str_map(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	nf_recipe_label *arr;
+	size_t *n = count_at(obj, f);
+	int err;
+	if ((err = want_items(c, v, f)) < 0)
+		return err;
+	arr = calloc(v->n / 2 + 1, sizeof(*arr));
+	if (!arr)
+		return oom();
+	*(nf_recipe_label **)field_at(obj, f) = arr;
+	*n = 0;
+	for (size_t i = 0; i + 1 < v->n; i += 2)
+		if ((err = add_label(c, arr, n, v->kids[i], v->kids[i + 1])) < 0)
+			return err;
+	qsort(arr, *n, sizeof(*arr), label_cmp);
+	return 0;
+}
+
+static int walk_custom(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
+{
+	return f->check(c, v, obj);
+}
+
+/* The walker of each enum ftype, in its order. */
+static const field_walker field_walkers[] = {
+	[T_STR] = walk_str,
+	[T_INT] = walk_int,
+	[T_NUM] = walk_num,
+	[T_BOOL] = walk_bool,
+	[T_ENUM] = walk_enum,
+	[T_MAP] = walk_sub_map,
+	[T_LIST_MAP] = walk_list_map,
+	[T_STR_LIST] = walk_str_list,
+	[T_PREC_LIST] = walk_prec_list,
+	[T_TP_LIST] = walk_tp_list,
+	[T_STR_MAP] = walk_str_map,
+	[T_CUSTOM] = walk_custom,
+};
+
 static int walk_field(struct ctx *c, const nf_ynode *v, const struct field *f, void *obj)
 {
-	char *base = obj;
-	int err = 0;
-
-	switch (f->type) {
-	case T_STR:
-		if ((err = want_str(c, v)) < 0)
-			return err;
-		if (f->hi > 0 && (double)v->len > f->hi)
-			return cerr(c, v, "%s: longer than %.0f bytes", c->path, f->hi);
-		if ((err = store_str((char **)(void *)(base + f->off), v->str)) < 0)
-			return err;
-		return f->check ? f->check(c, v, obj) : 0;
-	case T_INT: {
-		long long x;
-		if ((err = parse_int(c, v, f->lo, f->hi, &x)) < 0)
-			return err;
-		*(int *)(void *)(base + f->off) = (int)x;
-		return 0;
-	}
-	case T_NUM:
-		return parse_num(c, v, f, (double *)(void *)(base + f->off));
-	case T_BOOL:
-		if (v->type != NF_YNODE_SCALAR || scalar_kind(v) != SK_BOOL)
-			return type_err(c, v, "a boolean (true or false)");
-		*(bool *)(void *)(base + f->off) = v->str[0] == 't' || v->str[0] == 'T';
-		return 0;
-	case T_ENUM:
-		if ((err = want_str(c, v)) < 0)
-			return err;
-		for (size_t i = 0; f->names[i]; i++)
-			if (!strcmp(v->str, f->names[i])) {
-				*(int *)(void *)(base + f->off) = (int)i;
-				return 0;
-			}
-		return unknown_value(c, v, "value", f->names, count_names(f->names), 2);
-	case T_MAP:
-		return walk_map(c, v, f->sub, base + f->off);
-	case T_LIST_MAP: {
-		char *arr;
-		if (v->type != NF_YNODE_SEQ)
-			return type_err(c, v, "a list");
-		if ((err = count_check(c, v, f)) < 0)
-			return err;
-		arr = calloc(v->n ? v->n : 1, f->sub->size); /* v->n <= nmax, checked above */
-		if (!arr)
-			return oom();
-		*(void **)(void *)(base + f->off) = arr;
-		*(size_t *)(void *)(base + f->off_n) = v->n;
-		for (size_t i = 0; i < v->n; i++) {
-			void *el = arr + i * f->sub->size;
-			size_t save = push_index(c, i);
-			if (f->sub->init)
-				f->sub->init(el);
-			err = walk_map(c, v->kids[i], f->sub, el);
-			pop(c, save);
-			if (err < 0)
-				return err;
-		}
-		return 0;
-	}
-	case T_STR_LIST: {
-		char **arr;
-		if (v->type != NF_YNODE_SEQ)
-			return type_err(c, v, "a list");
-		if ((err = count_check(c, v, f)) < 0)
-			return err;
-		arr = calloc(v->n ? v->n : 1, sizeof(*arr));
-		if (!arr)
-			return oom();
-		*(char ***)(void *)(base + f->off) = arr;
-		*(size_t *)(void *)(base + f->off_n) = v->n;
-		for (size_t i = 0; i < v->n; i++) {
-			size_t save = push_index(c, i);
-			const nf_ynode *it = v->kids[i];
-			if ((err = want_str(c, it)) < 0 ||
-			    (f->hi > 0 && (double)it->len > f->hi &&
-			     (err = cerr(c, it, "%s: longer than %.0f bytes", c->path, f->hi)) < 0) ||
-			    (err = store_str(&arr[i], it->str)) < 0) {
-				pop(c, save);
-				return err;
-			}
-			pop(c, save);
-		}
-		return 0;
-	}
-	case T_PREC_LIST: {
-		nf_precision *arr = (nf_precision *)(void *)(base + f->off);
-		size_t *n = (size_t *)(void *)(base + f->off_n);
-		if (v->type != NF_YNODE_SEQ)
-			return type_err(c, v, "a list");
-		if ((err = count_check(c, v, f)) < 0)
-			return err;
-		*n = 0;
-		for (size_t i = 0; i < v->n; i++) {
-			nf_precision p;
-			size_t save = push_index(c, i);
-			err = lookup_precision(c, v->kids[i], &p);
-			for (size_t j = 0; !err && j < *n; j++)
-				if (arr[j] == p)
-					err = cerr(c, v->kids[i], "%s: precision '%s' is listed twice", c->path,
-						   nf_precision_name(p));
-			pop(c, save);
-			if (err < 0)
-				return err;
-			arr[(*n)++] = p; /* distinct, so at most NF_PREC_COUNT */
-		}
-		return 0;
-	}
-	case T_TP_LIST: {
-		int *arr = (int *)(void *)(base + f->off);
-		size_t *n = (size_t *)(void *)(base + f->off_n);
-		if (v->type != NF_YNODE_SEQ)
-			return type_err(c, v, "a list");
-		if ((err = count_check(c, v, f)) < 0)
-			return err;
-		*n = 0;
-		for (size_t i = 0; i < v->n; i++) {
-			long long x;
-			size_t save = push_index(c, i);
-			err = parse_int(c, v->kids[i], 1, 64, &x);
-			if (!err && (x & (x - 1)))
-				err = cerr(c, v->kids[i], "%s: %lld is not a power of two", c->path, x);
-			for (size_t j = 0; !err && j < *n; j++)
-				if (arr[j] == (int)x)
-					err = cerr(c, v->kids[i], "%s: %lld is listed twice", c->path, x);
-			pop(c, save);
-			if (err < 0)
-				return err;
-			arr[(*n)++] = (int)x; /* distinct powers of two in 1..64: at most 7 */
-		}
-		return 0;
-	}
-	case T_STR_MAP: {
-		nf_recipe_label *arr;
-		size_t *n = (size_t *)(void *)(base + f->off_n);
-		if (v->type != NF_YNODE_MAP)
-			return type_err(c, v, "a mapping");
-		if ((err = count_check(c, v, f)) < 0)
-			return err;
-		arr = calloc(v->n / 2 + 1, sizeof(*arr));
-		if (!arr)
-			return oom();
-		*(nf_recipe_label **)(void *)(base + f->off) = arr;
-		*n = 0;
-		for (size_t i = 0; i + 1 < v->n; i += 2) {
-			const nf_ynode *k = v->kids[i], *val = v->kids[i + 1];
-			size_t save;
-			if (k->type != NF_YNODE_SCALAR || !label_key_ok(k->str))
-				return cerr(c, k, "%s: bad key; label keys are 1..128 of [A-Za-z0-9._/-]", c->path);
-			for (size_t j = 0; j < *n; j++)
-				if (!strcmp(arr[j].key, k->str))
-					return cerr(c, k, "duplicate key '%s' in %s", k->str, c->path);
-			save = push_key(c, k->str);
-			err = want_str(c, val);
-			if (!err && val->len > 4096)
-				err = cerr(c, val, "%s: longer than 4096 bytes", c->path);
-			pop(c, save);
-			if (err < 0)
-				return err;
-			if (!(arr[*n].key = strdup(k->str)) || !(arr[*n].value = strdup(val->str))) {
-				(*n)++;
-				return oom();
-			}
-			(*n)++;
-		}
-		qsort(arr, *n, sizeof(*arr), label_cmp);
-		return 0;
-	}
-	case T_CUSTOM:
-		return f->check(c, v, obj);
-	}
-	return nf_error_set(NF_EINTERNAL, "recipe: bad schema row '%s'", f->key);
+	if ((size_t)f->type >= sizeof(field_walkers) / sizeof(field_walkers[0]) ||
+	    !field_walkers[f->type])
+		return nf_error_set(NF_EINTERNAL, "recipe: bad schema row '%s'", f->key);
+	return field_walkers[f->type](c, v, f, obj);
 }
 
 static int walk_map(struct ctx *c, const nf_ynode *m, const struct schema *s, void *obj)

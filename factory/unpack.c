@@ -100,125 +100,138 @@ static int arc_err(struct archive *a, const char *archive, const char *what)
 	return nf_error_set(NF_EINPUT, "%s: %s: %s", archive, what, m ? m : "libarchive error");
 }
 
-static int extract(const char *root, const char *archive, const nf_fetch_opts *o)
+/* One extraction: the archive read, the tree written, and the bounds. */
+struct unpack {
+	const char *root;    /* the stage folder's real path */
+	const char *archive; /* its path, for messages */
+	const nf_fetch_opts *o;
+	struct archive *a, *ext;
+	char *full, *link;   /* the current entry's prefixed name and hard link target */
+	uint64_t entries, bytes, archive_size;
+};
+
+/* The reader (tar, GNU tar, zip, any filter) open on the archive, and the
+ * writer with libarchive's own checks on top of ours. */
+static int open_archive(struct unpack *u)
 {
-	struct archive *a = NULL, *ext = NULL;
-	struct archive_entry *e;
-	char *full = NULL, *link = NULL;
+	(void)nf_fs_file_size(&u->archive_size, u->archive);
+	u->a = archive_read_new();
+	u->ext = archive_write_disk_new();
+	if (!u->a || !u->ext)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	archive_read_support_filter_all(u->a);
+	archive_read_support_format_tar(u->a);
+	archive_read_support_format_gnutar(u->a);
+	archive_read_support_format_zip(u->a);
+	archive_write_disk_set_options(u->ext, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+						       ARCHIVE_EXTRACT_SECURE_SYMLINKS);
+	if (archive_read_open_filename(u->a, u->archive, 64 * 1024) != ARCHIVE_OK)
+		return arc_err(u->a, u->archive, "cannot read as an archive");
+	return 0;
+}
+
+/* Entry e's names checked (*rel: its name inside the tree) and its hard link
+ * target, if any, prefixed with the root; only files, folders and links. */
+static int check_entry(struct unpack *u, struct archive_entry *e, const char **rel)
+{
+	unsigned type = archive_entry_filetype(e);
+	int err;
+	if (++u->entries > u->o->max_unpack_entries)
+		return nf_error_set(NF_EINPUT, "%s: more than %llu entries; refused", u->archive,
+				    (unsigned long long)u->o->max_unpack_entries);
+	if ((err = check_name(rel, archive_entry_pathname(e), u->archive, u->entries)) < 0)
+		return err;
+	if (archive_entry_hardlink(e)) {
+		const char *target = NULL;
+		if ((err = check_name(&target, archive_entry_hardlink(e), u->archive, u->entries)) < 0)
+			return err;
+		free(u->link);
+		if (!(u->link = nf_path_join(u->root, target)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		archive_entry_copy_hardlink(e, u->link);
+	} else if (type == AE_IFLNK) {
+		return check_symlink(*rel, archive_entry_symlink(e), u->archive, u->entries);
+	} else if (type != AE_IFREG && type != AE_IFDIR) {
+		return nf_error_set(NF_EINPUT, "%s: entry %llu '%s' is not a file, folder or link; refused",
+				    u->archive, (unsigned long long)u->entries, *rel);
+	}
+	return 0;
+}
+
+/* The current entry's data, counted against max_unpack_bytes as it comes
+ * (never trusting the size its header claims). */
+static int copy_data(struct unpack *u, const char *rel)
+{
 	const void *buf;
 	size_t len;
 	int64_t off;
-	uint64_t entries = 0, bytes = 0, archive_size = 0;
-	int err = 0, r;
+	int r;
+	while ((r = archive_read_data_block(u->a, &buf, &len, &off)) == ARCHIVE_OK) {
+		if (!nf_u64_add(&u->bytes, u->bytes, len) || u->bytes > u->o->max_unpack_bytes)
+			return nf_error_set(NF_EINPUT, "%s: unpacks to more than %llu bytes; refused",
+					    u->archive, (unsigned long long)u->o->max_unpack_bytes);
+		if (archive_write_data_block(u->ext, buf, len, off) < ARCHIVE_WARN)
+			return arc_err(u->ext, u->archive, rel);
+	}
+	return r == ARCHIVE_EOF ? 0 : arc_err(u->a, u->archive, rel);
+}
 
-	(void)nf_fs_file_size(&archive_size, archive);
-	a = archive_read_new();
-	ext = archive_write_disk_new();
-	if (!a || !ext) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
+/* Entry e (checked) written under the root, then the progress reported. */
+static int write_entry(struct unpack *u, struct archive_entry *e, const char *rel)
+{
+	int err;
+	free(u->full);
+	if (!(u->full = nf_path_join(u->root, rel)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	archive_entry_copy_pathname(e, u->full);
+	if (archive_write_header(u->ext, e) < ARCHIVE_WARN)
+		return arc_err(u->ext, u->archive, rel);
+	if ((err = copy_data(u, rel)) < 0)
+		return err;
+	if (archive_write_finish_entry(u->ext) < ARCHIVE_WARN)
+		return arc_err(u->ext, u->archive, rel);
+	if (u->o->progress) {
+		int64_t done_bytes = archive_filter_bytes(u->a, -1);
+		u->o->progress(u->o->progress_user, done_bytes > 0 ? (uint64_t)done_bytes : 0,
+			       u->archive_size);
 	}
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	archive_read_support_format_gnutar(a);
-	archive_read_support_format_zip(a);
-	archive_write_disk_set_options(ext, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-						    ARCHIVE_EXTRACT_SECURE_SYMLINKS);
-	if (archive_read_open_filename(a, archive, 64 * 1024) != ARCHIVE_OK) {
-		err = arc_err(a, archive, "cannot read as an archive");
-		goto done;
-	}
-	for (;;) {
+	return 0;
+}
+
+static int extract_entries(struct unpack *u)
+{
+	struct archive_entry *e;
+	int err, r;
+	while ((r = archive_read_next_header(u->a, &e)) != ARCHIVE_EOF) {
 		const char *rel = NULL;
-		unsigned type;
-
-		r = archive_read_next_header(a, &e);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN) {
-			err = arc_err(a, archive, "bad entry header");
-			goto done;
-		}
-		if (++entries > o->max_unpack_entries) {
-			err = nf_error_set(NF_EINPUT, "%s: more than %llu entries; refused", archive,
-					   (unsigned long long)o->max_unpack_entries);
-			goto done;
-		}
-		if ((err = check_name(&rel, archive_entry_pathname(e), archive, entries)) < 0)
-			goto done;
-		type = archive_entry_filetype(e);
-		if (archive_entry_hardlink(e)) {
-			const char *target = NULL;
-			if ((err = check_name(&target, archive_entry_hardlink(e), archive, entries)) < 0)
-				goto done;
-			free(link);
-			link = nf_path_join(root, target);
-			if (!link) {
-				err = nf_error_set(NF_ENOMEM, "out of memory");
-				goto done;
-			}
-			archive_entry_copy_hardlink(e, link);
-		} else if (type == AE_IFLNK) {
-			if ((err = check_symlink(rel, archive_entry_symlink(e), archive, entries)) < 0)
-				goto done;
-		} else if (type != AE_IFREG && type != AE_IFDIR) {
-			err = nf_error_set(NF_EINPUT, "%s: entry %llu '%s' is not a file, folder or link; refused",
-					   archive, (unsigned long long)entries, rel);
-			goto done;
-		}
+		if (r < ARCHIVE_WARN)
+			return arc_err(u->a, u->archive, "bad entry header");
+		if ((err = check_entry(u, e, &rel)) < 0)
+			return err;
 		if (!*rel || (rel[0] == '.' && rel[1] == '\0'))
 			continue; /* the root folder itself */
-		free(full);
-		full = nf_path_join(root, rel);
-		if (!full) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		archive_entry_copy_pathname(e, full);
-		if (archive_write_header(ext, e) < ARCHIVE_WARN) {
-			err = arc_err(ext, archive, rel);
-			goto done;
-		}
-		while ((r = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
-			if (!nf_u64_add(&bytes, bytes, len) || bytes > o->max_unpack_bytes) {
-				err = nf_error_set(NF_EINPUT, "%s: unpacks to more than %llu bytes; refused",
-						   archive, (unsigned long long)o->max_unpack_bytes);
-				goto done;
-			}
-			if (archive_write_data_block(ext, buf, len, off) < ARCHIVE_WARN) {
-				err = arc_err(ext, archive, rel);
-				goto done;
-			}
-		}
-		if (r != ARCHIVE_EOF) {
-			err = arc_err(a, archive, rel);
-			goto done;
-		}
-		if (archive_write_finish_entry(ext) < ARCHIVE_WARN) {
-			err = arc_err(ext, archive, rel);
-			goto done;
-		}
-		if (o->progress) {
-			int64_t done_bytes = archive_filter_bytes(a, -1);
-			o->progress(o->progress_user, done_bytes > 0 ? (uint64_t)done_bytes : 0,
-				    archive_size);
-		}
+		if ((err = write_entry(u, e, rel)) < 0)
+			return err;
 	}
-	if (entries == 0) {
-		err = nf_error_set(NF_EINPUT, "%s: the archive is empty", archive);
-		goto done;
-	}
-	if (archive_write_close(ext) != ARCHIVE_OK) {
-		err = arc_err(ext, archive, "finishing");
-		goto done;
-	}
-done:
-	free(full);
-	free(link);
-	if (a)
-		archive_read_free(a);
-	if (ext)
-		archive_write_free(ext);
+	if (u->entries == 0)
+		return nf_error_set(NF_EINPUT, "%s: the archive is empty", u->archive);
+	if (archive_write_close(u->ext) != ARCHIVE_OK)
+		return arc_err(u->ext, u->archive, "finishing");
+	return 0;
+}
+
+static int extract(const char *root, const char *archive, const nf_fetch_opts *o)
+{
+	struct unpack u = {.root = root, .archive = archive, .o = o};
+	int err;
+	if (!(err = open_archive(&u)))
+		err = extract_entries(&u);
+	free(u.full);
+	free(u.link);
+	if (u.a)
+		archive_read_free(u.a);
+	if (u.ext)
+		archive_write_free(u.ext);
 	return err;
 }
 

@@ -134,14 +134,157 @@ static int parser_error(const char *file, const yaml_parser_t *p)
 	return perr(file, line, col, "bad YAML: %s", problem);
 }
 
+/* The tree being built from the parser's events, and its bounds. */
+struct ytree {
+	const char *file;
+	const nf_yaml_limits *lim;
+	nf_ynode **stack; /* the open mappings and lists, lim->max_depth of them */
+	size_t depth, nodes;
+	int docs;
+	nf_ynode *root;
+};
+
+/* Anchors, aliases and tags make a recipe mean more than it says: refused. */
+static int refuse_anchor_or_tag(const struct ytree *t, const yaml_event_t *ev, int line, int col)
+{
+	const yaml_char_t *anchor = NULL, *tag = NULL;
+	switch (ev->type) {
+	case YAML_MAPPING_START_EVENT:
+		anchor = ev->data.mapping_start.anchor;
+		tag = ev->data.mapping_start.tag;
+		break;
+	case YAML_SEQUENCE_START_EVENT:
+		anchor = ev->data.sequence_start.anchor;
+		tag = ev->data.sequence_start.tag;
+		break;
+	case YAML_SCALAR_EVENT:
+		anchor = ev->data.scalar.anchor;
+		tag = ev->data.scalar.tag;
+		break;
+	default:
+		break;
+	}
+	if (anchor)
+		return perr(t->file, line, col, "anchors and aliases are not allowed in a recipe ('&%.64s')",
+			    (const char *)anchor);
+	if (tag)
+		return perr(t->file, line, col, "YAML tags are not allowed in a recipe ('%.64s')",
+			    (const char *)tag);
+	return 0;
+}
+
+/* A scalar event's string into node, at most lim->max_scalar bytes, no NUL. */
+static int take_scalar(nf_ynode *node, const struct ytree *t, const yaml_event_t *ev)
+{
+	size_t n = ev->data.scalar.length;
+	node->type = NF_YNODE_SCALAR;
+	if (n > t->lim->max_scalar)
+		return perr(t->file, node->line, node->col,
+			    "string of %zu bytes, more than the limit of %zu", n, t->lim->max_scalar);
+	if (memchr(ev->data.scalar.value, '\0', n))
+		return perr(t->file, node->line, node->col, "NUL character in a string");
+	node->str = malloc(n + 1);
+	if (!node->str)
+		return nf_error_set(NF_ENOMEM, "yaml: out of memory");
+	memcpy(node->str, ev->data.scalar.value, n);
+	node->str[n] = '\0';
+	node->len = n;
+	node->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+	return 0;
+}
+
+/* A new node for a mapping, list or scalar event, within the node and depth
+ * bounds (*out, caller frees). */
+static int new_node(nf_ynode **out, struct ytree *t, const yaml_event_t *ev, int line, int col)
+{
+	nf_ynode *node;
+	int err;
+	*out = NULL;
+	if (++t->nodes > t->lim->max_nodes)
+		return perr(t->file, line, col, "more than %zu YAML nodes", t->lim->max_nodes);
+	if (ev->type != YAML_SCALAR_EVENT && t->depth >= t->lim->max_depth)
+		return perr(t->file, line, col, "%s nested deeper than %zu levels", type_noun(ev->type),
+			    t->lim->max_depth);
+	if (!(node = calloc(1, sizeof(*node))))
+		return nf_error_set(NF_ENOMEM, "yaml: out of memory");
+	*out = node;
+	node->line = line;
+	node->col = col;
+	if (ev->type == YAML_SCALAR_EVENT)
+		return (err = take_scalar(node, t, ev)) < 0 ? err : 0;
+	node->type = ev->type == YAML_MAPPING_START_EVENT ? NF_YNODE_MAP : NF_YNODE_SEQ;
+	return 0;
+}
+
+/* A new node made the root or its open parent's last kid; a mapping or a
+ * list is opened. */
+static int add_node(struct ytree *t, const yaml_event_t *ev, int line, int col)
+{
+	nf_ynode *node = NULL;
+	int err = new_node(&node, t, ev, line, col);
+	if (!err && t->depth > 0)
+		err = append(t->stack[t->depth - 1], node);
+	if (err < 0) {
+		nf_yaml_free(node);
+		return err;
+	}
+	if (t->depth == 0)
+		t->root = node;
+	if (ev->type != YAML_SCALAR_EVENT)
+		t->stack[t->depth++] = node;
+	return 0;
+}
+
+/* One event into the tree: 1 at the end of the stream, 0 to go on, or an error. */
+static int take_event(struct ytree *t, const yaml_event_t *ev)
+{
+	int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1, err;
+	if ((err = refuse_anchor_or_tag(t, ev, line, col)) < 0)
+		return err;
+	switch (ev->type) {
+	case YAML_STREAM_END_EVENT:
+		return 1;
+	case YAML_DOCUMENT_START_EVENT:
+		if (++t->docs > 1)
+			return perr(t->file, line, col, "a recipe is one YAML document; found a second one");
+		return 0;
+	case YAML_ALIAS_EVENT:
+		return perr(t->file, line, col, "anchors and aliases are not allowed in a recipe ('*%.64s')",
+			    (const char *)ev->data.alias.anchor);
+	case YAML_MAPPING_START_EVENT:
+	case YAML_SEQUENCE_START_EVENT:
+	case YAML_SCALAR_EVENT:
+		return add_node(t, ev, line, col);
+	case YAML_MAPPING_END_EVENT:
+	case YAML_SEQUENCE_END_EVENT:
+		if (t->depth > 0)
+			t->depth--;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Every event of the parser into t, until the end of the stream. */
+static int take_events(struct ytree *t, yaml_parser_t *parser)
+{
+	int r = 0;
+	while (r == 0) {
+		yaml_event_t ev;
+		if (!yaml_parser_parse(parser, &ev))
+			return parser_error(t->file, parser);
+		r = take_event(t, &ev);
+		yaml_event_delete(&ev);
+	}
+	return r < 0 ? r : 0;
+}
+
 int nf_yaml_parse(nf_ynode **out, const char *file, const char *data, size_t len,
 		  const nf_yaml_limits *lim)
 {
+	struct ytree t = {.file = file, .lim = lim};
 	yaml_parser_t parser;
-	yaml_event_t ev;
-	int have_parser = 0, have_event = 0, err = 0, docs = 0, done = 0;
-	nf_ynode **stack = NULL, *root = NULL, *node = NULL;
-	size_t depth = 0, nodes = 0;
+	int have_parser = 0, err = 0;
 
 	*out = NULL;
 	if (len > lim->max_bytes) {
@@ -151,8 +294,8 @@ int nf_yaml_parse(nf_ynode **out, const char *file, const char *data, size_t len
 	}
 	if ((err = prescan(file, (const unsigned char *)data, len)) < 0)
 		goto done;
-	stack = calloc(lim->max_depth + 1, sizeof(*stack));
-	if (!stack) {
+	t.stack = calloc(lim->max_depth + 1, sizeof(*t.stack));
+	if (!t.stack) {
 		err = nf_error_set(NF_ENOMEM, "yaml: out of memory");
 		goto done;
 	}
@@ -163,138 +306,19 @@ int nf_yaml_parse(nf_ynode **out, const char *file, const char *data, size_t len
 	have_parser = 1;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
 	yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
-
-	while (!done) {
-		int line, col;
-		const yaml_char_t *anchor = NULL, *tag = NULL;
-
-		if (!yaml_parser_parse(&parser, &ev)) {
-			err = parser_error(file, &parser);
-			goto done;
-		}
-		have_event = 1;
-		line = (int)ev.start_mark.line + 1;
-		col = (int)ev.start_mark.column + 1;
-		switch (ev.type) {
-		case YAML_MAPPING_START_EVENT:
-			anchor = ev.data.mapping_start.anchor;
-			tag = ev.data.mapping_start.tag;
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-			anchor = ev.data.sequence_start.anchor;
-			tag = ev.data.sequence_start.tag;
-			break;
-		case YAML_SCALAR_EVENT:
-			anchor = ev.data.scalar.anchor;
-			tag = ev.data.scalar.tag;
-			break;
-		default:
-			break;
-		}
-		if (anchor) {
-			err = perr(file, line, col, "anchors and aliases are not allowed in a recipe ('&%.64s')",
-				   (const char *)anchor);
-			goto done;
-		}
-		if (tag) {
-			err = perr(file, line, col, "YAML tags are not allowed in a recipe ('%.64s')",
-				   (const char *)tag);
-			goto done;
-		}
-
-		switch (ev.type) {
-		case YAML_STREAM_END_EVENT:
-			done = 1;
-			break;
-		case YAML_DOCUMENT_START_EVENT:
-			if (++docs > 1) {
-				err = perr(file, line, col,
-					   "a recipe is one YAML document; found a second one");
-				goto done;
-			}
-			break;
-		case YAML_ALIAS_EVENT:
-			err = perr(file, line, col, "anchors and aliases are not allowed in a recipe ('*%.64s')",
-				   (const char *)ev.data.alias.anchor);
-			goto done;
-		case YAML_MAPPING_START_EVENT:
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_SCALAR_EVENT:
-			if (++nodes > lim->max_nodes) {
-				err = perr(file, line, col, "more than %zu YAML nodes", lim->max_nodes);
-				goto done;
-			}
-			if (ev.type != YAML_SCALAR_EVENT && depth >= lim->max_depth) {
-				err = perr(file, line, col, "%s nested deeper than %zu levels",
-					   type_noun(ev.type), lim->max_depth);
-				goto done;
-			}
-			node = calloc(1, sizeof(*node));
-			if (!node) {
-				err = nf_error_set(NF_ENOMEM, "yaml: out of memory");
-				goto done;
-			}
-			node->line = line;
-			node->col = col;
-			if (ev.type == YAML_SCALAR_EVENT) {
-				size_t n = ev.data.scalar.length;
-				node->type = NF_YNODE_SCALAR;
-				if (n > lim->max_scalar) {
-					err = perr(file, line, col, "string of %zu bytes, more than the limit of %zu",
-						   n, lim->max_scalar);
-					goto done;
-				}
-				if (memchr(ev.data.scalar.value, '\0', n)) {
-					err = perr(file, line, col, "NUL character in a string");
-					goto done;
-				}
-				node->str = malloc(n + 1);
-				if (!node->str) {
-					err = nf_error_set(NF_ENOMEM, "yaml: out of memory");
-					goto done;
-				}
-				memcpy(node->str, ev.data.scalar.value, n);
-				node->str[n] = '\0';
-				node->len = n;
-				node->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-			} else {
-				node->type = ev.type == YAML_MAPPING_START_EVENT ? NF_YNODE_MAP : NF_YNODE_SEQ;
-			}
-			if (depth == 0) {
-				root = node;
-			} else if ((err = append(stack[depth - 1], node)) < 0) {
-				goto done;
-			}
-			if (ev.type != YAML_SCALAR_EVENT)
-				stack[depth++] = node;
-			node = NULL;
-			break;
-		case YAML_MAPPING_END_EVENT:
-		case YAML_SEQUENCE_END_EVENT:
-			if (depth > 0)
-				depth--;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-		have_event = 0;
-	}
-
+	if ((err = take_events(&t, &parser)) < 0)
+		goto done;
 	/* An empty document ("---" alone) is a null plain scalar: no recipe. */
-	if (root && root->type == NF_YNODE_SCALAR && root->plain && root->len == 0) {
-		nf_yaml_free(root);
-		root = NULL;
+	if (t.root && t.root->type == NF_YNODE_SCALAR && t.root->plain && t.root->len == 0) {
+		nf_yaml_free(t.root);
+		t.root = NULL;
 	}
-	*out = root;
-	root = NULL;
+	*out = t.root;
+	t.root = NULL;
 done:
-	if (have_event)
-		yaml_event_delete(&ev);
 	if (have_parser)
 		yaml_parser_delete(&parser);
-	nf_yaml_free(node);
-	nf_yaml_free(root);
-	free(stack);
+	nf_yaml_free(t.root);
+	free(t.stack);
 	return err;
 }

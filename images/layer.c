@@ -51,6 +51,7 @@ struct nf_oci_layer {
 	nf_oci_compressor *comp_w; /* compresses into w */
 	unsigned threads;          /* compression threads, 0 = one per CPU */
 	uint64_t tar_size;
+	bool tar_failed; /* the tar is abandoned: on_write takes nothing more */
 };
 
 int nf_oci_compression_parse(nf_oci_compression *out, const char *name)
@@ -491,6 +492,11 @@ static int feed(nf_oci_layer *l, const void *data, size_t len)
 
 static la_ssize_t on_write(struct archive *a, void *ctx, const void *buf, size_t len)
 {
+	const nf_oci_layer *l = ctx;
+	if (l->tar_failed) {
+		archive_set_error(a, EIO, "the layer's tar was abandoned");
+		return -1;
+	}
 	if (feed(ctx, buf, len)) {
 		archive_set_error(a, EIO, "%s", nf_error_last());
 		return -1;
@@ -618,6 +624,17 @@ int nf_oci_layer_set_threads(nf_oci_layer *l, unsigned threads)
 	return 0;
 }
 
+/* Give up on a tar that failed half-way.  libarchive 3.6 frees its client
+ * buffer only in archive_write_close, not in archive_write_free, even after
+ * archive_write_fail: close it too, and make on_write refuse the trailer
+ * that close would otherwise push into the abandoned blob. */
+static void abandon_tar(nf_oci_layer *l, struct archive *a)
+{
+	l->tar_failed = true;
+	archive_write_fail(a);
+	(void)archive_write_close(a);
+}
+
 int nf_oci_layer_finish(nf_oci_layer_desc *out, nf_oci_layer *l)
 {
 	struct archive *a = NULL;
@@ -672,7 +689,7 @@ int nf_oci_layer_finish(nf_oci_layer_desc *out, nf_oci_layer *l)
 done:
 	if (a) {
 		if (opened)
-			archive_write_fail(a);
+			abandon_tar(l, a);
 		archive_write_free(a);
 	}
 	if (err)

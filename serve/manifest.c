@@ -271,142 +271,159 @@ static int check_draft_profile(const nf_manifest *m, const mctx *c, yaml_node_t 
 		      "serving.speculative.draft_profile: '%s' is not one of the profiles", want);
 }
 
+/* The scalar at key of map must be the string want (apiVersion, kind). */
+static int expect_str(const mctx *c, yaml_node_t *map, const char *key, const char *want)
+{
+	yaml_node_t *v = get(c, map, key);
+	char *s = NULL;
+	int rc = get_str(&s, c, v, key, 0);
+	if (rc >= 0 && strcmp(s, want) != 0)
+		rc = at_err(c, v, "%s: expected %s, got '%s'", key, want, s);
+	free(s);
+	return rc < 0 ? rc : 0;
+}
+
+static int parse_model(nf_manifest *m, const mctx *c, yaml_node_t *n)
+{
+	static const char *const keys[] = {"name", "family", "version", NULL};
+	int rc;
+	if ((rc = check_map(c, n, "model", keys, keys)) < 0 ||
+	    (rc = get_str(&m->model_name, c, get(c, n, "name"), "model.name", 0)) < 0 ||
+	    (rc = get_str(&m->model_family, c, get(c, n, "family"), "model.family", 0)) < 0 ||
+	    (rc = get_str(&m->model_version, c, get(c, n, "version"), "model.version", 0)) < 0)
+		return rc;
+	for (const char *p = m->model_name; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._-/:", *p))
+			return at_err(c, get(c, n, "name"), "model.name: only letters, digits and ._-/: allowed");
+	return 0;
+}
+
+static int parse_recipe_digest(nf_manifest *m, const mctx *c, yaml_node_t *v)
+{
+	int rc;
+	if ((rc = get_str(&m->recipe_digest, c, v, "recipe_digest", 0)) < 0)
+		return rc;
+	if (strncmp(m->recipe_digest, "sha256:", 7) != 0 || strlen(m->recipe_digest) != 71 ||
+	    !is_hex(m->recipe_digest + 7, 64))
+		return at_err(c, v, "recipe_digest: expected sha256:<64 lowercase hex>");
+	return 0;
+}
+
+static int parse_chat_template(nf_manifest *m, const mctx *c, yaml_node_t *v)
+{
+	char *s = NULL;
+	int rc = get_str(&s, c, v, "serving.chat_template", 0);
+	if (rc >= 0 && nf_chat_template_parse(&m->chat_template, s) < 0)
+		rc = at_err(c, v, "serving.chat_template: expected model, plain, llama2 or chatml");
+	free(s);
+	return rc < 0 ? rc : 0;
+}
+
+static int want_list(const mctx *c, yaml_node_t *v, const char *key)
+{
+	return v->type == YAML_SEQUENCE_NODE ? 0 : at_err(c, v, "%s: expected a list", key);
+}
+
+static int too_many_prefs(const mctx *c, yaml_node_t *e, const char *key)
+{
+	return at_err(c, e, "%s: more than %d entries", key, NF_MANIFEST_MAX_PREFS);
+}
+
+static int parse_precision_prefs(nf_manifest *m, const mctx *c, yaml_node_t *v)
+{
+	static const char key[] = "serving.precision_preference";
+	int rc;
+	if (!v)
+		return 0;
+	if ((rc = want_list(c, v, key)) < 0)
+		return rc;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *e = yaml_document_get_node(c->doc, *it);
+		nf_precision prec;
+		if (m->n_precision_pref == NF_MANIFEST_MAX_PREFS)
+			return too_many_prefs(c, e, key);
+		if ((rc = get_str(&m->precision_pref[m->n_precision_pref], c, e, key, 0)) < 0)
+			return rc;
+		if (nf_precision_parse(&prec, m->precision_pref[m->n_precision_pref++]) < 0)
+			return at_err(c, e, "%s: unknown precision", key);
+	}
+	return 0;
+}
+
+static int parse_tp_prefs(nf_manifest *m, const mctx *c, yaml_node_t *v)
+{
+	static const char key[] = "serving.tensor_parallel_preference";
+	int rc;
+	if (!v)
+		return 0;
+	if ((rc = want_list(c, v, key)) < 0)
+		return rc;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *e = yaml_document_get_node(c->doc, *it);
+		if (m->n_tp_pref == NF_MANIFEST_MAX_PREFS)
+			return too_many_prefs(c, e, key);
+		if ((rc = get_int(&m->tp_pref[m->n_tp_pref++], c, e, key, 1, NF_MANIFEST_MAX_TP)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int parse_serving(nf_manifest *m, const mctx *c, yaml_node_t *n)
+{
+	static const char *const keys[] = {"chat_template", "precision_preference",
+					   "tensor_parallel_preference", "speculative", NULL};
+	static const char *const required[] = {"chat_template", NULL};
+	int rc;
+	if ((rc = check_map(c, n, "serving", keys, required)) < 0 ||
+	    (rc = parse_chat_template(m, c, get(c, n, "chat_template"))) < 0 ||
+	    (rc = parse_precision_prefs(m, c, get(c, n, "precision_preference"))) < 0 ||
+	    (rc = parse_tp_prefs(m, c, get(c, n, "tensor_parallel_preference"))) < 0)
+		return rc;
+	return parse_speculative(&m->speculative, c, get(c, n, "speculative"));
+}
+
+/* 1..NF_MANIFEST_MAX_PROFILES profiles, no two with the same id or name. */
+static int parse_profiles(nf_manifest *m, const mctx *c, yaml_node_t *n, const char *base_dir)
+{
+	size_t count;
+	int rc;
+	if (n->type != YAML_SEQUENCE_NODE)
+		return at_err(c, n, "profiles: expected a list");
+	count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	if (count == 0 || count > NF_MANIFEST_MAX_PROFILES)
+		return at_err(c, n, "profiles: expected 1..%d entries, got %zu", NF_MANIFEST_MAX_PROFILES,
+			      count);
+	m->profiles = calloc(count, sizeof *m->profiles);
+	if (!m->profiles)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	for (size_t i = 0; i < count; i++) {
+		yaml_node_t *e = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+		m->n_profiles = i + 1;
+		if ((rc = parse_profile(&m->profiles[i], c, e, i, base_dir)) < 0)
+			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(m->profiles[j].id, m->profiles[i].id) ||
+			    !strcmp(m->profiles[j].name, m->profiles[i].name))
+				return at_err(c, e, "profiles[%zu]: same id or name as profiles[%zu]", i, j);
+	}
+	return 0;
+}
+
 static int parse_root(nf_manifest *m, const mctx *c, yaml_node_t *root, const char *base_dir)
 {
 	static const char *const keys[] = {"apiVersion", "kind", "model", "recipe_digest",
 					   "serving", "profiles", NULL};
-	static const char *const mkeys[] = {"name", "family", "version", NULL};
-	static const char *const skeys[] = {"chat_template", "precision_preference",
-					    "tensor_parallel_preference", "speculative", NULL};
-	static const char *const sreq[] = {"chat_template", NULL};
-	char *s = NULL;
-	yaml_node_t *n, *v;
 	int rc;
-	if ((rc = check_map(c, root, "manifest", keys, keys)) < 0)
-		goto done;
-	v = get(c, root, "apiVersion");
-	if ((rc = get_str(&s, c, v, "apiVersion", 0)) < 0)
-		goto done;
-	if (strcmp(s, "nimfactory/v1") != 0) {
-		rc = at_err(c, v, "apiVersion: expected nimfactory/v1, got '%s'", s);
-		goto done;
-	}
-	free(s);
-	s = NULL;
-	v = get(c, root, "kind");
-	if ((rc = get_str(&s, c, v, "kind", 0)) < 0)
-		goto done;
-	if (strcmp(s, "ModelManifest") != 0) {
-		rc = at_err(c, v, "kind: expected ModelManifest, got '%s'", s);
-		goto done;
-	}
-	free(s);
-	s = NULL;
-	n = get(c, root, "model");
-	if ((rc = check_map(c, n, "model", mkeys, mkeys)) < 0 ||
-	    (rc = get_str(&m->model_name, c, get(c, n, "name"), "model.name", 0)) < 0 ||
-	    (rc = get_str(&m->model_family, c, get(c, n, "family"), "model.family", 0)) < 0 ||
-	    (rc = get_str(&m->model_version, c, get(c, n, "version"), "model.version", 0)) < 0)
-		goto done;
-	for (const char *p = m->model_name; *p; p++)
-		if (!isalnum((unsigned char)*p) && !strchr("._-/:", *p)) {
-			rc = at_err(c, get(c, n, "name"), "model.name: only letters, digits and ._-/: allowed");
-			goto done;
-		}
-	v = get(c, root, "recipe_digest");
-	if ((rc = get_str(&m->recipe_digest, c, v, "recipe_digest", 0)) < 0)
-		goto done;
-	if (strncmp(m->recipe_digest, "sha256:", 7) != 0 || strlen(m->recipe_digest) != 71 ||
-	    !is_hex(m->recipe_digest + 7, 64)) {
-		rc = at_err(c, v, "recipe_digest: expected sha256:<64 lowercase hex>");
-		goto done;
-	}
-	n = get(c, root, "serving");
-	if ((rc = check_map(c, n, "serving", skeys, sreq)) < 0)
-		goto done;
-	v = get(c, n, "chat_template");
-	if ((rc = get_str(&s, c, v, "serving.chat_template", 0)) < 0)
-		goto done;
-	if (nf_chat_template_parse(&m->chat_template, s) < 0) {
-		rc = at_err(c, v, "serving.chat_template: expected model, plain, llama2 or chatml");
-		goto done;
-	}
-	free(s);
-	s = NULL;
-	if ((v = get(c, n, "precision_preference"))) {
-		if (v->type != YAML_SEQUENCE_NODE) {
-			rc = at_err(c, v, "serving.precision_preference: expected a list");
-			goto done;
-		}
-		for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-			yaml_node_t *e = yaml_document_get_node(c->doc, *it);
-			nf_precision prec;
-			if (m->n_precision_pref == NF_MANIFEST_MAX_PREFS) {
-				rc = at_err(c, e, "serving.precision_preference: more than %d entries", NF_MANIFEST_MAX_PREFS);
-				goto done;
-			}
-			if ((rc = get_str(&m->precision_pref[m->n_precision_pref], c, e,
-					  "serving.precision_preference", 0)) < 0)
-				goto done;
-			if (nf_precision_parse(&prec, m->precision_pref[m->n_precision_pref++]) < 0) {
-				rc = at_err(c, e, "serving.precision_preference: unknown precision");
-				goto done;
-			}
-		}
-	}
-	if ((v = get(c, n, "tensor_parallel_preference"))) {
-		if (v->type != YAML_SEQUENCE_NODE) {
-			rc = at_err(c, v, "serving.tensor_parallel_preference: expected a list");
-			goto done;
-		}
-		for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-			yaml_node_t *e = yaml_document_get_node(c->doc, *it);
-			if (m->n_tp_pref == NF_MANIFEST_MAX_PREFS) {
-				rc = at_err(c, e, "serving.tensor_parallel_preference: more than %d entries", NF_MANIFEST_MAX_PREFS);
-				goto done;
-			}
-			if ((rc = get_int(&m->tp_pref[m->n_tp_pref++], c, e,
-					  "serving.tensor_parallel_preference", 1, NF_MANIFEST_MAX_TP)) < 0)
-				goto done;
-		}
-	}
-	if ((rc = parse_speculative(&m->speculative, c, get(c, n, "speculative"))) < 0)
-		goto done;
-	n = get(c, root, "profiles");
-	if (n->type != YAML_SEQUENCE_NODE) {
-		rc = at_err(c, n, "profiles: expected a list");
-		goto done;
-	}
-	{
-		size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-		if (count == 0 || count > NF_MANIFEST_MAX_PROFILES) {
-			rc = at_err(c, n, "profiles: expected 1..%d entries, got %zu", NF_MANIFEST_MAX_PROFILES, count);
-			goto done;
-		}
-		m->profiles = calloc(count, sizeof *m->profiles);
-		if (!m->profiles) {
-			rc = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		for (size_t i = 0; i < count; i++) {
-			yaml_node_t *e = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
-			m->n_profiles = i + 1;
-			if ((rc = parse_profile(&m->profiles[i], c, e, i, base_dir)) < 0)
-				goto done;
-			for (size_t j = 0; j < i; j++)
-				if (!strcmp(m->profiles[j].id, m->profiles[i].id) ||
-				    !strcmp(m->profiles[j].name, m->profiles[i].name)) {
-					rc = at_err(c, e, "profiles[%zu]: same id or name as profiles[%zu]", i, j);
-					goto done;
-				}
-		}
-	}
-	if ((rc = check_draft_profile(m, c, get(c, get(c, root, "serving"), "speculative"))) < 0)
-		goto done;
-	rc = 0;
-done:
-	free(s);
-	return rc;
+	if ((rc = check_map(c, root, "manifest", keys, keys)) < 0 ||
+	    (rc = expect_str(c, root, "apiVersion", "nimfactory/v1")) < 0 ||
+	    (rc = expect_str(c, root, "kind", "ModelManifest")) < 0 ||
+	    (rc = parse_model(m, c, get(c, root, "model"))) < 0 ||
+	    (rc = parse_recipe_digest(m, c, get(c, root, "recipe_digest"))) < 0 ||
+	    (rc = parse_serving(m, c, get(c, root, "serving"))) < 0 ||
+	    (rc = parse_profiles(m, c, get(c, root, "profiles"), base_dir)) < 0)
+		return rc;
+	/* after the profiles: the draft must name one of them */
+	return check_draft_profile(m, c, get(c, get(c, root, "serving"), "speculative"));
 }
 
 /* The schema nests four levels at most; refuse deeper documents from their

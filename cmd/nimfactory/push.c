@@ -73,7 +73,16 @@ static int push_chart(const char *dir, const char *remote, bool insecure, bool v
 	return err ? nf_cmd_fail("push", err) : NF_EXIT_OK;
 }
 
-int nf_cmd_push(int argc, char **argv)
+/* What the options say. */
+struct push_opts {
+	bool insecure, verbose, chart;
+	const char *mount_from;
+	uint64_t chunk; /* 0: the client's default */
+};
+
+/* The options into *po, and the two operands checked to be there: -1 to go
+ * on, else the exit code (usage, --help, a bad size). */
+static int parse_push_opts(struct push_opts *po, int argc, char **argv)
 {
 	static const struct option options[] = {
 		{"insecure", no_argument, NULL, 'k'},
@@ -84,106 +93,126 @@ int nf_cmd_push(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool insecure = false, verbose = false, chart = false;
-	const char *mount_from = NULL;
-	uint64_t chunk = 0;
-	char *dir = NULL, *ltag = NULL;
-	nf_reg_ref ref;
-	nf_reg_options o;
-	nf_cli_reg st;
-	nf_reg_client *c = NULL;
-	nf_oci_desc d;
-	int ch, err = 0;
-	double t0;
+	int ch, err;
 
+	*po = (struct push_opts){0};
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "hv", options, NULL)) != -1) {
 		switch (ch) {
-		case 'k': insecure = true; break;
-		case 'v': verbose = true; break;
-		case 'C': chart = true; break;
-		case 'm': mount_from = optarg; break;
+		case 'k': po->insecure = true; break;
+		case 'v': po->verbose = true; break;
+		case 'C': po->chart = true; break;
+		case 'm': po->mount_from = optarg; break;
 		case 'c':
-			if ((err = nf_cli_parse_size(&chunk, optarg, "--chunk-size")))
+			if ((err = nf_cli_parse_size(&po->chunk, optarg, "--chunk-size")))
 				return nf_cmd_fail("push", err);
 			break;
 		case 'h': fputs(push_usage, stdout); return NF_EXIT_OK;
 		default: fputs(push_usage, stderr); return NF_EXIT_INPUT;
 		}
 	}
-	if (optind + 2 != argc || (chart && (mount_from || chunk))) {
+	if (optind + 2 != argc || (po->chart && (po->mount_from || po->chunk))) {
 		fputs(push_usage, stderr);
 		return NF_EXIT_INPUT;
 	}
-	if (chart)
-		return push_chart(argv[optind], argv[optind + 1], insecure, verbose);
-	/* OCI_DIR or OCI_DIR:TAG */
-	dir = strdup(argv[optind]);
-	if (!dir)
-		return nf_cmd_fail("push", nf_error_set(NF_ENOMEM, "out of memory"));
-	if (!nf_fs_is_dir(dir)) {
-		char *colon = strrchr(dir, ':');
-		if (colon) {
-			*colon = '\0';
-			ltag = colon + 1;
-		}
-		if (!colon || !nf_fs_is_dir(dir)) {
-			err = nf_error_set(NF_EINPUT, "%s: not an OCI layout folder", argv[optind]);
-			goto done;
-		}
-		if ((err = nf_oci_ref_check(ltag)))
-			goto done;
+	return -1;
+}
+
+/* OCI_DIR or OCI_DIR:TAG into *dir (new string, caller frees) and *ltag
+ * (inside *dir, NULL when not given).  A folder whose name has a colon is
+ * taken whole first. */
+static int split_layout_arg(char **dir, char **ltag, const char *arg)
+{
+	char *colon;
+	*ltag = NULL;
+	if (!(*dir = strdup(arg)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (nf_fs_is_dir(*dir))
+		return 0;
+	colon = strrchr(*dir, ':');
+	if (colon) {
+		*colon = '\0';
+		*ltag = colon + 1;
 	}
-	if ((err = nf_reg_ref_parse(&ref, argv[optind + 1])))
+	if (!colon || !nf_fs_is_dir(*dir))
+		return nf_error_set(NF_EINPUT, "%s: not an OCI layout folder", arg);
+	return nf_oci_ref_check(*ltag);
+}
+
+/* REF into *ref, a tag and no digest; no tag in REF: the layout's ltag. */
+static int push_ref(nf_reg_ref *ref, const char *arg, const char *ltag)
+{
+	int err;
+	if ((err = nf_reg_ref_parse(ref, arg)))
+		return err;
+	if (ref->digest[0])
+		return nf_error_set(NF_EINPUT, "%s: push to a tag, not a digest", arg);
+	if (ref->tag[0])
+		return 0;
+	if (!ltag)
+		return nf_error_set(NF_EINPUT, "%s: no tag (give REF:TAG or OCI_DIR:TAG)", arg);
+	if (strlen(ltag) > NF_REG_TAG_MAX)
+		return nf_error_set(NF_EINPUT, "tag '%.40s...' too long", ltag);
+	snprintf(ref->tag, sizeof(ref->tag), "%s", ltag);
+	return 0;
+}
+
+/* --mount-from names a repository (no tag, no digest) on ref's host. */
+static int check_mount_from(const nf_reg_ref *ref, const char *mount_from)
+{
+	nf_reg_ref mr;
+	char *probe = nf_strdup_printf("%s/%s", ref->host, mount_from);
+	int err = probe ? nf_reg_ref_parse(&mr, probe) : nf_error_set(NF_ENOMEM, "out of memory");
+	free(probe);
+	if (err || mr.tag[0] || mr.digest[0])
+		return nf_error_set(NF_EINPUT, "--mount-from '%.100s': not a repository name", mount_from);
+	return 0;
+}
+
+static void print_push_stats(const nf_reg_ref *ref, const nf_oci_desc *d, const nf_reg_stats *s,
+			     double secs)
+{
+	printf("pushed %s/%s:%s@%s\n", ref->host, ref->name, ref->tag, d->digest);
+	printf("  blobs: %llu uploaded, %llu present, %llu mounted; %llu bytes sent in %.2f s (%.1f MB/s)\n",
+	       (unsigned long long)s->blobs_uploaded, (unsigned long long)s->blobs_present,
+	       (unsigned long long)s->blobs_mounted, (unsigned long long)s->blob_bytes_uploaded, secs,
+	       secs > 0 ? (double)s->blob_bytes_uploaded / secs / 1e6 : 0.0);
+	printf("  manifests: %llu put, %llu present; %llu requests, %llu retries, %llu resumed, %llu restarted\n",
+	       (unsigned long long)s->manifests_put, (unsigned long long)s->manifests_present,
+	       (unsigned long long)s->requests, (unsigned long long)s->retries,
+	       (unsigned long long)s->resumes, (unsigned long long)s->restarts);
+}
+
+int nf_cmd_push(int argc, char **argv)
+{
+	struct push_opts po;
+	char *dir = NULL, *ltag = NULL;
+	nf_reg_ref ref;
+	nf_reg_options o;
+	nf_cli_reg st;
+	nf_reg_client *c = NULL;
+	nf_oci_desc d;
+	int rc, err = 0;
+	double t0;
+
+	if ((rc = parse_push_opts(&po, argc, argv)) >= 0)
+		return rc;
+	if (po.chart)
+		return push_chart(argv[optind], argv[optind + 1], po.insecure, po.verbose);
+	if ((err = split_layout_arg(&dir, &ltag, argv[optind])) ||
+	    (err = push_ref(&ref, argv[optind + 1], ltag)) ||
+	    (po.mount_from && (err = check_mount_from(&ref, po.mount_from))))
 		goto done;
-	if (ref.digest[0]) {
-		err = nf_error_set(NF_EINPUT, "%s: push to a tag, not a digest", argv[optind + 1]);
-		goto done;
-	}
-	if (!ref.tag[0]) {
-		if (!ltag) {
-			err = nf_error_set(NF_EINPUT, "%s: no tag (give REF:TAG or OCI_DIR:TAG)", argv[optind + 1]);
-			goto done;
-		}
-		if (strlen(ltag) > NF_REG_TAG_MAX) {
-			err = nf_error_set(NF_EINPUT, "tag '%.40s...' too long", ltag);
-			goto done;
-		}
-		snprintf(ref.tag, sizeof(ref.tag), "%s", ltag);
-	}
-	if (mount_from) {
-		nf_reg_ref mr;
-		char *probe = nf_strdup_printf("%s/%s", ref.host, mount_from);
-		err = probe ? nf_reg_ref_parse(&mr, probe) : nf_error_set(NF_ENOMEM, "out of memory");
-		free(probe);
-		if (err || mr.tag[0] || mr.digest[0]) {
-			err = nf_error_set(NF_EINPUT, "--mount-from '%.100s': not a repository name", mount_from);
-			goto done;
-		}
-	}
-	nf_cli_reg_init(&o, &st, "push", insecure, verbose);
-	if (chunk)
-		o.chunk_size = chunk;
+	nf_cli_reg_init(&o, &st, "push", po.insecure, po.verbose);
+	if (po.chunk)
+		o.chunk_size = po.chunk;
 	if ((err = nf_reg_client_new(&c, ref.host, &o)))
 		goto done;
 	t0 = nf_reg_now();
-	err = nf_reg_push_layout(&d, c, dir, ltag, ref.name, ref.tag, mount_from);
+	err = nf_reg_push_layout(&d, c, dir, ltag, ref.name, ref.tag, po.mount_from);
 	nf_cli_reg_done(&st);
-	if (err)
-		goto done;
-	{
-		const nf_reg_stats *s = nf_reg_client_stats(c);
-		double secs = nf_reg_now() - t0;
-		printf("pushed %s/%s:%s@%s\n", ref.host, ref.name, ref.tag, d.digest);
-		printf("  blobs: %llu uploaded, %llu present, %llu mounted; %llu bytes sent in %.2f s (%.1f MB/s)\n",
-		       (unsigned long long)s->blobs_uploaded, (unsigned long long)s->blobs_present,
-		       (unsigned long long)s->blobs_mounted, (unsigned long long)s->blob_bytes_uploaded, secs,
-		       secs > 0 ? (double)s->blob_bytes_uploaded / secs / 1e6 : 0.0);
-		printf("  manifests: %llu put, %llu present; %llu requests, %llu retries, %llu resumed, %llu restarted\n",
-		       (unsigned long long)s->manifests_put, (unsigned long long)s->manifests_present,
-		       (unsigned long long)s->requests, (unsigned long long)s->retries,
-		       (unsigned long long)s->resumes, (unsigned long long)s->restarts);
-	}
+	if (!err)
+		print_push_stats(&ref, &d, nf_reg_client_stats(c), nf_reg_now() - t0);
 done:
 	nf_reg_client_free(c);
 	free(dir);

@@ -8,6 +8,8 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
@@ -70,6 +72,16 @@ CORPUS = [
 # sanitizers (NF_SAN=1, each run ~10x slower) every other string, which
 # still reaches every kind of text above.
 CHECKED = CORPUS[::2] if os.environ.get("NF_SAN") == "1" else CORPUS
+
+# Our binary runs once per string and form, each run independent of the
+# others: they run side by side (the machine's cores, at least two), and
+# their results are compared in corpus order, so the output is the same.
+POOL = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)))
+
+
+def each(fn, items):
+    """fn over items, concurrently, results in items' order."""
+    return list(POOL.map(fn, items))
 
 
 # Text whose normalized forms differ: decomposed accents (e + U+0301), Hangul
@@ -239,10 +251,13 @@ def run(args, data=None):
 
 
 def ours(d, text, *extra):
-    path = os.path.join(WORK, "text.txt")
-    with open(path, "wb") as f:
+    # a file of its own: other runs are going on beside this one
+    with tempfile.NamedTemporaryFile(dir=WORK, suffix=".txt", delete=False) as f:
         f.write(text.encode("utf-8"))
-    rc, out, err = run(["tokenize", d, "--file", path, "--json"] + list(extra))
+    try:
+        rc, out, err = run(["tokenize", d, "--file", f.name, "--json"] + list(extra))
+    finally:
+        os.unlink(f.name)
     return json.loads(out) if rc == 0 else "exit %d: %s" % (rc, err)
 
 
@@ -253,33 +268,45 @@ def detok(d, ids):
 
 def check_ids(name, d, tok):
     bad = []
-    for text in CHECKED:
-        want, got = tok.encode(text).ids, ours(d, text)
+    for text, got in zip(CHECKED, each(lambda t: ours(d, t), CHECKED)):
+        want = tok.encode(text).ids
         if got != want:
             bad.append("ids %r:\n want %s\n got  %s" % (text[:60], want[:40], str(got)[:300]))
     tap(not bad, "%s: %d strings: ids equal Hugging Face's" % (name, len(CORPUS)), "\n".join(bad))
 
 
+def hf_forms(tok, text):
+    """HF's ids for text, its ids with control tokens as text, and its decoding."""
+    want = tok.encode(text).ids
+    tok.encode_special_tokens = True
+    want_ns = tok.encode(text).ids
+    tok.encode_special_tokens = False
+    return want, want_ns, tok.decode(want, skip_special_tokens=True)
+
+
+def compare_one(d, text, want, want_ns, decoded, roundtrip):
+    """Our binary on one string in every form: the list of what differs."""
+    got = ours(d, text)
+    if got != want:
+        return ["ids %r:\n want %s\n got  %s" % (text[:60], want[:40], str(got)[:300])]
+    bad = []
+    got_ns = ours(d, text, "--no-special")
+    if got_ns != want_ns:
+        bad.append("--no-special %r:\n want %s\n got  %s" % (text[:60], want_ns[:40], str(got_ns)[:300]))
+    back = detok(d, want)
+    if back != decoded:
+        bad.append("detokenize %r: got %r" % (text[:60], back[:80]))
+    if roundtrip and "<|" not in text and detok(d, want_ns) != text:
+        bad.append("round trip %r" % text[:60])
+    return bad
+
+
 def check(name, d, tok, roundtrip):
     """Every corpus string: ids, ids with control tokens as text, decoding."""
-    bad = []
-    for text in CHECKED:
-        want = tok.encode(text).ids
-        got = ours(d, text)
-        if got != want:
-            bad.append("ids %r:\n want %s\n got  %s" % (text[:60], want[:40], str(got)[:300]))
-            continue
-        tok.encode_special_tokens = True
-        want_ns = tok.encode(text).ids
-        tok.encode_special_tokens = False
-        got_ns = ours(d, text, "--no-special")
-        if got_ns != want_ns:
-            bad.append("--no-special %r:\n want %s\n got  %s" % (text[:60], want_ns[:40], str(got_ns)[:300]))
-        back = detok(d, want)
-        if back != tok.decode(want, skip_special_tokens=True):
-            bad.append("detokenize %r: got %r" % (text[:60], back[:80]))
-        if roundtrip and "<|" not in text and detok(d, want_ns) != text:
-            bad.append("round trip %r" % text[:60])
+    # HF's side first, one string at a time: hf_forms flips a flag on tok
+    forms = [(text,) + hf_forms(tok, text) for text in CHECKED]
+    found = each(lambda f: compare_one(d, *f, roundtrip), forms)
+    bad = [line for lines in found for line in lines]
     tap(not bad, "%s: %d strings: ids, --no-special ids and detokenize equal Hugging Face's"
         % (name, len(CORPUS)), "\n".join(bad))
 
@@ -296,7 +323,8 @@ def writer_check(name, src, tok):
     with open(os.path.join(dst, "tokenizer_config.json")) as f:
         cfg = json.load(f)
     bad = [t[:40] for t in CORPUS if again.encode(t).ids != tok.encode(t).ids]
-    bad += [t[:40] for t in CORPUS[:8] if ours(dst, t) != tok.encode(t).ids]
+    bad += [t[:40] for t, got in zip(CORPUS[:8], each(lambda t: ours(dst, t), CORPUS[:8]))
+            if got != tok.encode(t).ids]
     tap(not bad, "%s: our writer's tokenizer.json gives HF's ids in HF and in ours" % name,
         "\n".join(map(repr, bad)))
     tap(cfg.get("bos_token") is not None and "add_bos_token" in cfg,

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,6 +485,45 @@ static void check_tar(const char *path)
 	archive_read_free(a);
 }
 
+/* A write that fails in the middle of the tar (a source file changed after it
+ * was added) fails the layer with a message naming the file, leaves no blob
+ * or temporary file behind, and frees everything (the sanitizer build's
+ * LeakSanitizer checks the archive_write_fail path). */
+static void test_layer_write_fails(const char *tmp)
+{
+	char *dir = nf_path_join(tmp, "shrinks"), *layout = nf_path_join(tmp, "oci-fail");
+	char *blobs = nf_path_join(layout, "blobs/sha256");
+	nf_oci_compression cs[2] = {NF_OCI_COMPRESS_NONE, NF_OCI_COMPRESS_ZSTD};
+	nf_fs_mkdir_p(dir, 0755);
+	for (int i = 0; i < 2; i++) {
+		nf_oci_layer *l = NULL;
+		nf_oci_layer_desc d;
+		put(dir, "w.bin", "sixteen bytes!!!", 0644, 1000);
+		char *src = nf_path_join(dir, "w.bin");
+		is_int(nf_oci_layer_new(&l, layout, cs[i], 0), 0, "%s: a layer",
+		       nf_oci_compression_name(cs[i]));
+		nf_oci_layer_add_bytes(l, "first", "before the file", 15, 0);
+		is_int(nf_oci_layer_add_file(l, src, "w.bin", 0), 0, "the file is added");
+		put(dir, "w.bin", "short", 0644, 1000);
+		is_int(nf_oci_layer_finish(&d, l), NF_EINPUT, "%s: a file that shrank fails the layer",
+		       nf_oci_compression_name(cs[i]));
+		ok(strstr(nf_error_last(), "w.bin") != NULL, "the error names it: %s", nf_error_last());
+		ok(d.blob.digest[0] == 0 && d.entries == 0, "no descriptor comes back");
+		nf_oci_layer_free(l);
+		free(src);
+	}
+	DIR *dp = opendir(blobs);
+	int left = 0;
+	for (struct dirent *de; dp && (de = readdir(dp));)
+		left += de->d_name[0] != '.';
+	if (dp)
+		closedir(dp);
+	is_int(left, 0, "nothing is left in blobs/sha256");
+	free(blobs);
+	free(layout);
+	free(dir);
+}
+
 int main(void)
 {
 	char root1[] = "/tmp/nf-test-layer-a-XXXXXX", root2[] = "/tmp/nf-test-layer-b-XXXXXX";
@@ -599,6 +639,7 @@ int main(void)
 
 	test_compressor(root1);
 	test_layer_threads(root2);
+	test_layer_write_fails(root1);
 
 	nf_oci_compression c;
 	is_int(nf_oci_compression_parse(&c, "zstd"), 0, "parse zstd");

@@ -93,6 +93,25 @@ int main(void)
 	ok(bad("engine: engines/h1,", "", "missing key 'engine'"), "missing engine refused");
 	ok(bad("  - {id: " H64("1"), "  - [1, 2]\n  - {id: " H64("1"), "mapping"), "non-mapping profile refused");
 	ok(bad("serving:\n", "serving: [\n", ""), "YAML syntax error gives a position");
+	/* each phase of the top level: header, model, digest, serving's lists */
+	ok(bad("apiVersion: nimfactory/v1", "apiVersion: nimfactory/v2",
+	       "apiVersion: expected nimfactory/v1, got 'nimfactory/v2'"), "wrong apiVersion refused");
+	ok(bad("kind: ModelManifest", "kind: Recipe", "kind: expected ModelManifest, got 'Recipe'"),
+	   "the kind's message names both");
+	ok(bad("name: stories260k", "name: \"stories 260k\"", "model.name: only letters"),
+	   "a model name with a space refused");
+	ok(bad("version: \"1.0.0\"", "version: \"\"", "model.version: must not be empty"),
+	   "an empty model version refused");
+	ok(bad("sha256:" H64("a"), "sha256:" H64("A"), "recipe_digest: expected sha256:"),
+	   "an upper-case recipe digest refused");
+	ok(bad("[fp8-e4m3, int8-wo, fp32]", "[fp8-e4m3, int3, fp32]",
+	       "serving.precision_preference: unknown precision"), "an unknown preferred precision refused");
+	ok(bad("precision_preference: [fp8-e4m3, int8-wo, fp32]", "precision_preference: fp32",
+	       "serving.precision_preference: expected a list"), "a preference that is not a list refused");
+	ok(bad("[2, 1]", "[2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]",
+	       "serving.tensor_parallel_preference: more than 16 entries"), "17 tp preferences refused");
+	ok(bad("[2, 1]", "[2, 128]", "serving.tensor_parallel_preference"),
+	   "a tp preference above the most refused");
 	{ /* serving.speculative: optional; when named, checked against the profiles */
 		static const char *tp = "  tensor_parallel_preference: [2, 1]\n";
 		char buf[8192];
