@@ -742,6 +742,22 @@ int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind)
 	return err ? err : nf_engine_keep_sequences(e, cap);
 }
 
+int nf_engine_cap_context(nf_engine *e, int max_context)
+{
+	if (e->gpu)
+		return nf_error_set(NF_EINPUT, "engine: the context is capped before the GPU is chosen");
+	if (max_context < 1 || max_context > e->cfg.max_seq_len)
+		return nf_error_set(NF_EINPUT, "engine: a context of %d tokens (1 to the engine's %d)",
+				    max_context, (int)e->cfg.max_seq_len);
+	pthread_mutex_lock(&e->spare_mu);
+	size_t cap = e->spare_cap;
+	e->cfg.max_seq_len = max_context;
+	pthread_mutex_unlock(&e->spare_mu);
+	/* the kept sequences have caches of the old length */
+	int err = nf_engine_keep_sequences(e, 0);
+	return err ? err : nf_engine_keep_sequences(e, cap);
+}
+
 int nf_engine_set_kernel(nf_engine *e, const char *name)
 {
 	const nf_backend_ops *ops = nf_cpu_find(name);

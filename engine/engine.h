@@ -155,6 +155,13 @@ nf_kv_kind nf_engine_kv_cache(const nf_engine *e);
  * refuses two kinds).  NF_EINPUT for a kind out of range. */
 int nf_engine_set_kv_cache(nf_engine *e, nf_kv_kind kind);
 
+/* Give the sequences created from now on at most max_context positions
+ * (nimserve's --max-context: less memory a sequence than the model's whole
+ * context); the kept spare sequences are freed.  Call before
+ * nf_engine_use_gpu and before any sequence is alive.  NF_EINPUT outside 1
+ * to the engine's max_seq_len. */
+int nf_engine_cap_context(nf_engine *e, int max_context);
+
 typedef struct nf_seq nf_seq;
 /* A sequence at position 0 with its KV cache (a kept one when there is). */
 int nf_seq_new(nf_seq **out, nf_engine *e);

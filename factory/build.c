@@ -167,11 +167,11 @@ static int stage_fetch(build_ctx *b)
 static int stage_fit(build_ctx *b)
 {
 	nf_model_config cfg;
+	nf_fit_sizes sz = nf_fit_sizes_of(b->recipe);
 	size_t dropped = 0;
 	int err = nf_fit_read_shapes(&cfg, b->model_path, b->recipe->model.source.format);
 	if (!err)
-		err = nf_plan_fit(b->plan, &dropped, &cfg, b->recipe->build.quant.group_size,
-				  nf_fit_host_memory(), b->recipe->file);
+		err = nf_plan_fit(b->plan, &dropped, &cfg, &sz, nf_fit_host_memory(), b->recipe->file);
 	for (size_t i = b->plan->n_dropped - dropped; !err && i < b->plan->n_dropped; i++)
 		nf_log_warn(b->log, "plan", "dropped %s %s tp%d: %s", b->plan->dropped[i].device,
 			    b->plan->dropped[i].precision, b->plan->dropped[i].tensor_parallel,

@@ -21,7 +21,8 @@ static size_t default_profile(const nf_recipe *r, const nf_plan *plan)
 }
 
 /* Each profile's entry: its GPUs and the memory of its engine in out_dir. */
-static int describe_profiles(nf_deploy_profile *dp, const char *out_dir, const nf_plan *plan)
+static int describe_profiles(nf_deploy_profile *dp, const char *out_dir, const nf_plan *plan,
+			     const nf_recipe_serving *sv)
 {
 	int err = 0;
 	for (size_t i = 0; !err && i < plan->n_profiles; i++) {
@@ -35,7 +36,7 @@ static int describe_profiles(nf_deploy_profile *dp, const char *out_dir, const n
 			.gpus = p->is_gpu ? p->tensor_parallel : 0,
 		};
 		err = engine ? nf_deploy_profile_memory(&dp[i].memory_mib, engine, p->kv_cache,
-							NF_DEPLOY_MAX_BATCH)
+							sv->max_batch, sv->max_context)
 			     : nf_error_set(NF_ENOMEM, "out of memory");
 		free(engine);
 	}
@@ -77,7 +78,7 @@ int nf_deploy_write_build(const char *out_dir, const nf_recipe *r, const nf_plan
 	json_t *values = NULL;
 	char instance[54], *k8s = nf_path_join(out_dir, NF_DEPLOY_K8S_DIR);
 	const char *unused;
-	int err = dp && k8s ? describe_profiles(dp, out_dir, plan)
+	int err = dp && k8s ? describe_profiles(dp, out_dir, plan, &r->serving)
 			    : nf_error_set(NF_ENOMEM, "out of memory");
 
 	if (!note)
@@ -90,6 +91,8 @@ int nf_deploy_write_build(const char *out_dir, const nf_recipe *r, const nf_plan
 		.profiles = dp,
 		.n_profiles = plan->n_profiles,
 		.default_profile = default_profile(r, plan),
+		.max_batch = r->serving.max_batch,
+		.max_context = r->serving.max_context,
 	};
 	if (!err)
 		err = nf_deploy_values(&values, &img);

@@ -28,9 +28,6 @@
 #define NF_DEPLOY_HELM_DIR "helm"
 #define NF_DEPLOY_K8S_DIR "k8s"
 
-/* Sequences nimserve keeps KV caches for by default (NIM_MAX_BATCH): the
- * memory of a profile is computed for this many. */
-#define NF_DEPLOY_MAX_BATCH 32
 
 /* What a pod serving one profile needs.  Strings borrowed. */
 typedef struct nf_deploy_profile {
@@ -50,16 +47,20 @@ typedef struct nf_deploy_image {
 	const nf_deploy_profile *profiles;
 	size_t n_profiles;         /* at least one */
 	size_t default_profile;    /* index into profiles */
+	int max_batch;             /* server.maxBatch (NIM_MAX_BATCH): the recipe's serving.max_batch */
+	int max_context;           /* server.maxContext (NIM_MAX_CONTEXT): serving.max_context, 0 the model's */
 } nf_deploy_image;
 
 /*
  * The memory a pod serving the engine in engine_dir needs, in MiB (rounded
  * up): twice the weights file (the file mapping and the copy on huge pages
  * while loading), max_batch sequences' KV caches in kv (config.json's model
- * dimensions) and the runtime's own.  NF_EINPUT for a config.json without
- * usable dimensions, NF_EINPUT on overflow.
+ * dimensions, at most max_context positions each when it is not 0) and the
+ * runtime's own.  NF_EINPUT for a config.json without usable dimensions,
+ * NF_EINPUT on overflow.
  */
-int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind kv, int max_batch);
+int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind kv, int max_batch,
+			     int max_context);
 
 /* The values tree (the chart's values.yaml) for img.  Caller owns *out. */
 int nf_deploy_values(json_t **out, const nf_deploy_image *img);

@@ -193,10 +193,11 @@ static json_t *container_env(const render *r)
 {
 	const char *id = json_string_value(json_object_get(r->profile, "id"));
 	const char *name = json_string_value(json_object_get(r->profile, "name"));
-	json_t *env = json_pack("[o, o, o, o, o]",
+	json_t *env = json_pack("[o, o, o, o, o, o]",
 				env_var("NIM_MODEL_PROFILE", id && *id ? id : name ? name : ""),
 				env_var("NIM_HOST", "0.0.0.0"), env_int("NIM_PORT", vint(r->values, "server.port")),
 				env_int("NIM_MAX_BATCH", vint(r->values, "server.maxBatch")),
+				env_int("NIM_MAX_CONTEXT", vint(r->values, "server.maxContext")),
 				env_int("NIM_DRAIN_TIMEOUT", vint(r->values, "server.drainTimeoutSeconds")));
 	const json_t *extra = get(r->values, "server.env");
 	if (env && json_is_array(extra) && json_array_extend(env, (json_t *)extra)) {

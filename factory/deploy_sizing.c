@@ -62,7 +62,8 @@ static int read_kv_config(nf_model_config *cfg, const char *path)
 	return err;
 }
 
-int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind kv, int max_batch)
+int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind kv, int max_batch,
+			     int max_context)
 {
 	char *config = nf_path_join(engine_dir, "config.json");
 	char *weights = nf_path_join(engine_dir, "weights.safetensors");
@@ -76,6 +77,8 @@ int nf_deploy_profile_memory(uint64_t *mib, const char *engine_dir, nf_kv_kind k
 		err = nf_fs_file_size(&wbytes, weights);
 	if (err)
 		goto done;
+	if (max_context > 0 && max_context < cfg.max_seq_len)
+		cfg.max_seq_len = max_context;
 	/* the KV caches as plan's fit counts them (factory/plan_fit.h) */
 	if (nf_fit_kv_bytes(&caches, &cfg, kv, max_batch) || !nf_u64_mul(&total, wbytes, 2) ||
 	    !nf_u64_add(&total, total, caches) || !nf_u64_add(&total, total, RUNTIME_BYTES) ||

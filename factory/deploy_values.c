@@ -37,7 +37,8 @@ static const setting settings[] = {
 	{"defaultProfile", S_STR, NULL, 0},
 	{"profiles", S_EMPTY_LIST, NULL, 0},
 	{"server.port", S_INT, NULL, 8000},
-	{"server.maxBatch", S_INT, NULL, NF_DEPLOY_MAX_BATCH},
+	{"server.maxBatch", S_INT, NULL, NF_RECIPE_MAX_BATCH},
+	{"server.maxContext", S_INT, NULL, 0},
 	{"server.drainTimeoutSeconds", S_INT, NULL, 30},
 	{"server.env", S_EMPTY_LIST, NULL, 0},
 	{"probes.liveness.periodSeconds", S_INT, NULL, 10},
@@ -134,7 +135,9 @@ static int fill_build(json_t *v, const nf_deploy_image *img)
 	if (set_path(v, "image.repository", json_string(img->repository)) ||
 	    set_path(v, "image.tag", json_string(img->tag)) ||
 	    set_path(v, "image.digest", json_string(img->digest ? img->digest : "")) ||
-	    set_path(v, "defaultProfile", json_string(img->profiles[img->default_profile].name)))
+	    set_path(v, "defaultProfile", json_string(img->profiles[img->default_profile].name)) ||
+	    (img->max_batch && set_path(v, "server.maxBatch", json_integer(img->max_batch))) ||
+	    set_path(v, "server.maxContext", json_integer(img->max_context)))
 		return -1;
 	for (size_t i = 0; i < img->n_profiles; i++)
 		if (json_array_append_new(profiles, profile_value(&img->profiles[i])))

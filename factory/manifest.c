@@ -125,6 +125,16 @@ static int emit_speculative(yaml_emitter_t *e, const nf_manifest_info *info)
 	return map_end(e);
 }
 
+/* serving.max_batch and serving.max_context, when the recipe sets them. */
+static int emit_sizes(yaml_emitter_t *e, const nf_manifest_info *info)
+{
+	if (info->max_batch && (scalar(e, "max_batch") || integer(e, info->max_batch)))
+		return -1;
+	if (info->max_context && (scalar(e, "max_context") || integer(e, info->max_context)))
+		return -1;
+	return 0;
+}
+
 /* The draft profile, if any, is one of those rendered: nimserve refuses a
  * manifest naming another. */
 static int check_draft_profile(const nf_manifest_info *info, const nf_profile *profiles, size_t n)
@@ -172,7 +182,7 @@ static int emit_document(yaml_emitter_t *e, const nf_manifest_info *info,
 	for (size_t i = 0; i < info->n_tp_preference; i++)
 		if (integer(e, info->tp_preference[i]))
 			return -1;
-	if (seq_end(e) || emit_speculative(e, info) || map_end(e))
+	if (seq_end(e) || emit_speculative(e, info) || emit_sizes(e, info) || map_end(e))
 		return -1;
 	if (scalar(e, "profiles") || seq_start(e, 0))
 		return -1;

@@ -27,6 +27,10 @@ typedef struct nf_manifest_info {
 	const char *spec_method;
 	int spec_k;
 	const char *spec_draft_profile;
+	/* serving.max_batch and serving.max_context, nimserve's defaults for
+	 * --max-batch and --max-context; each written when not 0 */
+	int max_batch;
+	int max_context;
 } nf_manifest_info;
 
 /* Render the manifest as YAML into a new NUL-terminated string (caller frees). */

@@ -303,6 +303,8 @@ int nf_package_render_manifest(char **yaml, size_t *len, const nf_recipe *r, con
 		.spec_method = sp->present ? nf_recipe_spec_method_name(sp->method) : NULL,
 		.spec_k = sp->k,
 		.spec_draft_profile = sp->draft_profile,
+		.max_batch = r->serving.max_batch != NF_RECIPE_MAX_BATCH ? r->serving.max_batch : 0,
+		.max_context = r->serving.max_context,
 	};
 	err = nf_manifest_render(yaml, len, &info, subset, n);
 	free(subset);

@@ -42,15 +42,28 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
-int nf_fit_profile(nf_fit *out, const nf_model_config *cfg, const nf_profile *p, int group,
-		   const nf_sku *sku, uint64_t host_memory)
+nf_fit_sizes nf_fit_sizes_of(const nf_recipe *r)
+{
+	return (nf_fit_sizes){
+		.group = r->build.quant.group_size,
+		.max_batch = r->serving.max_batch,
+		.max_context = r->serving.max_context,
+	};
+}
+
+int nf_fit_profile(nf_fit *out, const nf_model_config *cfg, const nf_profile *p,
+		   const nf_fit_sizes *sz, const nf_sku *sku, uint64_t host_memory)
 {
 	uint64_t tp = p->tensor_parallel > 1 ? (uint64_t)p->tensor_parallel : 1;
+	int batch = sz->max_batch > 0 ? sz->max_batch : NF_RECIPE_MAX_BATCH;
+	nf_model_config served = *cfg; /* each sequence's cache holds the served context */
 	int err;
+	if (sz->max_context > 0 && sz->max_context < served.max_seq_len)
+		served.max_seq_len = sz->max_context;
 	memset(out, 0, sizeof(*out));
-	if ((err = nf_engine_weights_bytes(&out->weights, cfg, p->precision, group)) ||
-	    (err = nf_fit_kv_bytes(&out->kv, cfg, p->kv_cache, NF_FIT_MAX_BATCH)) ||
-	    (err = workspace_bytes(&out->workspace, cfg, NF_FIT_MAX_BATCH)))
+	if ((err = nf_engine_weights_bytes(&out->weights, cfg, p->precision, sz->group)) ||
+	    (err = nf_fit_kv_bytes(&out->kv, &served, p->kv_cache, batch)) ||
+	    (err = workspace_bytes(&out->workspace, &served, batch)))
 		return err;
 	/* tensor parallelism splits the matrices by rows and the KV cache by heads */
 	out->weights = ceil_div(out->weights, tp);
@@ -165,9 +178,12 @@ static int add_dropped(nf_plan *p, const nf_profile *pr, const nf_fit *f)
 	return 0;
 }
 
-int nf_plan_fit(nf_plan *plan, size_t *n_dropped, const nf_model_config *cfg, int group,
-		uint64_t host_memory, const char *what)
+int nf_plan_fit(nf_plan *plan, size_t *n_dropped, const nf_model_config *cfg,
+		const nf_fit_sizes *sz, uint64_t host_memory, const char *what)
 {
+	if (sz->max_context > cfg->max_seq_len)
+		return nf_error_set(NF_EINPUT, "%s: serving.max_context %d is more than the model's "
+				    "context (%d tokens)", what, sz->max_context, (int)cfg->max_seq_len);
 	size_t n = plan->n_profiles;
 	nf_fit *fits = calloc(n ? n : 1, sizeof(*fits));
 	bool *gone = calloc(n ? n : 1, sizeof(*gone));
@@ -184,7 +200,7 @@ int nf_plan_fit(nf_plan *plan, size_t *n_dropped, const nf_model_config *cfg, in
 			err = nf_error_set(NF_EINPUT, "%s: unknown device '%s'", what, pr->device);
 			break;
 		}
-		if (!(err = nf_fit_profile(&fits[i], cfg, pr, group, sku, host_memory)) && !fits[i].fits) {
+		if (!(err = nf_fit_profile(&fits[i], cfg, pr, sz, sku, host_memory)) && !fits[i].fits) {
 			gone[i] = true;
 			(*n_dropped)++;
 			err = add_dropped(plan, pr, &fits[i]);

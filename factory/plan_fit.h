@@ -5,9 +5,10 @@
  *   weights    every tensor of the engine in the profile's precision
  *              (nf_engine_weights_bytes: data, scales, the float32 tensors),
  *              split over the tensor-parallel devices;
- *   KV cache   K and V at the model's context for NF_FIT_MAX_BATCH sequences
- *              in the profile's KV precision, split over the devices by
- *              KV heads;
+ *   KV cache   K and V at the served context (the recipe's
+ *              serving.max_context, else the model's) for serving.max_batch
+ *              sequences in the profile's KV precision, split over the
+ *              devices by KV heads;
  *   workspace  the activations of one batched pass (NF_FWD_PASS_TOKENS
  *              tokens), the attention scores and the logits of a batch;
  *              every device holds all of it.
@@ -30,9 +31,16 @@
 #include "factory/plan.h"
 #include "factory/recipe.h"
 
-/* Sequences whose KV caches a device holds: nimserve's default batch
- * (NIM_MAX_BATCH), the same the Helm values are sized for. */
-#define NF_FIT_MAX_BATCH NF_DEPLOY_MAX_BATCH
+/* What the recipe sizes a served profile for: the int4 group (0 the
+ * default), the sequences decoded together and the tokens each may hold
+ * (0: the model's context). */
+typedef struct nf_fit_sizes {
+	int group;
+	int max_batch;
+	int max_context;
+} nf_fit_sizes;
+
+nf_fit_sizes nf_fit_sizes_of(const nf_recipe *r);
 
 typedef struct nf_fit {
 	uint64_t weights;   /* per device */
@@ -48,10 +56,10 @@ typedef struct nf_fit {
 int nf_fit_kv_bytes(uint64_t *out, const nf_model_config *cfg, nf_kv_kind kind, int max_batch);
 
 /* The memory of one device of profile p (precision, KV cache, tensor
- * parallelism; int4 group `group`, 0 the default) for a model of cfg on sku.
- * host_memory is the CPU's capacity (0: unknown).  NF_EINPUT on overflow. */
-int nf_fit_profile(nf_fit *out, const nf_model_config *cfg, const nf_profile *p, int group,
-		   const nf_sku *sku, uint64_t host_memory);
+ * parallelism) served as sz says, for a model of cfg on sku.  host_memory
+ * is the CPU's capacity (0: unknown).  NF_EINPUT on overflow. */
+int nf_fit_profile(nf_fit *out, const nf_model_config *cfg, const nf_profile *p,
+		   const nf_fit_sizes *sz, const nf_sku *sku, uint64_t host_memory);
 
 /* "needs 19.3 GiB (weights 16.1, KV 2.9, workspace 0.3) > 16.0 GiB on t4";
  * "of" instead of ">" when it fits. */
@@ -72,9 +80,10 @@ uint64_t nf_fit_host_memory(void);
  * fit, with nf_fit_describe as the reason, together with their stages (the
  * rest renumbered); plan->fits then holds the size of each profile that
  * stays.  *n_dropped gets how many went.  NF_EINPUT naming
- * `what` when none is left.
+ * `what` when none is left, or when sz->max_context is more than the
+ * model's context.
  */
-int nf_plan_fit(nf_plan *plan, size_t *n_dropped, const nf_model_config *cfg, int group,
-		uint64_t host_memory, const char *what);
+int nf_plan_fit(nf_plan *plan, size_t *n_dropped, const nf_model_config *cfg,
+		const nf_fit_sizes *sz, uint64_t host_memory, const char *what);
 
 #endif

@@ -1335,6 +1335,8 @@ static const struct field serving_rows[] = {
 	LIST(T_TP_LIST, "tensor_parallel_preference", 0, 1, NF_RECIPE_MAX_TP * 4, 0, nf_recipe_serving,
 	     tensor_parallel_preference, n_tensor_parallel_preference),
 	MAP("speculative", 0, speculative_schema, nf_recipe_serving, speculative),
+	INT("max_batch", 0, 1, 4096, nf_recipe_serving, max_batch),
+	INT("max_context", 0, 1, 1 << 24, nf_recipe_serving, max_context),
 };
 static const struct schema serving_schema = SCHEMA(serving_rows);
 
@@ -1581,6 +1583,7 @@ static void recipe_defaults(nf_recipe *r)
 	r->gates.correctness.def = unset_tolerance();
 	r->gates.performance.max_tokens = 128;
 	r->serving.chat_template = NF_CHAT_AUTO;
+	r->serving.max_batch = NF_RECIPE_MAX_BATCH;
 	r->image.compression = NF_COMPRESS_GZIP;
 	r->image.layout = NF_LAYOUT_SINGLE;
 }

@@ -188,7 +188,15 @@ typedef struct nf_recipe_serving {
 	int tensor_parallel_preference[NF_RECIPE_MAX_TP];
 	size_t n_tensor_parallel_preference;
 	nf_recipe_speculative speculative;
+	/* What nimserve is sized for, and what plan checks fits a device:
+	 * sequences decoded together (default NF_RECIPE_MAX_BATCH, nimserve's
+	 * --max-batch) and tokens a sequence may hold (0: the model's context;
+	 * less caps each sequence's KV cache, nimserve's --max-context). */
+	int max_batch;
+	int max_context;
 } nf_recipe_serving;
+
+#define NF_RECIPE_MAX_BATCH 32
 
 typedef enum nf_compression {
 	NF_COMPRESS_NONE = 0,

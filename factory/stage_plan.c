@@ -69,8 +69,10 @@ static int fit_profiles(nf_plan *plan, nf_model_config *cfg, int *shapes, const 
 	else if (path) /* the build will say so at its fetch; plan goes on without the fit */
 		nf_log_warn(nf_log_default(), "plan", "%s: fit unknown", nf_error_last());
 	nf_error_clear();
-	if (*shapes)
-		err = nf_plan_fit(plan, &dropped, cfg, r->build.quant.group_size, host_memory, r->file);
+	if (*shapes) {
+		nf_fit_sizes sz = nf_fit_sizes_of(r);
+		err = nf_plan_fit(plan, &dropped, cfg, &sz, host_memory, r->file);
+	}
 	free(path);
 	return err;
 }

@@ -371,13 +371,21 @@ static int parse_tp_prefs(nf_manifest *m, const mctx *c, yaml_node_t *v)
 static int parse_serving(nf_manifest *m, const mctx *c, yaml_node_t *n)
 {
 	static const char *const keys[] = {"chat_template", "precision_preference",
-					   "tensor_parallel_preference", "speculative", NULL};
+					   "tensor_parallel_preference", "speculative",
+					   "max_batch", "max_context", NULL};
 	static const char *const required[] = {"chat_template", NULL};
+	yaml_node_t *v;
 	int rc;
 	if ((rc = check_map(c, n, "serving", keys, required)) < 0 ||
 	    (rc = parse_chat_template(m, c, get(c, n, "chat_template"))) < 0 ||
 	    (rc = parse_precision_prefs(m, c, get(c, n, "precision_preference"))) < 0 ||
 	    (rc = parse_tp_prefs(m, c, get(c, n, "tensor_parallel_preference"))) < 0)
+		return rc;
+	if ((v = get(c, n, "max_batch")) &&
+	    (rc = get_int(&m->max_batch, c, v, "serving.max_batch", 1, 4096)) < 0)
+		return rc;
+	if ((v = get(c, n, "max_context")) &&
+	    (rc = get_int(&m->max_context, c, v, "serving.max_context", 1, 1 << 24)) < 0)
 		return rc;
 	return parse_speculative(&m->speculative, c, get(c, n, "speculative"));
 }

@@ -68,6 +68,8 @@ typedef struct nf_manifest {
 	int tp_pref[NF_MANIFEST_MAX_PREFS];
 	size_t n_tp_pref;
 	nf_manifest_spec speculative;
+	int max_batch;   /* serving.max_batch: nimserve's default batch; 0 not written */
+	int max_context; /* serving.max_context: tokens a sequence may hold; 0 not written */
 	nf_manifest_profile *profiles;
 	size_t n_profiles;
 } nf_manifest;

@@ -33,6 +33,7 @@ typedef struct opts {
 	const char *manifest, *host, *profile, *port_file;
 	long port, max_batch, max_queue, max_body, max_conns, threads, drain_timeout, step_delay_us, request_timeout;
 	long prefill_chunk, prefill_slack, prefix_cache, spec_k, spec_ngram, spec_adaptive;
+	long max_context; /* 0: the manifest's serving.max_context, else the engine's */
 	const char *speculative;   /* "none" | "lookup" | "draft"; NULL: the manifest's, else none */
 	const char *draft_profile; /* draft: the profile drafting, NULL: the manifest's */
 	int list_profiles;
@@ -66,7 +67,11 @@ static void usage(FILE *f)
 		"  --profile ID|NAME      force a profile (NIM_MODEL_PROFILE)\n"
 		"  --list-profiles        print every profile and whether it fits here, then exit\n"
 		"  --health               ask the server on 127.0.0.1:PORT whether it is ready; exit 0 if so\n"
-		"  --max-batch N          sequences decoded together (NIM_MAX_BATCH, 32)\n"
+		"  --max-batch N          sequences decoded together, 0 = the manifest's serving.max_batch,\n"
+		"                         else 32 (NIM_MAX_BATCH, 0)\n"
+		"  --max-context N        tokens a sequence may hold, prompt and answer; less than the\n"
+		"                         model's context takes less memory a sequence; 0 = the manifest's\n"
+		"                         serving.max_context, else the model's (NIM_MAX_CONTEXT, 0)\n"
 		"  --max-queue N          requests waiting beyond the batch; past it 429 (NIM_MAX_QUEUE, 64)\n"
 		"  --max-body BYTES       largest request body; past it 413 (NIM_MAX_BODY, 1048576)\n"
 		"  --max-connections N    open connections at most (NIM_MAX_CONNECTIONS, 256)\n"
@@ -117,7 +122,8 @@ static int parse_args(opts *o, int argc, char **argv)
 {
 	struct { const char *flag, *env, *dflt; long *dst; long lo, hi; } nums[] = {
 		{"--port", "NIM_PORT", "8000", &o->port, 0, 65535},
-		{"--max-batch", "NIM_MAX_BATCH", "32", &o->max_batch, 1, 4096},
+		{"--max-batch", "NIM_MAX_BATCH", "0", &o->max_batch, 0, 4096},
+		{"--max-context", "NIM_MAX_CONTEXT", "0", &o->max_context, 0, 1 << 24},
 		{"--max-queue", "NIM_MAX_QUEUE", "64", &o->max_queue, 0, 65536},
 		{"--max-body", "NIM_MAX_BODY", "1048576", &o->max_body, 1024, 64L << 20},
 		{"--max-connections", "NIM_MAX_CONNECTIONS", "256", &o->max_conns, 4, 65536},
@@ -330,6 +336,16 @@ static void log_line(const char *line)
 	logf_("%s", line);
 }
 
+/* --max-batch and --max-context left at 0 take the manifest's serving
+ * sizes (the recipe's), else 32 sequences and the model's context. */
+static void take_manifest_sizes(opts *o, const nf_manifest *m)
+{
+	if (!o->max_batch)
+		o->max_batch = m->max_batch ? m->max_batch : 32;
+	if (!o->max_context)
+		o->max_context = m->max_context;
+}
+
 /* The scheduler's options from the command line. */
 static nf_sched_opts sched_opts(const opts *o)
 {
@@ -354,6 +370,9 @@ static int start_engine(nimserve *ns)
 	int rc;
 	if ((rc = nf_engine_open(&ns->engine, p->engine_path, (int)ns->o.threads)) < 0)
 		return nf_error_wrap(rc, "loading engine %s", p->engine_path);
+	take_manifest_sizes(&ns->o, ns->m);
+	if (ns->o.max_context && (rc = nf_engine_cap_context(ns->engine, (int)ns->o.max_context)) < 0)
+		return nf_error_wrap(rc, "--max-context");
 	on_gpu(ns->engine, &ns->o);
 	so = sched_opts(&ns->o);
 	if ((rc = speculation_setup(&so, &ns->draft, &ns->o, ns->m, &ns->gpus)) < 0 ||

@@ -168,6 +168,28 @@ static int mixed_batch_is_single(nf_engine *e)
 	return same && lb && l1;
 }
 
+/* nimserve's --max-context: sequences made after the cap hold that many
+ * positions, and the step past them is refused; beyond the engine's, no. */
+static void check_cap_context(nf_engine *e)
+{
+	int full = nf_engine_config(e)->max_seq_len, tok = 1, pos = 0, err = 0;
+	float *lg = malloc(sizeof(float) * (size_t)nf_engine_config(e)->vocab_size);
+	nf_seq *s = NULL;
+	ok(nf_engine_cap_context(e, full + 1) == NF_EINPUT && nf_engine_cap_context(e, 0) == NF_EINPUT,
+	   "a cap of 0 or beyond the engine's %d positions refused", full);
+	is_int(nf_engine_cap_context(e, 64), 0, "capped at 64 positions: %s", nf_error_last());
+	is_int(nf_engine_config(e)->max_seq_len, 64, "the engine's config says 64");
+	err = !lg || nf_seq_new(&s, e);
+	for (pos = 0; !err && pos < 64; pos++)
+		err = nf_engine_step(e, &s, &tok, &pos, 1, lg);
+	ok(!err, "positions 0 to 63 step: %s", nf_error_last());
+	ok(s && nf_engine_step(e, &s, &tok, &pos, 1, lg) == NF_EINPUT &&
+		   strstr(nf_error_last(), "max_seq_len 64"),
+	   "position 64 refused: %s", nf_error_last());
+	nf_seq_free(s);
+	free(lg);
+}
+
 static void check_config(const nf_model *m, const char *root)
 {
 	char d[1100], dbad[1100];
@@ -193,6 +215,7 @@ static void check_config(const nf_model *m, const char *root)
 		free(lg);
 		nf_seq_free(s);
 		nf_seq_free(t);
+		check_cap_context(e);
 		nf_engine_free(e);
 		e = NULL;
 	}

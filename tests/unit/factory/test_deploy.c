@@ -35,7 +35,7 @@ static const nf_deploy_profile profiles[] = {
 
 static json_t *base_values(void)
 {
-	nf_deploy_image img = {"registry.example.com/team/model", "1.2.0", DIGEST, profiles, 2, 0};
+	nf_deploy_image img = {"registry.example.com/team/model", "1.2.0", DIGEST, profiles, 2, 0, 0, 0};
 	json_t *v = NULL;
 	return nf_deploy_values(&v, &img) ? NULL : v;
 }
@@ -104,8 +104,15 @@ static void test_values(void)
 	is_int(json_integer_value(json_object_get(gpu, "gpus")), 2, "a tp2 GPU profile asks for 2 GPUs");
 	is_int(json_integer_value(json_object_get(gpu, "memoryMiB")), 81920, "its memory is kept");
 	is_int(json_integer_value(json_object_get(json_object_get(v, "server"), "maxBatch")),
-	       NF_DEPLOY_MAX_BATCH, "server.maxBatch is the batch the memory was computed for");
-	nf_deploy_image none = {"r", "t", NULL, profiles, 2, 2};
+	       NF_RECIPE_MAX_BATCH, "server.maxBatch is the batch the memory was computed for");
+	nf_deploy_image sized = {"r", "t", NULL, profiles, 2, 0, .max_batch = 8, .max_context = 1024};
+	json_t *sv = NULL;
+	ok(nf_deploy_values(&sv, &sized) == 0 &&
+		   json_integer_value(json_object_get(json_object_get(sv, "server"), "maxBatch")) == 8 &&
+		   json_integer_value(json_object_get(json_object_get(sv, "server"), "maxContext")) == 1024,
+	   "the recipe's serving.max_batch and max_context become server.maxBatch and maxContext");
+	json_decref(sv);
+	nf_deploy_image none = {"r", "t", NULL, profiles, 2, 2, 0, 0};
 	json_t *bad = NULL;
 	is_int(nf_deploy_values(&bad, &none), NF_EINPUT, "a default profile out of range is refused");
 	json_decref(v);
@@ -259,14 +266,18 @@ static void test_memory(const char *tmp)
 	/* K or V of one sequence in f16: 5 layers x 4 heads x 512 positions x 8 x 2 bytes */
 	uint64_t kv = 5 * 4 * 512 * 8 * 2;
 	uint64_t want = (2 * ((uint64_t)3 << 20) + 2 * 32 * kv + ((uint64_t)256 << 20) + (1 << 20) - 1) >> 20;
-	ok(nf_deploy_profile_memory(&mib, dir, NF_KV_F16, 32) == 0, "memory of an engine");
+	ok(nf_deploy_profile_memory(&mib, dir, NF_KV_F16, 32, 0) == 0, "memory of an engine");
 	is_int(mib, want, "twice the weights, 32 f16 KV caches and the runtime, in MiB rounded up");
 	uint64_t f32 = 0;
-	nf_deploy_profile_memory(&f32, dir, NF_KV_F32, 32);
+	nf_deploy_profile_memory(&f32, dir, NF_KV_F32, 32, 0);
 	ok(f32 > mib, "float KV caches take more");
+	uint64_t capped = 0, want_capped = (2 * ((uint64_t)3 << 20) + 2 * 8 * (kv / 4) +
+					  ((uint64_t)256 << 20) + (1 << 20) - 1) >> 20;
+	ok(nf_deploy_profile_memory(&capped, dir, NF_KV_F16, 8, 128) == 0 && capped == want_capped,
+	   "8 sequences of 128 of the 512 positions: %llu MiB", (unsigned long long)capped);
 	write_file(dir, "config.json", "{\"model\": {\"dim\": 64, \"n_layers\": 5, \"n_heads\": 0, "
 					"\"n_kv_heads\": 4, \"max_seq_len\": 512}}");
-	is_int(nf_deploy_profile_memory(&mib, dir, NF_KV_F16, 32), NF_EINPUT, "n_heads 0 is refused");
+	is_int(nf_deploy_profile_memory(&mib, dir, NF_KV_F16, 32, 0), NF_EINPUT, "n_heads 0 is refused");
 	free(dir);
 	free(w);
 }

@@ -71,6 +71,15 @@ int main(void)
 	free(yaml);
 	free(again);
 
+	/* serving.max_batch and max_context: written when the recipe sets them */
+	info.max_batch = 8;
+	info.max_context = 1024;
+	is_int(nf_manifest_render(&yaml, &len, &info, profiles, 2), 0, "render with serving sizes");
+	ok(yaml && parses(yaml, len) && strstr(yaml, "\n  max_batch: 8\n  max_context: 1024\n"),
+	   "serving.max_batch and max_context written");
+	free(yaml);
+	info.max_batch = info.max_context = 0;
+
 	/* serving.speculative: written when named, its draft profile one of the image's */
 	info.spec_method = "draft";
 	info.spec_k = 3;

@@ -73,6 +73,30 @@ static nf_profile profile(const char *device, nf_precision p, int tp)
 	return pr;
 }
 
+static const nf_fit_sizes DEFAULT_SIZES = {0, NF_RECIPE_MAX_BATCH, 0};
+
+/* serving.max_batch and max_context size the KV cache and the scores. */
+static void test_serving_sizes(void)
+{
+	nf_model_config c = big();
+	nf_profile pr = profile("h100-sxm", NF_PREC_FP16, 1);
+	const nf_sku *sku = nf_sku_find("h100-sxm");
+	nf_fit_sizes few = {0, 4, 0}, shorter = {0, NF_RECIPE_MAX_BATCH, 2048};
+	nf_fit d, f, s;
+	if (!ok(sku && !nf_fit_profile(&d, &c, &pr, &DEFAULT_SIZES, sku, 0) &&
+			!nf_fit_profile(&f, &c, &pr, &few, sku, 0) &&
+			!nf_fit_profile(&s, &c, &pr, &shorter, sku, 0),
+		"sized at three serving sizes: %s", nf_error_last()))
+		return;
+	ok(f.kv * 8 == d.kv && f.weights == d.weights && f.workspace < d.workspace,
+	   "4 sequences: an eighth of 32's KV cache, the same weights, less workspace");
+	ok(s.kv * 4 == d.kv && s.workspace < d.workspace,
+	   "2048 of the model's 8192 positions: a quarter of the KV cache");
+	nf_fit_sizes longer = {0, NF_RECIPE_MAX_BATCH, 100000};
+	ok(!nf_fit_profile(&s, &c, &pr, &longer, sku, 0) && s.kv == d.kv,
+	   "a context beyond the model's sizes the model's (plan refuses it, below)");
+}
+
 static void test_tensor_parallel(void)
 {
 	nf_model_config c = big();
@@ -80,11 +104,12 @@ static void test_tensor_parallel(void)
 	const nf_sku *sku = nf_sku_find("h100-sxm");
 	nf_fit a, b;
 	uint64_t kv = 0;
-	if (!ok(sku && !nf_fit_profile(&a, &c, &one, 0, sku, 0) && !nf_fit_profile(&b, &c, &two, 0, sku, 0),
+	if (!ok(sku && !nf_fit_profile(&a, &c, &one, &DEFAULT_SIZES, sku, 0) &&
+			!nf_fit_profile(&b, &c, &two, &DEFAULT_SIZES, sku, 0),
 		"h100 tp1 and tp2 sized: %s", nf_error_last()))
 		return;
-	is_int(nf_fit_kv_bytes(&kv, &c, one.kv_cache, NF_FIT_MAX_BATCH), 0, "KV sized");
-	ok(a.kv == kv && kv == 2ull * 32 * 8 * 8192 * 128 * 2 * NF_FIT_MAX_BATCH,
+	is_int(nf_fit_kv_bytes(&kv, &c, one.kv_cache, NF_RECIPE_MAX_BATCH), 0, "KV sized");
+	ok(a.kv == kv && kv == 2ull * 32 * 8 * 8192 * 128 * 2 * NF_RECIPE_MAX_BATCH,
 	   "KV: K and V, 32 layers x 8 heads x 8192 positions x 128 halves, 32 sequences");
 	ok(a.weights > 16000000000ull && a.weights < 16100000000ull,
 	   "8B in fp16: 16.0-16.1 GB of weights (%llu)", (unsigned long long)a.weights);
@@ -120,7 +145,7 @@ static void test_drop(void)
 		"recipe and plan: %s", nf_error_last()))
 		goto done;
 	size_t stages = p->n_stages;
-	is_int(nf_plan_fit(p, &dropped, &c, 0, 0, "fit.yaml"), 0, "sized: %s", nf_error_last());
+	is_int(nf_plan_fit(p, &dropped, &c, &DEFAULT_SIZES, 0, "fit.yaml"), 0, "sized: %s", nf_error_last());
 	is_int((int)dropped, 1, "one profile dropped");
 	is_int((int)p->n_profiles, 1, "one left");
 	is_str(p->profiles[0].name, "h100-sxm-fp16-tp1", "the h100 one");
@@ -148,9 +173,19 @@ static void test_drop(void)
 		"a t4-only recipe: %s", nf_error_last()))
 		goto done;
 	c.max_seq_len = 131072; /* the KV cache alone is far beyond 16 GiB */
-	ok(nf_plan_fit(p, &dropped, &c, 0, 0, "fit.yaml") == NF_EINPUT &&
+	ok(nf_plan_fit(p, &dropped, &c, &DEFAULT_SIZES, 0, "fit.yaml") == NF_EINPUT &&
 		   strstr(nf_error_last(), "nothing to build: no profile fits its device"),
 	   "nothing fits: refused (%s)", nf_error_last());
+	nf_fit_sizes capped = {0, 8, 4096};
+	ok(nf_plan_fit(p, &dropped, &c, &capped, 0, "fit.yaml") == 0 && dropped == 1 &&
+		   p->n_profiles == 1 && p->profiles[0].precision == NF_PREC_INT8_WO,
+	   "8 sequences of 4096 tokens: int8-wo fits the t4, fp16's 15 GiB of weights do not (%s)",
+	   nf_error_last());
+	nf_fit_sizes beyond = {0, 8, 262144};
+	ok(nf_plan_fit(p, &dropped, &c, &beyond, 0, "fit.yaml") == NF_EINPUT &&
+		   strstr(nf_error_last(), "serving.max_context 262144 is more than the model's context "
+					   "(131072 tokens)"),
+	   "a max_context beyond the model's is refused: %s", nf_error_last());
 done:
 	nf_plan_free(p);
 	nf_recipe_free(r);
@@ -162,13 +197,13 @@ static void test_cpu_capacity(void)
 	nf_profile pr = profile("cpu", NF_PREC_FP32, 1);
 	nf_fit f;
 	char line[200];
-	ok(!nf_fit_profile(&f, &c, &pr, 0, nf_sku_find("cpu"), 1 << 20) && !f.fits &&
+	ok(!nf_fit_profile(&f, &c, &pr, &DEFAULT_SIZES, nf_sku_find("cpu"), 1 << 20) && !f.fits &&
 		   f.capacity == 1 << 20,
 	   "the CPU's capacity is the host memory given (1 MiB: stories260K's 21 MiB do not fit)");
 	nf_fit_describe(line, sizeof line, &f, "cpu");
 	ok(strstr(line, "MiB (weights 1.0, KV 20.0, workspace") && strstr(line, "> 1.0 MiB on cpu"),
 	   "small figures in MiB: %s", line);
-	ok(!nf_fit_profile(&f, &c, &pr, 0, nf_sku_find("cpu"), 0) && f.fits && !f.capacity,
+	ok(!nf_fit_profile(&f, &c, &pr, &DEFAULT_SIZES, nf_sku_find("cpu"), 0) && f.fits && !f.capacity,
 	   "an unknown host memory: it fits (nothing to compare)");
 	ok(nf_fit_host_memory() > 0, "the host's memory is read");
 }
@@ -177,6 +212,7 @@ int main(void)
 {
 	test_weights_per_precision();
 	test_tensor_parallel();
+	test_serving_sizes();
 	test_drop();
 	test_cpu_capacity();
 	return done_testing();

@@ -510,6 +510,28 @@ static void test_speculative(void)
 	nf_recipe_free(r);
 }
 
+/* serving.max_batch and max_context: what nimserve and plan's fit are sized for. */
+static void test_serving_sizes(void)
+{
+	char text[1024];
+	nf_recipe *r = NULL;
+	ok(parse_mem(minimal, strlen(minimal), &r) == 0 && r && r->serving.max_batch == NF_RECIPE_MAX_BATCH &&
+		   r->serving.max_context == 0,
+	   "absent: 32 sequences, the model's context");
+	nf_recipe_free(r);
+	r = NULL;
+	snprintf(text, sizeof text, "%sserving: {max_batch: 8, max_context: 4096}\n", minimal);
+	ok(parse_mem(text, strlen(text), &r) == 0 && r && r->serving.max_batch == 8 &&
+		   r->serving.max_context == 4096,
+	   "read: %s", nf_error_last());
+	nf_recipe_free(r);
+	r = NULL;
+	snprintf(text, sizeof text, "%sserving: {max_batch: 0}\n", minimal);
+	ok(parse_mem(text, strlen(text), &r) != 0 && !r && strstr(nf_error_last(), "serving.max_batch"),
+	   "a batch of 0 refused: %s", nf_error_last());
+	nf_recipe_free(r);
+}
+
 int main(void)
 {
 	src_dir = tap_env("NF_SRC", ".");
@@ -522,5 +544,6 @@ int main(void)
 	test_gate_keys();
 	test_hostile();
 	test_speculative();
+	test_serving_sizes();
 	return done_testing();
 }

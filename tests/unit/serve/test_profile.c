@@ -133,6 +133,21 @@ int main(void)
 		ok(bad(tp, "  speculative: {method: draft, draft_profile: cpu-int4}\n", "'cpu-int4' is not one of the profiles"),
 		   "an unknown draft profile refused");
 	}
+	{ /* serving.max_batch and max_context: nimserve's defaults, optional */
+		static const char *tp = "  tensor_parallel_preference: [2, 1]\n";
+		char buf[8192];
+		const char *p = strstr(good, tp);
+		nf_manifest *sm = NULL;
+		snprintf(buf, sizeof buf, "%.*s%s  max_batch: 8\n  max_context: 1024\n%s", (int)(p - good), good,
+			 tp, p + strlen(tp));
+		ok(nf_manifest_parse(&sm, buf, strlen(buf), "m.yaml") == 0 && sm->max_batch == 8 &&
+			   sm->max_context == 1024,
+		   "serving.max_batch and max_context read: %s", nf_error_last());
+		nf_manifest_free(sm);
+		ok(m->max_batch == 0 && m->max_context == 0, "absent: 0, nimserve's own defaults");
+		ok(bad(tp, "  max_batch: 0\n", "serving.max_batch"), "a batch of 0 refused");
+		ok(bad(tp, "  max_context: big\n", "serving.max_context"), "a context that is no number refused");
+	}
 	{
 		nf_manifest *x = NULL;
 		char *big = malloc(NF_MANIFEST_MAX_BYTES + 2);
