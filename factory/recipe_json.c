@@ -253,6 +253,11 @@ static json_t *serving_json(struct jb *b, const nf_recipe_serving *s)
 		jset(b, x, "k", sp->k ? json_integer(sp->k) : json_null());
 		jset(b, x, "draft_profile", sp->draft_profile ? jstr(sp->draft_profile) : json_null());
 	}
+	/* at their defaults they are left out, so older recipes keep their digest */
+	if (s->max_batch != NF_RECIPE_MAX_BATCH)
+		jset(b, o, "max_batch", json_integer(s->max_batch));
+	if (s->max_context)
+		jset(b, o, "max_context", json_integer(s->max_context));
 	return o;
 }
 

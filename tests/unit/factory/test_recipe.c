@@ -513,17 +513,24 @@ static void test_speculative(void)
 /* serving.max_batch and max_context: what nimserve and plan's fit are sized for. */
 static void test_serving_sizes(void)
 {
-	char text[1024];
+	char text[1024], plain[65] = "", sized[65] = "", same[65] = "";
 	nf_recipe *r = NULL;
 	ok(parse_mem(minimal, strlen(minimal), &r) == 0 && r && r->serving.max_batch == NF_RECIPE_MAX_BATCH &&
 		   r->serving.max_context == 0,
 	   "absent: 32 sequences, the model's context");
+	ok(r && nf_recipe_digest(plain, r) == 0, "digest of a recipe without them");
+	nf_recipe_free(r);
+	r = NULL;
+	snprintf(text, sizeof text, "%sserving: {max_batch: 32}\n", minimal);
+	ok(parse_mem(text, strlen(text), &r) == 0 && nf_recipe_digest(same, r) == 0 && !strcmp(plain, same),
+	   "max_batch 32 written: the same recipe, the same digest");
 	nf_recipe_free(r);
 	r = NULL;
 	snprintf(text, sizeof text, "%sserving: {max_batch: 8, max_context: 4096}\n", minimal);
 	ok(parse_mem(text, strlen(text), &r) == 0 && r && r->serving.max_batch == 8 &&
 		   r->serving.max_context == 4096,
 	   "read: %s", nf_error_last());
+	ok(r && nf_recipe_digest(sized, r) == 0 && strcmp(plain, sized), "they change the digest");
 	nf_recipe_free(r);
 	r = NULL;
 	snprintf(text, sizeof text, "%sserving: {max_batch: 0}\n", minimal);
