@@ -193,5 +193,20 @@ grep -qi '^Retry-After: 1' $(grep -l '^HTTP/1\.[01] 429' "$W"/q.h.[0-9] | head -
 okt $? "429 carries Retry-After"
 stop_server "$SMALL"
 is "$?" 0 "second server: SIGTERM exit 0"
+
+# --max-context: each sequence holds at most that many tokens; past the engine's, no start
+start_server short --max-context 64 || { echo "Bail out! short server"; exit 1; }
+SHORT=$PID
+U="http://127.0.0.1:$PORT"
+python3 -c 'import json; print(json.dumps({"model":"stories260k","prompt":"Once upon a time there was a cat. " * 8}))' >"$W/mid.json"
+is "$(code "$U/v1/completions" --data-binary @"$W/mid.json")" 400 "--max-context 64: a prompt of about 80 tokens is too long"
+grep -q "maximum context length is 64 tokens" "$W/err.json"
+okt $? "and the message gives the capped context"
+is "$(code "$U/v1/completions" -d '{"model":"stories260k","prompt":"Once","max_tokens":8}')" 200 "a short one is served"
+stop_server "$SHORT"
+"$NIMSERVE" --manifest "$W/fx/model_manifest.yaml" --host 127.0.0.1 --port 0 --max-context 100000 2>"$W/long.log"
+st=$?
+okt $([ "$st" -ne 0 ] && grep -q "max-context.*1 to the engine's 512" "$W/long.log" && echo 0 || echo 1) \
+	"--max-context beyond the engine's 512: exit $st, $(tail -1 "$W/long.log" | cut -c1-120)"
 sanitizer_clean
 serve_done
