@@ -52,6 +52,7 @@ void nf_timing_cache_free(nf_timing_cache *c)
 }
 
 size_t nf_timing_cache_count(const nf_timing_cache *c) { return c->n; }
+const nf_tc_key *nf_timing_cache_key(const nf_timing_cache *c) { return &c->key; }
 
 static int same_shape(const nf_tc_shape *a, const nf_tc_shape *b)
 {

@@ -62,6 +62,8 @@ int nf_timing_cache_find(const nf_timing_cache *c, const nf_tc_shape *s, nf_tc_t
 /* Keep t for s (replacing an entry of the same shape). */
 int nf_timing_cache_put(nf_timing_cache *c, const nf_tc_shape *s, const nf_tc_tactic *t);
 size_t nf_timing_cache_count(const nf_timing_cache *c);
+/* The key the cache belongs to (owned by c). */
+const nf_tc_key *nf_timing_cache_key(const nf_timing_cache *c);
 /* The median of v[0, n) (n >= 1; v is sorted in place). */
 double nf_tc_median(double *v, int n);
 /* Write the cache to path atomically. */
