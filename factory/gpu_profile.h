@@ -67,8 +67,9 @@ typedef struct nf_gpu_tune {
  * the winners to the engine as NF_CUDA_TACTICS_FILE.  Otherwise nothing is
  * timed and the roofline model's choices stand.  Either way config.json's
  * "cuda_tactics" says which ({"source": "measured"|"modelled", ...}).
- * NF_EENV when the GPU is here but the engine has no cubin for it, or the
- * device fails. */
+ * An engine without the cubin of its SKU (NF_CUDA_KERNELS_DIR unset) is
+ * not timed either, and the reason says so.  NF_EENV when the device
+ * fails. */
 int nf_gpu_profile_tune(nf_gpu_tune *out, const char *dir, const nf_profile *p,
 			const char *cache_root);
 

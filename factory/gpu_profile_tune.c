@@ -168,26 +168,41 @@ done:
 	return err ? nf_error_wrap(err, "%s: tactics on %s", p->name, dev->name) : 0;
 }
 
+/* Why nothing is timed for p here (into why), or 0 when its very GPU is
+ * here and the engine has the cubin to time on it. */
+static int why_modelled(char *why, size_t len, nf_cuda_device *dev, const char *dir,
+			const nf_profile *p, const nf_sku *sku)
+{
+	char *cubin;
+	int have;
+	if (!nf_gpu_profile_device(dev, p, why, len))
+		return 1;
+	if (!(cubin = nf_strdup_printf("%s/cuda/%s.cubin", dir, sku->cuda_arch)))
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	have = nf_fs_exists(cubin);
+	free(cubin);
+	if (!have)
+		snprintf(why, len, "its GPU %d (%s) is here, but the engine has no %s cubin to time "
+			 "(NF_CUDA_KERNELS_DIR names the kernels `make cuda` builds)", dev->ordinal,
+			 dev->name, sku->cuda_arch);
+	return !have;
+}
+
 int nf_gpu_profile_tune(nf_gpu_tune *out, const char *dir, const nf_profile *p,
 			const char *cache_root)
 {
 	const nf_sku *sku = nf_sku_find(p->device);
 	nf_cuda_device dev;
-	char *cubin = NULL;
-	int have_cubin;
+	int modelled;
 
 	memset(out, 0, sizeof *out);
-	if (!sku || !nf_gpu_profile_device(&dev, p, out->why, sizeof out->why))
+	if (!sku)
+		return nf_error_set(NF_EINPUT, "%s: %s is no device of the table", p->name, p->device);
+	if ((modelled = why_modelled(out->why, sizeof out->why, &dev, dir, p, sku)) < 0)
+		return modelled;
+	if (modelled)
 		return nf_engine_config_set(dir, "cuda_tactics",
 					    json_pack("{s:s, s:s}", "source", "modelled", "reason",
 						      out->why));
-	if (!(cubin = nf_strdup_printf("%s/cuda/%s.cubin", dir, sku->cuda_arch)))
-		return nf_error_set(NF_ENOMEM, "out of memory");
-	have_cubin = nf_fs_exists(cubin);
-	free(cubin);
-	if (!have_cubin)
-		return nf_error_set(NF_EENV, "%s: its GPU is here but the engine has no %s cubin to time "
-				    "(NF_CUDA_KERNELS_DIR names the kernels `make cuda` builds)",
-				    p->name, sku->cuda_arch);
 	return tune_here(out, dir, p, sku, &dev, cache_root);
 }
