@@ -6,7 +6,8 @@
  * measured and listed in config.json; a second compile reuses the timing
  * cache and times nothing; a backend opening the engine launches the
  * file's choices; a damaged file is refused in one line naming it; and
- * the gates stay skipped, saying the driver is the fake.  Kernels and
+ * the gates stay skipped, saying the driver is the fake; a GPU performance
+ * gate's decode is put as a fraction of the HBM roofline.  Kernels and
  * timings on a real GPU are tests/gpu/run.sh's.
  */
 #include <jansson.h>
@@ -296,6 +297,45 @@ static void test_gates_skipped(const char *dir)
 	nf_gate_result_free(r);
 }
 
+/* After a performance gate on the GPU: the measured decode as a fraction
+ * of the SKU's HBM roofline, beside roofline.json's model. */
+static void test_perf_roofline(const char *dir)
+{
+	nf_profile p = h100_profile();
+	nf_engine *e = NULL;
+	nf_gate_result *r = NULL;
+	json_t *rl = NULL, *b1;
+	double want = -1, got = -1, modelled = -1;
+
+	if (nf_engine_open(&e, dir, 1) || nf_gpu_profile_model(dir, nf_engine_config(e), &p) ||
+	    nf_gate_result_new(&r, &p, NF_GATE_PERFORMANCE) ||
+	    !(r->metrics = calloc(1, sizeof *r->metrics))) {
+		ok(0, "a roofline.json and a gate result: %s", nf_error_last());
+		goto done;
+	}
+	nf_gate_metric_set(&r->metrics[0], "decode_tokens_per_s", "tokens/s", 5000, NF_GATE_CMP_NONE, 0);
+	r->n_metrics = 1;
+	rl = load_json(dir, NF_GPU_ROOFLINE_FILE);
+	b1 = json_array_get(json_object_get(rl, "decode"), 0);
+	want = 5000 * json_number_value(json_object_get(b1, "bytes")) /
+	       (json_number_value(json_object_get(rl, "mem_bw_gbs")) * 1e9);
+	is_int(nf_gpu_profile_perf_roofline(r, dir), 0, "add the roofline figures");
+	for (size_t i = 0; i < r->n_metrics; i++) {
+		if (!strcmp(r->metrics[i].name, "hbm_fraction"))
+			got = r->metrics[i].value;
+		if (!strcmp(r->metrics[i].name, "modelled_hbm_fraction"))
+			modelled = r->metrics[i].value;
+	}
+	ok(r->n_metrics == 4 && want > 0 && got > want * 0.999 && got < want * 1.001,
+	   "5000 tok/s is %.4g of the HBM roofline (weights and cache a step over the bandwidth)", got);
+	ok(modelled == json_number_value(json_object_get(b1, "hbm_fraction")),
+	   "beside the model's %.4g", modelled);
+done:
+	json_decref(rl);
+	nf_gate_result_free(r);
+	nf_engine_free(e);
+}
+
 int main(void)
 {
 	const char *build = tap_env("NF_BUILD", "build");
@@ -323,6 +363,7 @@ int main(void)
 	test_backend_takes_file(dir);
 	test_refused(dir);
 	test_gates_skipped(dir);
+	test_perf_roofline(dir2);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
 	if (system(cmd) != 0)
 		ok(0, "remove %s", root);
