@@ -157,7 +157,7 @@ d = os.path.join(sys.argv[1], "sm_90"); os.makedirs(d)
 b = bytearray(b"\x5c" * 512); b[0:9] = b"\x7fELF\x02\x01\x01\x41\x08"
 b[18:20] = struct.pack("<H", 190); b[48:52] = struct.pack("<I", 0x6000004 | 90 << 8)
 open(os.path.join(d, "nf_kernels.cubin"), "wb").write(b)' "$W/fakecubin"
-	NF_LIBCUDA="$FAKE" NF_CUDA_KERNELS_DIR="$W/fakecubin" "$NF" build "$W/r.yaml" --out "$W/fake" \
+	NF_LIBCUDA="$FAKE" NF_CUDA_KERNELS_DIR="$W/fakecubin" NF_LIBCUBLASLT=/nonexistent/libcublasLt.so.13 "$NF" build "$W/r.yaml" --out "$W/fake" \
 		--allow-skipped-gates >"$W/fake.log" 2>&1
 	is "with the fake H100 driver: exit 0" "$?" 0
 	t "the gates stay skipped: the reason says the driver is the tests' fake" python3 -c '

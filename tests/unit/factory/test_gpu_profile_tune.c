@@ -356,6 +356,9 @@ int main(void)
 	}
 	setenv("NF_WEIGHTS_TILE", "0", 1);
 	setenv("NF_LIBCUDA", fake, 1);
+	/* no cuBLASLt: a real one on the fake driver would only add noise
+	 * (and an int8-wo engine has no cuBLASLt candidate) */
+	setenv("NF_LIBCUBLASLT", "/nonexistent/libcublasLt.so.13", 1);
 	setenv("FAKE_CUDA_LOG", log_path, 1);
 	test_not_here(dir, cache, "FAKE_CUDA_COUNT", "0", "no h100-sxm here");
 	test_not_here(dir, cache, "FAKE_CUDA_NAME", "NVIDIA H200", "compatible");
