@@ -48,6 +48,15 @@ static json_t *choice_json(const nf_cuda_choice *c, const nf_timing_cache *cache
 	o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:i}", "source", "measured", "family",
 		      s.family, "rows", s.rows, "cols", s.cols, "batch", s.batch, "kernel",
 		      kernel_of(c->kind, c->variant), "median_us", t.median_us, "runs", t.runs);
+	if (o && t.n_candidates > 0) {
+		json_t *cand = json_object();
+		for (int i = 0; cand && i < t.n_candidates; i++)
+			json_object_set_new(cand, t.candidate[i], json_real(t.candidate_us[i]));
+		if (json_object_set_new(o, "candidates_us", cand)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
 	snprintf(s.family, sizeof s.family, "cublaslt_%s",
 		 nf_cuk_info_of(nf_cuk_gemm(c->kind))->name + strlen("nf_cu_gemm_"));
 	if (o && nf_timing_cache_find(cache, &s, &lt) &&

@@ -153,11 +153,17 @@ static void check_measured(const char *dir)
 	size_t i, bad = 0;
 	nf_engine *e = NULL;
 
-	json_array_foreach(list, i, o)
+	json_array_foreach(list, i, o) {
+		json_t *cand = json_object_get(o, "candidates_us");
+		json_t *won = json_object_get(cand, str_of(json_object_get(o, "kernel")));
 		bad += strcmp(str_of(json_object_get(o, "source")), "measured") != 0 ||
-		       json_number_value(json_object_get(o, "median_us")) <= 0;
-	ok(json_array_size(list) > 0 && bad == 0, "%zu tactics, every one source measured with its median",
-	   json_array_size(list));
+		       json_number_value(json_object_get(o, "median_us")) <= 0 ||
+		       json_object_size(cand) < 3 ||
+		       json_number_value(won) != json_number_value(json_object_get(o, "median_us"));
+	}
+	ok(json_array_size(list) > 0 && bad == 0,
+	   "%zu tactics, every one source measured with its median and its candidates' (the winner's "
+	   "among them)", json_array_size(list));
 	ok(json_object_get(json_object_get(cfg, "files"), NF_CUDA_TACTICS_FILE) != NULL &&
 		   !strcmp(str_of(json_object_get(json_object_get(cfg, "cuda_tactics"),
 							     "source")),
