@@ -1,5 +1,6 @@
 /*
- * gpu_profile.c - a GPU profile built where its GPU is not (gpu_profile.h).
+ * gpu_profile.c - a GPU profile's roofline model, kernels, provenance and
+ * gates (gpu_profile.h); its measured tactics are gpu_profile_tune.c's.
  */
 #include "factory/gpu_profile.h"
 
@@ -187,7 +188,7 @@ int nf_gpu_profile_gate(nf_gate_result **out, const nf_profile *p, const char *d
 	return nf_gate_skipped(out, p, kind, reason);
 }
 
-/* The number of r's metric `name`, or -1. */
+/* The value of r's metric `name`, or -1 when r has none. */
 static double metric(const nf_gate_result *r, const char *name)
 {
 	for (size_t i = 0; i < r->n_metrics; i++)

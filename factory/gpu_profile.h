@@ -1,10 +1,12 @@
 /*
- * gpu_profile.h - a GPU profile built on a machine without its GPU: what
- * its compile adds to the engine (roofline.json, the roofline model of its
- * SKU: modelled decode tokens/s per batch bucket, the fraction of the HBM
- * roofline, GEMV tactics marked "modelled"; engine/roofline.h), and its
- * gates, skipped with the reason (where the GPU is, what the model says),
- * never passed (docs/cuda.md).
+ * gpu_profile.h - what a GPU profile's compile adds to the engine and how
+ * its gates run (docs/cuda.md).  Everywhere: roofline.json, the roofline
+ * model of its SKU (modelled decode tokens/s per batch bucket, the
+ * fraction of the HBM roofline, GEMV tactics marked "modelled";
+ * engine/roofline.h), and the cubin of its architecture.  Where its very
+ * SKU is here: the tactics measured on it (cuda_tactics.json), and both
+ * gates run on it.  Elsewhere the gates are skipped with the reason (where
+ * the GPU is, what the model says), never passed.
  */
 #ifndef NF_FACTORY_GPU_PROFILE_H
 #define NF_FACTORY_GPU_PROFILE_H
