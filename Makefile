@@ -111,7 +111,8 @@ $(FAKE_LIBCUDA): tests/fakes/libcuda.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
 $(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu \
-	$(BUILD)/tests/engine/test_cuda_backend $(BUILD)/tests/engine/test_timing_cache: | $(FAKE_LIBCUDA)
+	$(BUILD)/tests/engine/test_cuda_backend $(BUILD)/tests/engine/test_timing_cache \
+	$(BUILD)/tests/factory/test_gpu_profile_tune: | $(FAKE_LIBCUDA)
 test-bins: $(FAKE_LIBCUDA)
 # The fake cuBLASLt (tests/fakes/libcublasLt.c) the tactics' tests open
 # through NF_LIBCUBLASLT: the call sequence of a candidate, no product.

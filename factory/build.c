@@ -300,6 +300,23 @@ typedef struct compile_fill {
 	const char *provenance;
 } compile_fill;
 
+/* A GPU profile's tactics timed on its very GPU when it is here, else the
+ * roofline model's stand (factory/gpu_profile.h). */
+static int tune_on_gpu(build_ctx *b, const char *engine_dir, const nf_profile *p)
+{
+	nf_gpu_tune t;
+	int err = nf_gpu_profile_tune(&t, engine_dir, p, nf_cache_root(b->cache));
+	if (!err && t.warning[0])
+		nf_log_warn(b->log, "compile", "%s", t.warning);
+	if (!err && t.measured)
+		nf_log_info(b->log, "compile", "%s: tactics measured on its GPU (%d shapes timed, "
+			    "%d cuBLASLt; the others from the timing cache)", p->name, t.timed,
+			    t.timed_cublaslt);
+	else if (!err)
+		nf_log_info(b->log, "compile", "%s: tactics modelled: %s", p->name, t.why);
+	return err;
+}
+
 /* The engine of c->p (and its measured tactics) into a compile stage's folder. */
 static int fill_compile(build_ctx *b, const char *dir, const void *arg)
 {
@@ -323,8 +340,9 @@ static int fill_compile(build_ctx *b, const char *dir, const void *arg)
 	};
 	if (!err)
 		err = nf_engine_build(engine_dir, b->model, &eo);
-	if (!err && p->is_gpu && !(err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)))
-		err = nf_gpu_profile_kernels(engine_dir, p);
+	if (!err && p->is_gpu && !(err = nf_gpu_profile_model(engine_dir, &b->model->cfg, p)) &&
+	    !(err = nf_gpu_profile_kernels(engine_dir, p)))
+		err = tune_on_gpu(b, engine_dir, p);
 	free(engine_dir);
 	free(report);
 	return err;

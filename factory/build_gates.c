@@ -129,7 +129,9 @@ static int perf_baseline(build_ctx *b, const nf_gate_result **base)
 	*base = NULL;
 	for (size_t i = 0; i < b->results.n; i++) {
 		const nf_gate_result *r = b->results.items[i];
-		if (r->kind == NF_GATE_PERFORMANCE && r->verdict != NF_VERDICT_SKIPPED) {
+		/* a GPU profile measured on its GPU is no CPU engine to compare */
+		if (r->kind == NF_GATE_PERFORMANCE && r->verdict != NF_VERDICT_SKIPPED &&
+		    !strcmp(r->device, "cpu")) {
 			if (!strcmp(r->precision, "fp32"))
 				return (*base = r), 0;
 			*base = r; /* some CPU profile was measured */
@@ -182,7 +184,9 @@ static int stage_perf_ratios(build_ctx *b)
 	int err = b->recipe->gates.performance.present ? perf_baseline(b, &base) : 0;
 	for (size_t i = 0; !err && base && i < b->plan->n_profiles; i++) {
 		nf_profile *p = &b->plan->profiles[i];
-		if (!b->gated_now[i]) /* a cached gate holds its ratios already */
+		/* a cached gate holds its ratios already; a GPU profile's speed and
+		 * memory say nothing against a CPU float32 engine's */
+		if (!b->gated_now[i] || p->is_gpu)
 			continue;
 		nf_gate_ratio_bounds rb = ratio_bounds(&b->recipe->gates.performance, p->precision);
 		for (size_t k = 0; !err && k < b->results.n; k++) {

@@ -310,7 +310,7 @@ static int correctness_summary(nf_gate_result *r, const nf_gate_bounds *bd)
 }
 
 static int eval_run_open(eval_run *run, const char *engine_dir, const nf_gate_ref *ref, int threads,
-			 nf_log *log)
+			 int on_gpu, nf_log *log)
 {
 	int rc;
 	run->ref = ref;
@@ -321,6 +321,7 @@ static int eval_run_open(eval_run *run, const char *engine_dir, const nf_gate_re
 	for (size_t i = 0; i < ref->n_prompts; i++)
 		run->total += (uint64_t)ref->prompts[i].n_prompt + (uint64_t)ref->prompts[i].n_continued - 1;
 	if ((rc = nf_engine_open(&run->e, engine_dir, threads)) < 0 ||
+	    (on_gpu && (rc = nf_engine_use_gpu(run->e, 1)) < 0) ||
 	    (rc = check_model_match(nf_engine_config(run->e), &ref->cfg, engine_dir)) < 0 ||
 	    (rc = nf_seq_new(&run->seq, run->e)) < 0)
 		return rc;
@@ -374,13 +375,16 @@ int nf_gate_correctness(nf_gate_result **out, const nf_profile *profile, const c
 	int rc;
 
 	*out = NULL;
-	if (profile && profile->is_gpu)
+	/* a GPU profile's gates run on its GPU when it is here, else skipped */
+	char why[256];
+	int on_gpu = profile && profile->is_gpu;
+	if (on_gpu && !nf_gpu_profile_gates_here(profile, why, sizeof why))
 		return nf_gpu_profile_gate(out, profile, engine_dir, NF_GATE_CORRECTNESS);
 	if (!engine_dir || !o || !o->ref)
 		return nf_error_set(NF_EINPUT, "correctness gate: need an engine and the float32 reference");
 	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_CORRECTNESS)) < 0)
 		goto done;
-	if ((rc = eval_run_open(&run, engine_dir, o->ref, o->threads, log)) < 0) {
+	if ((rc = eval_run_open(&run, engine_dir, o->ref, o->threads, on_gpu, log)) < 0) {
 		nf_error_wrap(rc, "correctness gate of %s", r->profile_name);
 		goto done;
 	}
@@ -513,7 +517,7 @@ static int prefill_input(nf_engine *e, const nf_gate_perf_opts *o, const char *p
 
 /* Open the engine and run it `runs` times; the peak RSS spans all of it. */
 static int perf_runs(perf_measure *pm, const char *engine_dir, const nf_gate_perf_opts *o,
-		     const char *prompt, int runs, nf_log *log)
+		     const char *prompt, int runs, int on_gpu, nf_log *log)
 {
 	nf_engine *e = NULL;
 	int *owned = NULL, n = 0, rc;
@@ -523,6 +527,7 @@ static int perf_runs(perf_measure *pm, const char *engine_dir, const nf_gate_per
 
 	pm->reset = reset_peak_rss();
 	if ((rc = nf_engine_open(&e, engine_dir, o->threads)) < 0 ||
+	    (on_gpu && (rc = nf_engine_use_gpu(e, 1)) < 0) ||
 	    (rc = prefill_input(e, o, prompt, &owned, &tokens, &n)) < 0)
 		goto done;
 	if (!(logits = calloc((size_t)nf_engine_config(e)->vocab_size, sizeof(float)))) {
@@ -625,7 +630,9 @@ int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 	int rc;
 
 	*out = NULL;
-	if (profile && profile->is_gpu)
+	char why[256];
+	int on_gpu = profile && profile->is_gpu;
+	if (on_gpu && !nf_gpu_profile_gates_here(profile, why, sizeof why))
 		return nf_gpu_profile_gate(out, profile, engine_dir, NF_GATE_PERFORMANCE);
 	if (!engine_dir || !o || o->max_tokens < 1 || o->runs < 0)
 		return nf_error_set(NF_EINPUT, "performance gate: need an engine and max_tokens >= 1");
@@ -633,11 +640,12 @@ int nf_gate_performance(nf_gate_result **out, const nf_profile *profile,
 	const char *prompt = o->prompt ? o->prompt : "";
 	if ((rc = nf_gate_result_new(&r, profile, NF_GATE_PERFORMANCE)) < 0)
 		goto done;
-	if ((rc = perf_runs(&pm, engine_dir, o, prompt, o->runs ? o->runs : 3, log)) < 0) {
+	if ((rc = perf_runs(&pm, engine_dir, o, prompt, o->runs ? o->runs : 3, on_gpu, log)) < 0) {
 		nf_error_wrap(rc, "performance gate of %s", r->profile_name);
 		goto done;
 	}
-	if ((rc = perf_result(r, &pm, o, prompt, log)) < 0)
+	if ((rc = perf_result(r, &pm, o, prompt, log)) < 0 ||
+	    (on_gpu && (rc = nf_gpu_profile_perf_roofline(r, engine_dir)) < 0))
 		goto done;
 	r->seconds = now_seconds() - t0;
 done:

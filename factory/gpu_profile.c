@@ -1,5 +1,6 @@
 /*
- * gpu_profile.c - a GPU profile built where its GPU is not (gpu_profile.h).
+ * gpu_profile.c - a GPU profile's roofline model, kernels, provenance and
+ * gates (gpu_profile.h); its measured tactics are gpu_profile_tune.c's.
  */
 #include "factory/gpu_profile.h"
 
@@ -130,22 +131,29 @@ int nf_gpu_profile_provenance(json_t *prov, const nf_profile *p)
 		err = add_file_digest(prov, "cuda_ptx_sha256", ptx);
 	if (!err && table && *table && nf_fs_exists(table))
 		err = add_file_digest(prov, "cuda_occupancy_table_sha256", table);
+	/* measured tactics (nf_gpu_profile_tune) where the very GPU is: an
+	 * engine compiled without it is not reused where it is */
+	nf_cuda_device dev;
+	char why[256];
+	if (!err && nf_gpu_profile_device(&dev, p, why, sizeof why) &&
+	    json_object_set_new(prov, "cuda_tuned_on", json_string(dev.name)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
 	free(cubin);
 	free(ptx);
 	return err;
 }
 
-/* "no h100-sxm here", or the GPU that is here and why it still is not run. */
-static void where(char *buf, size_t len, const nf_profile *p)
+int nf_gpu_profile_gates_here(const nf_profile *p, char *why, size_t len)
 {
-	const nf_sku *sku = nf_sku_find(p->device);
 	nf_cuda_device dev;
-	int exact = 0;
-	if (!sku || nf_cuda_find_device(&dev, &exact, sku) != 0)
-		snprintf(buf, len, "no %s here", p->device);
-	else
-		snprintf(buf, len, "%s GPU %d (%s) is here, but this nimfactory has no CUDA backend to run it",
-			 exact ? "its" : "a compatible", dev.ordinal, dev.name);
+	if (!nf_gpu_profile_device(&dev, p, why, len))
+		return 0;
+	if (nf_gpu_driver_is_fake()) {
+		snprintf(why, len, "GPU %d (%s) is the tests' fake CUDA driver %s: no kernel runs there",
+			 dev.ordinal, dev.name, getenv("NF_LIBCUDA"));
+		return 0;
+	}
+	return 1;
 }
 
 /* The summary line of the engine's roofline.json, into buf ("" when none). */
@@ -168,7 +176,7 @@ int nf_gpu_profile_gate(nf_gate_result **out, const nf_profile *p, const char *d
 {
 	char here[256], model[160], reason[512];
 
-	where(here, sizeof here, p);
+	nf_gpu_profile_gates_here(p, here, sizeof here);
 	if (kind == NF_GATE_PERFORMANCE) {
 		modelled(model, sizeof model, dir ? dir : "");
 		snprintf(reason, sizeof reason, "%s; %s", here,
@@ -178,4 +186,51 @@ int nf_gpu_profile_gate(nf_gate_result **out, const nf_profile *p, const char *d
 			 here);
 	}
 	return nf_gate_skipped(out, p, kind, reason);
+}
+
+/* The value of r's metric `name`, or -1 when r has none. */
+static double metric(const nf_gate_result *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_metrics; i++)
+		if (!strcmp(r->metrics[i].name, name))
+			return r->metrics[i].value;
+	return -1;
+}
+
+int nf_gpu_profile_perf_roofline(nf_gate_result *r, const char *dir)
+{
+	char *path = nf_path_join(dir, NF_GPU_ROOFLINE_FILE), *text = NULL;
+	json_t *j = NULL, *b1;
+	double tps = metric(r, "decode_tokens_per_s"), bw, bytes;
+	nf_gate_metric *m;
+	size_t n;
+	int err = path ? 0 : nf_error_set(NF_ENOMEM, "out of memory");
+
+	if (!err && (err = nf_fs_read_file(&text, &n, path, ROOFLINE_MAX_BYTES)) == 0 &&
+	    !(j = json_loadb(text, n, 0, NULL)))
+		err = nf_error_set(NF_EINPUT, "%s is not JSON", path);
+	b1 = json_array_get(json_object_get(j, "decode"), 0); /* batch 1: what the gate decodes */
+	bw = json_number_value(json_object_get(j, "mem_bw_gbs")) * 1e9;
+	bytes = json_number_value(json_object_get(b1, "bytes"));
+	if (!err && (tps < 0 || bw <= 0 || bytes <= 0))
+		err = nf_error_set(NF_EINPUT, "%s: no batch-1 bytes or bandwidth, or no decode measured",
+				   path);
+	if (!err && !(m = realloc(r->metrics, (r->n_metrics + 3) * sizeof *m)))
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+	if (!err) {
+		r->metrics = m;
+		m += r->n_metrics;
+		nf_gate_metric_set(&m[0], "hbm_fraction", "ratio", tps * bytes / bw, NF_GATE_CMP_NONE, 0);
+		nf_gate_metric_set(&m[1], "modelled_decode_tokens_per_s", "tokens/s",
+				   json_number_value(json_object_get(b1, "tokens_per_s")),
+				   NF_GATE_CMP_NONE, 0);
+		nf_gate_metric_set(&m[2], "modelled_hbm_fraction", "ratio",
+				   json_number_value(json_object_get(b1, "hbm_fraction")),
+				   NF_GATE_CMP_NONE, 0);
+		r->n_metrics += 3;
+	}
+	json_decref(j);
+	free(text);
+	free(path);
+	return err;
 }

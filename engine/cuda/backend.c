@@ -283,8 +283,10 @@ int nf_cuda_backend_new(nf_cuda_backend **out, const nf_cuda_driver *d, const nf
 	b->rows = b->max_prefill > b->max_batch ? b->max_prefill : b->max_batch;
 	b->kv = o->kv == NF_KV_INT8 ? NF_KV_INT8 : NF_KV_F16;
 	b->no_graphs = o->no_graphs;
-	/* one decode step, so a device that cannot run it fails here */
-	if ((err = open_device(b, o)) || (err = upload_weights(b, w)) || (err = alloc_caches(b)) ||
+	/* the measured tactics before the first step, which launches them;
+	 * one decode step, so a device that cannot run it fails here */
+	if ((err = open_device(b, o)) || (err = upload_weights(b, w)) ||
+	    (err = nf_cuda_backend_load_tactics(b, o->engine_dir)) || (err = alloc_caches(b)) ||
 	    (err = alloc_acts(b)) ||
 	    (err = nf_cuda_backend_decode(b, &slot, &token, &pos, 1, NULL, NULL)))
 		goto done;

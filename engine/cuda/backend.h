@@ -112,6 +112,32 @@ struct nf_cublaslt;
 int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, struct nf_timing_cache *cache,
 				  const struct nf_cublaslt *lt, int warmup, int runs, int *timed);
 
+/* The engine part holding the tactics measured on the engine's own SKU
+ * when it was built (factory/gpu_profile.c, docs/cuda.md "Measured
+ * tactics"):
+ *   {"format": "nimfactory-cuda-tactics", "version": 1, "sku", "driver",
+ *    "cubin_sha256", "tactics": [{"source": "measured", "family": "gemv_q8",
+ *    "rows", "cols", "batch", "kernel": "nf_cu_gemm_q8", "median_us", "runs",
+ *    "cublaslt_us" (when cuBLASLt was timed there)}, ...]}
+ * nf_cuda_backend_new reads it when the engine has it, and each shape
+ * listed launches its measured winner; the others keep the roofline
+ * model's choice. */
+#define NF_CUDA_TACTICS_FILE "cuda_tactics.json"
+#define NF_CUDA_TACTICS_FORMAT "nimfactory-cuda-tactics"
+#define NF_CUDA_TACTICS_VERSION 1
+
+/* The tactics file of b's tuned choices (after nf_cuda_backend_tune with
+ * cache): each shape's winner with its median and runs, and cuBLASLt's
+ * fastest median beside it when cache has one.  Caller frees *text. */
+int nf_cuda_backend_tactics_json(char **text, const nf_cuda_backend *b,
+				 const struct nf_timing_cache *cache);
+
+/* Read engine_dir's NF_CUDA_TACTICS_FILE, when there is one, and make b
+ * launch each listed shape's kernel.  A damaged file, or one naming a
+ * shape or kernel this model and backend do not have, is NF_EINPUT with
+ * one line naming the file (nothing chosen). */
+int nf_cuda_backend_load_tactics(nf_cuda_backend *b, const char *engine_dir);
+
 /* Bytes of weights uploaded (each tensor once; a tied classifier is the
  * embedding's). */
 uint64_t nf_cuda_backend_weight_bytes(const nf_cuda_backend *b);

@@ -90,17 +90,24 @@ static int time_one(nf_cuda_backend *b, const timer *tm, const candidate *c, con
 	return 0;
 }
 
-/* The fastest of the n candidates by the median of timed runs into *best. */
+/* The fastest of the n candidates by the median of timed runs into *best,
+ * every candidate's median into t's candidates. */
 static int time_candidates(nf_cuda_backend *b, const timer *tm, const candidate *c, int n,
-			   const nf_cuda_wmat *w, int batch, int *best, double *best_us)
+			   const nf_cuda_wmat *w, int batch, int *best, nf_tc_tactic *t)
 {
 	int err;
+	t->n_candidates = 0;
 	for (int i = 0; i < n; i++) {
 		double us = 0;
 		if ((err = time_one(b, tm, &c[i], w, batch, &us)))
 			return err;
-		if (i == 0 || us < *best_us) {
-			*best_us = us;
+		if (i < NF_TC_CANDIDATES_MAX) {
+			snprintf(t->candidate[i], sizeof t->candidate[i], "%s", c[i].t.kernel);
+			t->candidate_us[i] = us;
+			t->n_candidates = i + 1;
+		}
+		if (i == 0 || us < t->median_us) {
+			t->median_us = us;
 			*best = i;
 		}
 	}
@@ -120,12 +127,16 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const timer *t
 	if (nf_timing_cache_find(cache, &s, &hit))
 		best = cached_candidate(c, n, &hit);
 	if (best < 0) {
-		double us = 0;
-		if ((err = time_candidates(b, tm, c, n, w, batch, &best, &us)))
+		nf_tc_tactic all;
+		memset(&all, 0, sizeof all);
+		if ((err = time_candidates(b, tm, c, n, w, batch, &best, &all)))
 			return err;
 		hit = c[best].t;
-		hit.median_us = us;
+		hit.median_us = all.median_us;
 		hit.runs = tm->runs;
+		hit.n_candidates = all.n_candidates;
+		memcpy(hit.candidate, all.candidate, sizeof hit.candidate);
+		memcpy(hit.candidate_us, all.candidate_us, sizeof hit.candidate_us);
 		if ((err = nf_timing_cache_put(cache, &s, &hit)))
 			return err;
 		++*timed;

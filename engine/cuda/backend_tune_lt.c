@@ -56,10 +56,14 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const lt_timer
 {
 	const char *fmt = nf_cuk_info_of(nf_cuk_gemm(w->kind))->name + strlen("nf_cu_gemm_");
 	nf_tc_shape s = {{0}, w->m.rows, w->m.cols, batch};
-	nf_tc_tactic best = {{0}, 0, 0, 0, 0, 0, 0}, hit;
+	nf_tc_tactic best, hit;
 	nf_lt_plan p;
 	int err;
 
+	/* a library call has no tile of ours: 1 x 1, as the cache's bounds
+	 * want (a 0 there would make the whole file read as damaged) */
+	memset(&best, 0, sizeof best);
+	best.tile_rows = best.tile_tokens = best.vector = 1;
 	snprintf(s.family, sizeof s.family, "cublaslt_%s", fmt);
 	if (nf_timing_cache_find(cache, &s, &hit))
 		return 0;

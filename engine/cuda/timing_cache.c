@@ -4,7 +4,9 @@
  *    "sku": "h100-sxm", "driver": 12040, "cubin_sha256": "...",
  *    "entries": [{"family": "gemv_q8", "rows": 4096, "cols": 4096, "batch": 1,
  *                 "kernel": "nf_cu_gemv_q8", "tile_rows": 4, "tile_tokens": 1,
- *                 "split_k": 1, "vector": 4, "median_us": 21.5, "runs": 20}, ...]}
+ *                 "split_k": 1, "vector": 4, "median_us": 21.5, "runs": 20,
+ *                 "candidates": {"nf_cu_gemv_q8": 21.5, "nf_cu_gemv_sk_q8": 30.1}}, ...]}
+ * ("candidates" optional)
  * every field checked against a bound when read.
  */
 #include "engine/cuda/timing_cache.h"
@@ -52,6 +54,7 @@ void nf_timing_cache_free(nf_timing_cache *c)
 }
 
 size_t nf_timing_cache_count(const nf_timing_cache *c) { return c->n; }
+const nf_tc_key *nf_timing_cache_key(const nf_timing_cache *c) { return &c->key; }
 
 static int same_shape(const nf_tc_shape *a, const nf_tc_shape *b)
 {
@@ -106,13 +109,25 @@ double nf_tc_median(double *v, int n)
 
 /* ---- writing ---- */
 
+static json_t *candidates_json(const nf_tc_tactic *t)
+{
+	json_t *o = json_object();
+	for (int i = 0; o && i < t->n_candidates; i++)
+		if (json_object_set_new(o, t->candidate[i], json_real(t->candidate_us[i]))) {
+			json_decref(o);
+			return NULL;
+		}
+	return o;
+}
+
 static json_t *entry_json(const entry *e)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:i}", "family",
+	return json_pack("{s:s, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:o}", "family",
 			 e->shape.family, "rows", e->shape.rows, "cols", e->shape.cols, "batch",
 			 e->shape.batch, "kernel", e->tactic.kernel, "tile_rows", e->tactic.tile_rows,
 			 "tile_tokens", e->tactic.tile_tokens, "split_k", e->tactic.split_k, "vector",
-			 e->tactic.vector, "median_us", e->tactic.median_us, "runs", e->tactic.runs);
+			 e->tactic.vector, "median_us", e->tactic.median_us, "runs", e->tactic.runs,
+			 "candidates", candidates_json(&e->tactic));
 }
 
 int nf_timing_cache_save(const nf_timing_cache *c, const char *path)
@@ -168,6 +183,27 @@ static int str_field(char *out, size_t len, json_t *o, const char *name)
 	return 1;
 }
 
+/* The optional "candidates" of an entry into t: 1, or 0 when damaged. */
+static int parse_candidates(nf_tc_tactic *t, json_t *o)
+{
+	json_t *c = json_object_get(o, "candidates"), *v;
+	const char *k;
+	if (!c)
+		return 1;
+	if (!json_is_object(c) || json_object_size(c) > NF_TC_CANDIDATES_MAX)
+		return 0;
+	json_object_foreach(c, k, v) {
+		int i = t->n_candidates;
+		if (!*k || strlen(k) >= NF_TC_NAME_MAX || !json_is_number(v) ||
+		    !isfinite(json_number_value(v)) || json_number_value(v) <= 0)
+			return 0;
+		memcpy(t->candidate[i], k, strlen(k) + 1);
+		t->candidate_us[i] = json_number_value(v);
+		t->n_candidates++;
+	}
+	return 1;
+}
+
 static int parse_entry(entry *e, json_t *o)
 {
 	json_t *us = json_object_get(o, "median_us");
@@ -184,7 +220,8 @@ static int parse_entry(entry *e, json_t *o)
 	    !int_field(&e->tactic.runs, o, "runs", 1, 1 << 20) || !json_is_number(us))
 		return 0;
 	e->tactic.median_us = json_number_value(us);
-	return isfinite(e->tactic.median_us) && e->tactic.median_us > 0;
+	return isfinite(e->tactic.median_us) && e->tactic.median_us > 0 &&
+	       parse_candidates(&e->tactic, o);
 }
 
 /* Whether the file's key is key: all three must be the same. */

@@ -24,6 +24,7 @@
 #define NF_TC_VERSION 1
 #define NF_TC_MAX_ENTRIES 65536
 #define NF_TC_NAME_MAX 64
+#define NF_TC_CANDIDATES_MAX 8
 
 typedef struct nf_tc_key {
 	char sku[NF_TC_NAME_MAX];  /* "h100-sxm" */
@@ -43,6 +44,11 @@ typedef struct nf_tc_tactic {
 	int vector;                  /* elements a thread loads at once */
 	double median_us;
 	int runs;
+	/* every candidate timed for the shape, the winner among them: its
+	 * kernel and median (0 candidates in a cache written without them) */
+	int n_candidates;
+	char candidate[NF_TC_CANDIDATES_MAX][NF_TC_NAME_MAX];
+	double candidate_us[NF_TC_CANDIDATES_MAX];
 } nf_tc_tactic;
 
 typedef struct nf_timing_cache nf_timing_cache;
@@ -62,6 +68,8 @@ int nf_timing_cache_find(const nf_timing_cache *c, const nf_tc_shape *s, nf_tc_t
 /* Keep t for s (replacing an entry of the same shape). */
 int nf_timing_cache_put(nf_timing_cache *c, const nf_tc_shape *s, const nf_tc_tactic *t);
 size_t nf_timing_cache_count(const nf_timing_cache *c);
+/* The key the cache belongs to (owned by c). */
+const nf_tc_key *nf_timing_cache_key(const nf_timing_cache *c);
 /* The median of v[0, n) (n >= 1; v is sorted in place). */
 double nf_tc_median(double *v, int n);
 /* Write the cache to path atomically. */

@@ -9,7 +9,9 @@
 # says "skipped"; a tensor-parallel point is dropped with its reason; the
 # model is derated by docs/cuda-kernels.md's occupancy and the engine carries
 # the cubin `make cuda` built (when it did); with the fake CUDA driver as the
-# H100 the reason says the GPU is here.
+# H100 and a fake cubin, the compile measures the tactics into
+# cuda_tactics.json (timing cache in the nimfactory cache) and the gates
+# stay skipped, saying the driver is the fake.
 set -u
 NF="${NF_BUILD:?}/bin/nimfactory"
 MODELS="${NF_SHARED:?}/models/stories260K"
@@ -59,6 +61,10 @@ is "config.json lists roofline.json with its sha256" \
 	"$(json_get "$W/refused/engines/$E/config.json" "j['files']['roofline.json']['sha256']")" \
 	"$(sha256sum "$R" | cut -d' ' -f1)"
 is "the h100-sxm engine is int8-wo" "$(json_get "$W/refused/engines/$E/config.json" "j['precision']")" int8-wo
+is "config.json: its GPU tactics are modelled, and why" \
+	"$(json_get "$W/refused/engines/$E/config.json" "(j['cuda_tactics']['source'], j['cuda_tactics']['reason'])")" \
+	"('modelled', 'no h100-sxm here')"
+t "and it has no measured tactics file" test ! -e "$W/refused/engines/$E/cuda_tactics.json"
 
 "$NF" build "$W/r.yaml" --out "$W/allowed" --allow-skipped-gates --log-format text >"$W/allowed.log" 2>&1
 is "with --allow-skipped-gates: exit 0" "$?" 0
@@ -141,17 +147,37 @@ else
 fi
 
 if [ "${NF_SAN:-}" = 1 ]; then
-	skip "sanitizer build: the fourth build (the fake H100) is left to the plain run"
-	skip "sanitizer build: the fourth build (the fake H100) is left to the plain run"
+	for _ in 1 2 3 4 5; do skip "sanitizer build: the fourth build (the fake H100) is left to the plain run"; done
 elif [ -e "$FAKE" ]; then
-	NF_LIBCUDA="$FAKE" "$NF" build "$W/r.yaml" --out "$W/fake" --allow-skipped-gates >"$W/fake.log" 2>&1
+	# a fake sm_90 cubin, so the compile opens the engine on the fake H100
+	# and "times" it (the fake runs no kernel; its events say 1 ms)
+	python3 -c '
+import os, struct, sys
+d = os.path.join(sys.argv[1], "sm_90"); os.makedirs(d)
+b = bytearray(b"\x5c" * 512); b[0:9] = b"\x7fELF\x02\x01\x01\x41\x08"
+b[18:20] = struct.pack("<H", 190); b[48:52] = struct.pack("<I", 0x6000004 | 90 << 8)
+open(os.path.join(d, "nf_kernels.cubin"), "wb").write(b)' "$W/fakecubin"
+	NF_LIBCUDA="$FAKE" NF_CUDA_KERNELS_DIR="$W/fakecubin" NF_LIBCUBLASLT=/nonexistent/libcublasLt.so.13 "$NF" build "$W/r.yaml" --out "$W/fake" \
+		--allow-skipped-gates >"$W/fake.log" 2>&1
 	is "with the fake H100 driver: exit 0" "$?" 0
-	t "the reason says the GPU is here but has no backend to run on" python3 -c '
+	t "the gates stay skipped: the reason says the driver is the tests' fake" python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
-r = [g["reason"] for p in j["profiles"] if p["device"] == "h100-sxm" for g in p["gates"]]
-sys.exit(0 if all(x.startswith("its GPU 0 (NVIDIA H100 80GB HBM3) is here, but this nimfactory has no CUDA backend") for x in r) else 1)' "$W/fake/reports/gates.json"
+g = [g for p in j["profiles"] if p["device"] == "h100-sxm" for g in p["gates"]]
+sys.exit(0 if g and all(x["verdict"] == "skipped" and x["reason"].startswith("GPU 0 (NVIDIA H100 80GB HBM3) is the tests\x27 fake CUDA driver") for x in g) else 1)' "$W/fake/reports/gates.json"
+	E=$(json_get "$W/fake/plan.json" "[p['id'] for p in j['profiles'] if p['device'] == 'h100-sxm'][0]")
+	C="$W/fake/engines/$E"
+	is "on its very SKU the compile measures the tactics: cuda_tactics.json, every one measured" \
+		"$(json_get "$C/cuda_tactics.json" "(j['sku'], sorted({t['source'] for t in j['tactics']}))")" \
+		"('h100-sxm', ['measured'])"
+	is "config.json lists it with its sha256 and says measured" \
+		"$(json_get "$C/config.json" "(j['files']['cuda_tactics.json']['sha256'], j['cuda_tactics']['source'])")" \
+		"('$(sha256sum "$C/cuda_tactics.json" | cut -d' ' -f1)', 'measured')"
+	t "the timing cache is kept in the nimfactory cache" sh -c 'ls "$1"/cuda-timing/h100-sxm-*.json' sh "$NIMFACTORY_CACHE"
 else
+	skip "fake driver $FAKE not built"
+	skip "fake driver $FAKE not built"
+	skip "fake driver $FAKE not built"
 	skip "fake driver $FAKE not built"
 	skip "fake driver $FAKE not built"
 fi

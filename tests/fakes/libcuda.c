@@ -11,7 +11,9 @@
  * device's compute capability, as a cubin's do; anything else is
  * rejected as the driver would (200 invalid image, 209 no binary for GPU).
  * Memory is host memory; kernels, streams, events and graphs do nothing:
- * no kernel runs here.  What the host asked for is what the tests check:
+ * no kernel runs here, and the exported nf_fake_cuda_driver says so to
+ * nimfactory, whose gates then stay skipped.
+ * What the host asked for is what the tests check:
  *   FAKE_CUDA_LOG=PATH          one line per call appended to PATH:
  *                               "alloc BYTES", "htod BYTES", "dtoh BYTES",
  *                               "dtod-async BYTES",
@@ -42,6 +44,10 @@ enum {
 	ERR_NO_BINARY_FOR_GPU = 209,
 	ERR_NOT_FOUND = 500,
 };
+
+/* Marks this library as the fake: nimfactory's gates never run on it
+ * (factory/gpu_profile.h, nf_gpu_driver_is_fake). */
+int nf_fake_cuda_driver = 1;
 
 static int env_int(const char *name, int fallback)
 {

@@ -13,6 +13,12 @@
 #      its rows of logits and prefix copies (tests/gpu/gpu_rows.c); and the
 #      tactics timed: every kernel variant, and cuBLASLt beside the GEMMs
 #      when libcublasLt is here (tests/gpu/tune.c);
+#   2c. `nimfactory build` of a recipe with this GPU's profile: the compile
+#      measures the tactics into the engine's cuda_tactics.json (a rebuild
+#      reuses the timing cache and times nothing), the gates run on the GPU
+#      (not skipped; the performance gate gives the fraction of the HBM
+#      roofline beside the model's), and the engine's greedy text on the
+#      GPU equals the same engine's on the CPU;
 #   3. a benchmark (tests/gpu/bench.c): decode and prefill tokens/s per
 #      precision on SmolLM2-135M and a synthetic ~1.1B Llama, the fraction
 #      of the HBM ceiling in decode, and PyTorch eager (tests/gpu/torch_eager.py)
@@ -71,6 +77,7 @@ for p in fp32 int8-wo; do
 	NF_LIBCUDA=/nonexistent/libcuda.so.1 "$B/bin/nimfactory" run "$E" --prompt "Once upon a time" \
 		--max-tokens 128 >"$W/cpu.txt" 2>"$W/cpu.err"
 	quote <"$W/gpu.err"
+	GPU_SKU=$sku
 	if ! grep -q "engine on the GPU" "$W/gpu.err"; then
 		notok "stories260K $p on $sku: ran on the GPU"
 	elif cmp -s "$W/gpu.txt" "$W/cpu.txt"; then
@@ -100,6 +107,19 @@ if "$B/tools/nf_engine_build_tool" "$M/stories260K.bin" "$M/tok512.bin" fp16 "$E
 else
 	quote <"$W/build.log" | tail -3; quote <"$W/gpu_engine.err"; quote <"$W/tune.tap" 2>/dev/null
 	notok "stories260K fp16: the tactics timed on this GPU"
+fi
+
+# 2c. a recipe built for this GPU: measured tactics, gates on the GPU
+if [ -n "${GPU_SKU:-}" ]; then
+	sh tests/gpu/build_recipe.sh "$B" "$M" "$GPU_SKU" "$W/recipe" >"$W/recipe.tap" 2>&1
+	quote <"$W/recipe.tap"
+	if grep -q '^not ok' "$W/recipe.tap" || ! grep -q '^ok' "$W/recipe.tap"; then
+		notok "a $GPU_SKU recipe: measured tactics and gates on the GPU"
+	else
+		ok "a $GPU_SKU recipe: measured tactics and gates on the GPU ($(grep -c '^ok' "$W/recipe.tap") checks)"
+	fi
+else
+	skip "no GPU profile engine was made above"
 fi
 
 # 3. benchmark

@@ -181,6 +181,17 @@ static void test_tune(const nf_cublaslt *lt, const char *root)
 		   !count_prefix((log = take_log()), "lt "),
 	   "cached: nothing timed again");
 	free(log);
+	/* the next build reads the cache file back whole: cuBLASLt's entries
+	 * within the file's bounds (a 0 tile would make it damaged) */
+	char path[1200], warning[300];
+	nf_timing_cache *back = NULL;
+	size_t n = nf_timing_cache_count(c);
+	snprintf(path, sizeof path, "%s/lt-cache.json", root);
+	ok(nf_timing_cache_save(c, path) == 0 &&
+		   nf_timing_cache_load(&back, path, &key, warning, sizeof warning) == 0 &&
+		   nf_timing_cache_count(back) == n && !warning[0],
+	   "saved and read back: all %zu cuBLASLt entries, no warning (%s)", n, warning);
+	nf_timing_cache_free(back);
 
 	is_int(nf_cublaslt_may_choose(), 0, "the decision: cuBLASLt is never an engine's kernel");
 	is_int(nf_cuda_backend_prefill(b, 0, prompt, 4, 0, NULL), 0, "a prefill after tuning");

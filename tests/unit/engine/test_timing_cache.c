@@ -35,7 +35,14 @@ static nf_tc_shape shape(const char *family, int rows, int cols, int batch)
 
 static nf_tc_tactic tactic(const char *kernel, int tile, double us)
 {
-	nf_tc_tactic t = {{0}, tile, tile == 4 ? 1 : tile, 1, 4, us, 20};
+	nf_tc_tactic t;
+	memset(&t, 0, sizeof t);
+	t.tile_rows = tile;
+	t.tile_tokens = tile == 4 ? 1 : tile;
+	t.split_k = 1;
+	t.vector = 4;
+	t.median_us = us;
+	t.runs = 20;
 	snprintf(t.kernel, sizeof t.kernel, "%s", kernel);
 	return t;
 }
@@ -142,6 +149,20 @@ static char *take_log(const char *path)
 }
 
 /* Build a stories260K int8-wo engine with an sm_90 cubin header. */
+/* Whether t holds the batch-2 candidates' medians of FAKE_CUDA_ELAPSED_MS
+ * below (in any order: the file sorts them by name). */
+static int candidates_are(const nf_tc_tactic *t)
+{
+	static const char *const kernel[] = {"nf_cu_gemv_q8", "nf_cu_gemv_sk_q8", "nf_cu_gemv_v32_q8",
+					      "nf_cu_gemm_q8", "nf_cu_gemm_n16_q8"};
+	static const double us[] = {5000, 6000, 7000, 2000, 3000};
+	int found = 0;
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < t->n_candidates; j++)
+			found += !strcmp(t->candidate[j], kernel[i]) && t->candidate_us[j] == us[i];
+	return t->n_candidates == 5 && found == 5;
+}
+
 static int build_engine(const char *dir)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared");
@@ -225,6 +246,8 @@ static void test_tune(const char *root)
 	ok(nf_timing_cache_find(c, &s2, &t) && !strcmp(t.kernel, "nf_cu_gemm_q8") &&
 		   t.median_us == 2000 && t.tile_rows == NF_CU_GEMM_TILE,
 	   "batch 2: the GEMM wins, 2 ms against 5");
+	ok(candidates_are(&t), "and every candidate's median is kept: GEMV 5, split-K 6, 32-byte 7, "
+	   "GEMM 2, 16-token GEMM 3 ms");
 	ok(nf_timing_cache_find(c, &s4, &t) && !strcmp(t.kernel, "nf_cu_gemv_sk_q8") &&
 		   t.split_k == NF_CU_GEMV_SPLIT && t.tile_rows == 1,
 	   "batch 4: the split-K GEMV wins, 1 ms against 2");
@@ -242,6 +265,7 @@ static void test_tune(const char *root)
 	ok(nf_timing_cache_load(&c, path, &key, NULL, 0) == 0 &&
 		   nf_cuda_backend_tune(b, c, 2, 3, &timed) == 0 && timed == 0,
 	   "the next build reads it back and times nothing");
+	ok(nf_timing_cache_find(c, &s2, &t) && candidates_are(&t), "with the candidates' medians");
 	text = take_log(log);
 	ok(!strstr(text, "launch "), "no launch at all");
 	free(text);
