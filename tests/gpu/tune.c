@@ -48,7 +48,7 @@ static int report(const nf_timing_cache *cache, const char *fmt, const nf_model_
 	for (int i = 0; i < n; i++)
 		for (int batch = 1; batch <= top; batch *= 2) {
 			nf_tc_shape ours = {{0}, sh[i][0], sh[i][1], batch}, lt = ours;
-			nf_tc_tactic t = {{0}, 0, 0, 0, 0, 0, 0}, l = t;
+			nf_tc_tactic t = {0}, l = t;
 			snprintf(ours.family, sizeof ours.family, "gemv_%s", fmt);
 			snprintf(lt.family, sizeof lt.family, "cublaslt_%s", fmt);
 			asked++;
