@@ -81,6 +81,15 @@ int nf_cuda_backend_alloc(nf_cuda_backend *b, nf_cu_ptr *out, size_t bytes, cons
 /* NF_EENV "cuda: WHAT failed: CUDA error ..." for a driver result. */
 int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_result rc);
 
+/* Most timed runs a tactic gets (nf_cuda_time_median's runs). */
+#define NF_CUDA_TUNE_RUNS_MAX 64
+
+/* The median microseconds of run(arg) on b's stream: `warmup` untimed
+ * calls, then `runs` (1..NF_CUDA_TUNE_RUNS_MAX) each between the events
+ * start and stop.  run's error, or the driver's refusal naming `what`. */
+int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop, int warmup,
+			int runs, int (*run)(void *arg), void *arg, const char *what, double *median_us);
+
 /* Launch variant v for w at batch (a power of two), as tuning chose. */
 int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, nf_cu_variant v);
 /* The variant w at n tokens runs: the tuned choice of the largest power of

@@ -16,7 +16,6 @@
 #include "util/error.h"
 #include "util/banned.h"
 
-#define RUNS_MAX 64
 #define BATCH_MAX 256
 
 /* One candidate of a shape: the variant, its kernel, its launch and what
@@ -62,32 +61,56 @@ typedef struct timer {
 	int warmup, runs;
 } timer;
 
+int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop, int warmup,
+			int runs, int (*run)(void *arg), void *arg, const char *what, double *median_us)
+{
+	double us[NF_CUDA_TUNE_RUNS_MAX];
+	nf_cu_result rc;
+	int err;
+	if (runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
+		return nf_error_set(NF_EINPUT, "cuda tune: %d timed runs (1..%d)", runs,
+				    NF_CUDA_TUNE_RUNS_MAX);
+	for (int i = 0; i < warmup; i++)
+		if ((err = run(arg)))
+			return err;
+	for (int r = 0; r < runs; r++) {
+		float ms = 0;
+		err = 0;
+		if ((rc = b->api->cuEventRecord(start, b->stream)) != 0 || (err = run(arg)) ||
+		    (rc = b->api->cuEventRecord(stop, b->stream)) != 0 ||
+		    (rc = b->api->cuEventSynchronize(stop)) != 0 ||
+		    (rc = b->api->cuEventElapsedTime(&ms, start, stop)) != 0)
+			return rc ? nf_cuda_backend_fail(b, what, rc) : err;
+		us[r] = 1000.0 * ms;
+	}
+	*median_us = nf_tc_median(us, runs);
+	return 0;
+}
+
+/* One launch of a candidate kernel (nf_cuda_time_median's run). */
+typedef struct one_launch {
+	nf_cuda_backend *b;
+	const candidate *c;
+	void **params;
+} one_launch;
+
+static int launch_once(void *arg)
+{
+	one_launch *o = arg;
+	return nf_cuk_launch(&o->b->k, o->b->d, o->b->stream, o->c->id, o->c->l, o->params);
+}
+
 static int time_one(nf_cuda_backend *b, const timer *tm, const candidate *c, const nf_cuda_wmat *w,
 		    int batch, double *median_us)
 {
 	nf_cu_wmat m = w->m;
 	nf_cu_ptr x = tm->x, y = tm->y;
 	size_t ldy = (size_t)m.rows, ldx = (size_t)m.cols;
-	int accumulate = 0, err;
-	double us[RUNS_MAX];
+	int accumulate = 0;
 	void *p[] = {&y, &ldy, &m, &x, &ldx, &batch, &accumulate};
-	nf_cu_result rc;
-
-	for (int i = 0; i < tm->warmup; i++)
-		if ((err = nf_cuk_launch(&b->k, b->d, b->stream, c->id, c->l, p)))
-			return err;
-	for (int r = 0; r < tm->runs; r++) {
-		float ms = 0;
-		if ((rc = b->api->cuEventRecord(tm->start, b->stream)) != 0 ||
-		    (err = nf_cuk_launch(&b->k, b->d, b->stream, c->id, c->l, p)) ||
-		    (rc = b->api->cuEventRecord(tm->stop, b->stream)) != 0 ||
-		    (rc = b->api->cuEventSynchronize(tm->stop)) != 0 ||
-		    (rc = b->api->cuEventElapsedTime(&ms, tm->start, tm->stop)) != 0)
-			return rc ? nf_cuda_backend_fail(b, "a timed run", rc) : err;
-		us[r] = 1000.0 * ms;
-	}
-	*median_us = nf_tc_median(us, tm->runs);
-	return 0;
+	one_launch o = {b, c, p};
+	return nf_cuda_time_median(b, tm->start, tm->stop, tm->warmup, tm->runs, launch_once, &o,
+				   "a timed run", median_us);
 }
 
 /* The fastest of the n candidates by the median of timed runs into *best,
@@ -187,9 +210,9 @@ int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup,
 	int top = b->max_batch > b->max_prefill ? b->max_batch : b->max_prefill, err;
 
 	*timed = 0;
-	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > RUNS_MAX)
+	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
 		return nf_error_set(NF_EINPUT, "cuda: %d warm-up and %d timed runs (0..1000, 1..%d)",
-				    warmup, runs, RUNS_MAX);
+				    warmup, runs, NF_CUDA_TUNE_RUNS_MAX);
 	tm.warmup = warmup;
 	tm.runs = runs;
 	if (top > BATCH_MAX)

@@ -15,7 +15,6 @@
 #include "util/error.h"
 #include "util/banned.h"
 
-#define LT_RUNS_MAX 64
 #define LT_BATCH_MAX 256
 /* Workspace an algorithm may ask for: what cuBLASLt's own samples allow. */
 #define LT_WORKSPACE ((size_t)32 << 20)
@@ -26,28 +25,28 @@ typedef struct lt_timer {
 	int warmup, runs;
 } lt_timer;
 
+/* One run of algorithm i of a plan (nf_cuda_time_median's run). */
+typedef struct one_algo {
+	const nf_cuda_backend *b;
+	const lt_timer *tm;
+	const nf_lt_plan *p;
+	int i;
+	nf_cu_ptr w;
+} one_algo;
+
+static int run_algo(void *arg)
+{
+	const one_algo *a = arg;
+	return nf_lt_plan_run(a->p, a->i, a->tm->y, a->w, a->tm->x, a->tm->ws, a->b->stream);
+}
+
 /* The median microseconds of algorithm i of p. */
 static int time_algo(nf_cuda_backend *b, const lt_timer *tm, const nf_lt_plan *p, int i,
 		     nf_cu_ptr w, double *median_us)
 {
-	double us[LT_RUNS_MAX];
-	nf_cu_result rc;
-	int err;
-	for (int r = 0; r < tm->warmup; r++)
-		if ((err = nf_lt_plan_run(p, i, tm->y, w, tm->x, tm->ws, b->stream)))
-			return err;
-	for (int r = 0; r < tm->runs; r++) {
-		float ms = 0;
-		if ((rc = b->api->cuEventRecord(tm->start, b->stream)) != 0 ||
-		    (err = nf_lt_plan_run(p, i, tm->y, w, tm->x, tm->ws, b->stream)) ||
-		    (rc = b->api->cuEventRecord(tm->stop, b->stream)) != 0 ||
-		    (rc = b->api->cuEventSynchronize(tm->stop)) != 0 ||
-		    (rc = b->api->cuEventElapsedTime(&ms, tm->start, tm->stop)) != 0)
-			return rc ? nf_cuda_backend_fail(b, "a timed cuBLASLt run", rc) : err;
-		us[r] = 1000.0 * ms;
-	}
-	*median_us = nf_tc_median(us, tm->runs);
-	return 0;
+	one_algo a = {b, tm, p, i, w};
+	return nf_cuda_time_median(b, tm->start, tm->stop, tm->warmup, tm->runs, run_algo, &a,
+				   "a timed cuBLASLt run", median_us);
 }
 
 /* The fastest algorithm of w at batch into the cache (unless cached). */
@@ -116,9 +115,9 @@ int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, nf_timing_cache *cache, co
 	int top = b->max_prefill < LT_BATCH_MAX ? b->max_prefill : LT_BATCH_MAX, err = 0;
 
 	*timed = 0;
-	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > LT_RUNS_MAX)
+	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
 		return nf_error_set(NF_EINPUT, "cublaslt: %d warm-up and %d timed runs (0..1000, 1..%d)",
-				    warmup, runs, LT_RUNS_MAX);
+				    warmup, runs, NF_CUDA_TUNE_RUNS_MAX);
 	for (size_t i = 0; i < total; i++)
 		if (nf_cublaslt_kind_ok(all[i]->kind, b->sm))
 			m[n++] = all[i];
