@@ -324,48 +324,52 @@ static int want_list(const mctx *c, yaml_node_t *v, const char *key)
 	return v->type == YAML_SEQUENCE_NODE ? 0 : at_err(c, v, "%s: expected a list", key);
 }
 
-static int too_many_prefs(const mctx *c, yaml_node_t *e, const char *key)
+/* Each entry of the list v (absent: none) through item, at most
+ * NF_MANIFEST_MAX_PREFS of them, *count the entries read. */
+static int parse_pref_list(nf_manifest *m, const mctx *c, yaml_node_t *v, const char *key,
+			   const size_t *count,
+			   int (*item)(nf_manifest *m, const mctx *c, yaml_node_t *e, const char *key))
 {
-	return at_err(c, e, "%s: more than %d entries", key, NF_MANIFEST_MAX_PREFS);
+	int rc;
+	if (!v)
+		return 0;
+	if ((rc = want_list(c, v, key)) < 0)
+		return rc;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *e = yaml_document_get_node(c->doc, *it);
+		if (*count == NF_MANIFEST_MAX_PREFS)
+			return at_err(c, e, "%s: more than %d entries", key, NF_MANIFEST_MAX_PREFS);
+		if ((rc = item(m, c, e, key)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int precision_pref(nf_manifest *m, const mctx *c, yaml_node_t *e, const char *key)
+{
+	nf_precision prec;
+	int rc = get_str(&m->precision_pref[m->n_precision_pref], c, e, key, 0);
+	if (rc < 0)
+		return rc;
+	if (nf_precision_parse(&prec, m->precision_pref[m->n_precision_pref++]) < 0)
+		return at_err(c, e, "%s: unknown precision", key);
+	return 0;
+}
+
+static int tp_pref(nf_manifest *m, const mctx *c, yaml_node_t *e, const char *key)
+{
+	return get_int(&m->tp_pref[m->n_tp_pref++], c, e, key, 1, NF_MANIFEST_MAX_TP);
 }
 
 static int parse_precision_prefs(nf_manifest *m, const mctx *c, yaml_node_t *v)
 {
-	static const char key[] = "serving.precision_preference";
-	int rc;
-	if (!v)
-		return 0;
-	if ((rc = want_list(c, v, key)) < 0)
-		return rc;
-	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-		yaml_node_t *e = yaml_document_get_node(c->doc, *it);
-		nf_precision prec;
-		if (m->n_precision_pref == NF_MANIFEST_MAX_PREFS)
-			return too_many_prefs(c, e, key);
-		if ((rc = get_str(&m->precision_pref[m->n_precision_pref], c, e, key, 0)) < 0)
-			return rc;
-		if (nf_precision_parse(&prec, m->precision_pref[m->n_precision_pref++]) < 0)
-			return at_err(c, e, "%s: unknown precision", key);
-	}
-	return 0;
+	return parse_pref_list(m, c, v, "serving.precision_preference", &m->n_precision_pref,
+			       precision_pref);
 }
 
 static int parse_tp_prefs(nf_manifest *m, const mctx *c, yaml_node_t *v)
 {
-	static const char key[] = "serving.tensor_parallel_preference";
-	int rc;
-	if (!v)
-		return 0;
-	if ((rc = want_list(c, v, key)) < 0)
-		return rc;
-	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-		yaml_node_t *e = yaml_document_get_node(c->doc, *it);
-		if (m->n_tp_pref == NF_MANIFEST_MAX_PREFS)
-			return too_many_prefs(c, e, key);
-		if ((rc = get_int(&m->tp_pref[m->n_tp_pref++], c, e, key, 1, NF_MANIFEST_MAX_TP)) < 0)
-			return rc;
-	}
-	return 0;
+	return parse_pref_list(m, c, v, "serving.tensor_parallel_preference", &m->n_tp_pref, tp_pref);
 }
 
 static int parse_serving(nf_manifest *m, const mctx *c, yaml_node_t *n)
