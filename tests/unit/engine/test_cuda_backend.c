@@ -23,52 +23,16 @@
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "tests/fakes/fake_cuda_log.h"
 #include "tests/tap.h"
 
 static char log_path[1100];
 
-static void fake_cubin(unsigned char *buf, size_t len, int sm)
-{
-	uint32_t flags = 0x6000004u | (uint32_t)sm << 8;
-	uint16_t machine = 190;
-	memset(buf, 0x5c, len);
-	memcpy(buf, "\177ELF", 4);
-	buf[4] = 2, buf[5] = 1, buf[6] = 1, buf[7] = 0x41, buf[8] = 8;
-	memcpy(buf + 18, &machine, 2);
-	memcpy(buf + 48, &flags, 4);
-}
-
-/* The log so far as one string (caller frees); the log emptied. */
-static char *take_log(void)
-{
-	char *text = NULL;
-	size_t len;
-	if (nf_fs_read_file(&text, &len, log_path, 1u << 26) != 0)
-		text = calloc(1, 1);
-	remove(log_path);
-	return text;
-}
+/* The fake driver's log so far (caller frees); the log emptied. */
+static char *take_log(void) { return take_log_at(log_path); }
 
 /* Empty the log, unread. */
 static void drop_log(void) { free(take_log()); }
-
-static size_t count_lines(const char *log, const char *line)
-{
-	size_t n = 0, len = strlen(line);
-	for (const char *p = log; (p = strstr(p, line)); p += len)
-		if ((p == log || p[-1] == '\n') && (p[len] == '\n' || p[len] == '\0'))
-			n++;
-	return n;
-}
-
-static size_t count_prefix(const char *log, const char *prefix)
-{
-	size_t n = 0, len = strlen(prefix);
-	for (const char *p = log; (p = strstr(p, prefix)); p += len)
-		if (p == log || p[-1] == '\n')
-			n++;
-	return n;
-}
 
 static void launch_line(char *buf, size_t len, const char *name, nf_cu_launch l)
 {

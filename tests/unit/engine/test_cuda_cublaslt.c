@@ -23,28 +23,13 @@
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "tests/fakes/fake_cuda_log.h"
 #include "tests/tap.h"
 
 static char log_path[1100];
 
-static char *take_log(void)
-{
-	char *text = NULL;
-	size_t len;
-	if (nf_fs_read_file(&text, &len, log_path, 1u << 26) != 0)
-		text = calloc(1, 1);
-	remove(log_path);
-	return text;
-}
-
-static size_t count_prefix(const char *log, const char *prefix)
-{
-	size_t n = 0, len = strlen(prefix);
-	for (const char *p = log; (p = strstr(p, prefix)); p += len)
-		if (p == log || p[-1] == '\n')
-			n++;
-	return n;
-}
+/* The fake driver's log so far (caller frees); the log emptied. */
+static char *take_log(void) { return take_log_at(log_path); }
 
 /* Whether the lines appear in this order (others between them allowed). */
 static int in_order(const char *log, const char *const *lines, size_t n)

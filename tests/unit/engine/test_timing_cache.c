@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "tests/fakes/fake_cuda_log.h"
 #include "tests/tap.h"
 
 static const nf_tc_key key = {"h100-sxm", 12040,
@@ -127,15 +128,6 @@ static void test_file(const char *root)
 		   nf_timing_cache_count(back) == 0 && strstr(warning, "entry 0 is damaged"),
 	   "rows -4: empty, and a warning: %s", warning);
 	nf_timing_cache_free(back);
-}
-
-static size_t count_lines(const char *log, const char *line)
-{
-	size_t n = 0, len = strlen(line);
-	for (const char *p = log; (p = strstr(p, line)); p += len)
-		if ((p == log || p[-1] == '\n') && (p[len] == '\n' || p[len] == '\0'))
-			n++;
-	return n;
 }
 
 static char *take_log(const char *path)

@@ -25,20 +25,13 @@
 #include "factory/gpu_profile.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "tests/fakes/fake_cuda_log.h"
 #include "tests/tap.h"
 
 static char log_path[1100];
 
-static void fake_cubin(unsigned char *buf, size_t len, int sm)
-{
-	uint32_t flags = 0x6000004u | (uint32_t)sm << 8;
-	uint16_t machine = 190;
-	memset(buf, 0x5c, len);
-	memcpy(buf, "\177ELF", 4);
-	buf[4] = 2, buf[5] = 1, buf[6] = 1, buf[7] = 0x41, buf[8] = 8;
-	memcpy(buf + 18, &machine, 2);
-	memcpy(buf + 48, &flags, 4);
-}
+/* The fake driver's log so far (caller frees); the log emptied. */
+static char *take_log(void) { return take_log_at(log_path); }
 
 /* A stories260K int8-wo engine of an h100-sxm profile, with a fake cubin. */
 static int build_engine(const char *dir)
@@ -68,22 +61,6 @@ static char *read_text(const char *path)
 	char *text = NULL;
 	size_t len;
 	return nf_fs_read_file(&text, &len, path, 1u << 24) == 0 ? text : NULL;
-}
-
-/* The log so far (caller frees; "" when none), the log emptied. */
-static char *take_log(void)
-{
-	char *text = read_text(log_path);
-	unlink(log_path);
-	return text ? text : strdup("");
-}
-
-static size_t count_prefix(const char *log, const char *prefix)
-{
-	size_t n = 0;
-	for (const char *p = log; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		n += !strncmp(p, prefix, strlen(prefix));
-	return n;
 }
 
 static json_t *load_json(const char *dir, const char *name)

@@ -1,0 +1,62 @@
+/*
+ * fake_cuda_log.h - what the tests of the CUDA paths share to read the
+ * fake driver's call log (tests/fakes/libcuda.c writes a line per call to
+ * $FAKE_CUDA_LOG) and to make a cubin the loader accepts.  Header-only:
+ * each test includes it once.
+ */
+#ifndef NF_TESTS_FAKE_CUDA_LOG_H
+#define NF_TESTS_FAKE_CUDA_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/fs.h"
+
+/* An ELF header of an sm_<sm> cubin (EM_CUDA, the arch in e_flags), the
+ * rest filler: what nf_cubin_* and the driver loader check. */
+static inline void fake_cubin(unsigned char *buf, size_t len, int sm)
+{
+	uint32_t flags = 0x6000004u | (uint32_t)sm << 8;
+	uint16_t machine = 190;
+	memset(buf, 0x5c, len);
+	memcpy(buf, "\177ELF", 4);
+	buf[4] = 2, buf[5] = 1, buf[6] = 1, buf[7] = 0x41, buf[8] = 8;
+	memcpy(buf + 18, &machine, 2);
+	memcpy(buf + 48, &flags, 4);
+}
+
+/* The log at path so far as one string (caller frees; "" when none); the
+ * log emptied. */
+static inline char *take_log_at(const char *path)
+{
+	char *text = NULL;
+	size_t len;
+	if (nf_fs_read_file(&text, &len, path, 1u << 26) != 0)
+		text = calloc(1, 1);
+	remove(path);
+	return text;
+}
+
+/* Lines of log equal to line. */
+static inline size_t count_lines(const char *log, const char *line)
+{
+	size_t n = 0, len = strlen(line);
+	for (const char *p = log; (p = strstr(p, line)); p += len)
+		if ((p == log || p[-1] == '\n') && (p[len] == '\n' || p[len] == '\0'))
+			n++;
+	return n;
+}
+
+/* Lines of log that start with prefix. */
+static inline size_t count_prefix(const char *log, const char *prefix)
+{
+	size_t n = 0, len = strlen(prefix);
+	for (const char *p = log; (p = strstr(p, prefix)); p += len)
+		if (p == log || p[-1] == '\n')
+			n++;
+	return n;
+}
+
+#endif
