@@ -23,7 +23,7 @@
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/fs.h"
-#include "tests/fakes/fake_cuda_log.h"
+#include "tests/fakes/fake_cuda.h"
 #include "tests/tap.h"
 
 static char log_path[1100];

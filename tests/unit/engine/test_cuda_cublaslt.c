@@ -23,7 +23,7 @@
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/fs.h"
-#include "tests/fakes/fake_cuda_log.h"
+#include "tests/fakes/fake_cuda.h"
 #include "tests/tap.h"
 
 static char log_path[1100];
@@ -84,35 +84,7 @@ static void test_plan(const nf_cublaslt *lt)
 	free(take_log());
 }
 
-static int build_engine(const char *dir)
-{
-	const char *shared = tap_env("NF_SHARED", "../shared");
-	char mpath[1024], tok[1024];
-	unsigned char cubin[256];
-	uint32_t flags = 0x6000004u | 90u << 8;
-	uint16_t machine = 190;
-	nf_engine_build_opts o = {0};
-	nf_model *m = NULL;
-	int err;
-
-	memset(cubin, 0x5c, sizeof cubin);
-	memcpy(cubin, "\177ELF", 4);
-	cubin[4] = 2, cubin[5] = 1, cubin[6] = 1, cubin[7] = 0x41, cubin[8] = 8;
-	memcpy(cubin + 18, &machine, 2);
-	memcpy(cubin + 48, &flags, 4);
-	snprintf(mpath, sizeof mpath, "%s/models/stories260K/stories260K.bin", shared);
-	snprintf(tok, sizeof tok, "%s/models/stories260K/tok512.bin", shared);
-	o.precision = NF_PREC_FP16;
-	o.tokenizer_path = tok;
-	o.threads = 1;
-	err = nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C);
-	if (!err)
-		err = nf_engine_build(dir, m, &o);
-	if (!err)
-		err = nf_cubin_store(dir, "sm_90", cubin, sizeof cubin, NULL, 0);
-	nf_model_free(m);
-	return err;
-}
+static int build_engine(const char *dir) { return fake_sm90_engine(dir, NF_PREC_FP16); }
 
 /* The tactics time every algorithm of every fp16 shape and prefill batch,
  * keep the fastest, and the backend still launches its own GEMM. */

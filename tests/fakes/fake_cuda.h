@@ -1,17 +1,21 @@
 /*
- * fake_cuda_log.h - what the tests of the CUDA paths share to read the
- * fake driver's call log (tests/fakes/libcuda.c writes a line per call to
- * $FAKE_CUDA_LOG) and to make a cubin the loader accepts.  Header-only:
- * each test includes it once.
+ * fake_cuda.h - what the tests of the CUDA paths share: a cubin the loader
+ * accepts, a stories260K engine holding one, and reading the fake driver's
+ * call log (tests/fakes/libcuda.c writes a line per call to
+ * $FAKE_CUDA_LOG).  Header-only: each test includes it once.
  */
-#ifndef NF_TESTS_FAKE_CUDA_LOG_H
-#define NF_TESTS_FAKE_CUDA_LOG_H
+#ifndef NF_TESTS_FAKE_CUDA_H
+#define NF_TESTS_FAKE_CUDA_H
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/checkpoint.h"
+#include "engine/cuda/cubin.h"
+#include "engine/engine.h"
+#include "tests/tap.h"
 #include "util/fs.h"
 
 /* An ELF header of an sm_<sm> cubin (EM_CUDA, the arch in e_flags), the
@@ -25,6 +29,32 @@ static inline void fake_cubin(unsigned char *buf, size_t len, int sm)
 	buf[4] = 2, buf[5] = 1, buf[6] = 1, buf[7] = 0x41, buf[8] = 8;
 	memcpy(buf + 18, &machine, 2);
 	memcpy(buf + 48, &flags, 4);
+}
+
+/* stories260K's engine in precision p into dir, with a fake sm_90 cubin:
+ * what a GPU profile's engine holds, for the fake driver to load. */
+static inline int fake_sm90_engine(const char *dir, nf_precision p)
+{
+	const char *shared = tap_env("NF_SHARED", "../shared");
+	char mpath[1024], tok[1024];
+	unsigned char cubin[256];
+	nf_engine_build_opts o = {0};
+	nf_model *m = NULL;
+	int err;
+
+	fake_cubin(cubin, sizeof cubin, 90);
+	snprintf(mpath, sizeof mpath, "%s/models/stories260K/stories260K.bin", shared);
+	snprintf(tok, sizeof tok, "%s/models/stories260K/tok512.bin", shared);
+	o.precision = p;
+	o.tokenizer_path = tok;
+	o.threads = 1;
+	err = nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C);
+	if (!err)
+		err = nf_engine_build(dir, m, &o);
+	if (!err)
+		err = nf_cubin_store(dir, "sm_90", cubin, sizeof cubin, NULL, 0);
+	nf_model_free(m);
+	return err;
 }
 
 /* The log at path so far as one string (caller frees; "" when none); the
