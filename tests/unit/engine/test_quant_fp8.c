@@ -505,12 +505,13 @@ static void test_gemm_families(void)
 	}
 }
 
-/* Every family widens every code to its defined value: row r holds code r
- * alone (the others zero) in a column that visits every position of the
- * 64-column steps and the tail, x all ones; so y[r] is one product,
- * exact, value(r) * scale[r] * act_scale.  The NaN codes (never written)
- * read as 480 with their sign, as the file says. */
-static int every_code_case(const nf_backend_ops *f)
+/* Every family widens every code to its defined value and multiplies it
+ * exactly by each class of activation: row r holds code r alone (the
+ * others zero) in a column that visits every position of the 64-column
+ * steps and the tail, x all one value; so y[r] is one product, exact,
+ * value(r) * x * scale[r] * act_scale, and +0 when that is zero.  The NaN
+ * codes (never written) read as 480 with their sign, as the file says. */
+static int every_code_case(const nf_backend_ops *f, float xv)
 {
 	enum { ROWS = 256, COLS = 131 }; /* prime: (r * 7) % COLS visits every column */
 	static uint8_t codes[ROWS * COLS];
@@ -521,14 +522,15 @@ static int every_code_case(const nf_backend_ops *f)
 		scale[r] = 1.0f;
 	}
 	for (int c = 0; c < COLS; c++)
-		x[c] = 1.0f;
+		x[c] = xv;
 	nf_bk_matrix m = {.kind = NF_QUANT_FP8_E4M3, .rows = ROWS, .cols = COLS, .f8 = codes,
 			  .scale = scale, .act_scale = 0.5f, .layout = NF_BK_ROWS};
 	f->gemm_f8(y, 0, &m, x, COLS, 1, 0, ROWS, 0);
 	int bad = 0;
 	for (int r = 0; r < ROWS; r++) {
 		double v = isnan(ref_value(r)) ? (r & 0x80 ? -480.0 : 480.0) : ref_value(r);
-		bad += (double)y[r] != v * 0.5 || !!signbit(y[r]) != (r >= 0x80 && (r & 0x7f) != 0);
+		double want = v * xv * 0.5;
+		bad += (double)y[r] != want || !!signbit(y[r]) != (want < 0);
 	}
 	return bad;
 }
@@ -568,7 +570,14 @@ static void test_gemm_codes_and_extremes(void)
 			skip("%s: not on this CPU", (*f)->name);
 			continue;
 		}
-		is_int(every_code_case(*f), 0, "gemm_f8 %s: each of the 256 codes widens to its value",
+		/* the activation classes: one, the largest, the smallest and the
+		 * largest subnormal, a normal with all mantissa bits, negative,
+		 * zero */
+		static const float xs[] = {1.0f, 448.0f, 0x1p-9f, 7 * 0x1p-9f, 1.875f * 0x1p-6f, -3.25f, 0.0f};
+		int bad = 0;
+		for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
+			bad += every_code_case(*f, xs[i]);
+		is_int(bad, 0, "gemm_f8 %s: each of the 256 codes times each class of activation is exact",
 		       (*f)->name);
 		is_int(extreme_rows_case(*f), 0, "gemm_f8 %s: rows of zeros and of +-448 give their exact sums",
 		       (*f)->name);
