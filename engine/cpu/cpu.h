@@ -78,7 +78,8 @@ void nf_cpu_gemm_h16_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const flo
 void nf_cpu_gemm_h16_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			    size_t ldx, size_t n, int r0, int r1, int accumulate);
 /* The fp8 e4m3 kernels of each family (gemm_f8.c; backend.h gemm_f8 and
- * round_f8): every family gives the bits of the scalar ones. */
+ * round_f8): round_f8 gives the scalar one's bits in every family,
+ * gemm_f8 sums within the error bound that gemm_f8.c states. */
 void nf_cpu_gemm_f8_scalar(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			   size_t ldx, size_t n, int r0, int r1, int accumulate);
 void nf_cpu_round_f8_scalar(float *out, const float *x, float inv_scale, int n);

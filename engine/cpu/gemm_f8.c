@@ -4,14 +4,25 @@
  * activations rounded to the e4m3 grid by a static per-tensor scale, the
  * products summed in float32, as a GPU's fp8 GEMM does.
  *
- * One summation order for every family, so that all give the same bits:
- * a row's products go to 16 lanes, lane j summing the columns c = j mod 16
- * in increasing c; then f[i] = lane[i] + lane[i + 8] and the row's sum is
- * ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)); y = sum * (scale[r] *
- * act_scale).  A product of an e4m3 weight (4 significant bits) and an
- * activation on the e4m3 grid (4 more) is exact in float32, so a fused
- * multiply-add rounds exactly as a multiply and an add: only the order of
- * the additions matters, and it is the one above.
+ * The contract is an error bound, not one set of bits.  A product of an
+ * e4m3 weight (4 significant bits) and an activation on the e4m3 grid (4
+ * more) is exact in float32, so a fused multiply-add rounds exactly as a
+ * multiply and an add, and a row's sum of its n products in any order is
+ * within gamma_n * sum |w * x| of the exact sum, gamma_n = n u / (1 - n u),
+ * u = 2^-24 (tests/unit/engine/test_quant_fp8.c asserts it, and that it is
+ * tight enough to catch a dropped column or a wrong sign).  Each path takes
+ * the order that is fastest for it:
+ *
+ * - scalar, AVX2 (decode and prefill) and AVX-512 prefill: 16 lanes, lane j
+ *   summing the columns c = j mod 16 in increasing c; then f[i] = lane[i] +
+ *   lane[i + 8] and the row's sum is ((f0 + f1) + (f2 + f3)) + ((f4 + f5) +
+ *   (f6 + f7)).  These give the scalar kernel's bits, and the tests keep
+ *   asserting it.
+ * - AVX-512 decode: per 64 columns, the even columns and the odd ones in
+ *   separate lanes (vpmaddubsw picks a word's byte, so no byte shuffle),
+ *   into two accumulators a row (dot8_split_avx512).
+ *
+ * y = sum * (scale[r] * act_scale) in every path.
  *
  * The SIMD families widen a code to float through IEEE half: moving the
  * code's 7 magnitude bits up by 7 and its sign to bit 15 gives the half of
@@ -560,6 +571,71 @@ AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_mat
 	}
 }
 
+/* Decode's vector laid out once per call for dot8_split_avx512: per 64
+ * columns, the even columns of [c, c + 32), of [c + 32, c + 64), then the
+ * odd ones of each, the order in which vpmaddubsw picks a line's codes. */
+AVX512_F8 static void split_vector_avx512(float *xsplit, const float *x, size_t cols)
+{
+	const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+	const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+	for (size_t c = 0; c + 64 <= cols; c += 64)
+		for (size_t h = 0; h < 2; h++) {
+			__m512 x0 = _mm512_loadu_ps(x + c + 32 * h), x1 = _mm512_loadu_ps(x + c + 32 * h + 16);
+			_mm512_store_ps(xsplit + c + 16 * h, _mm512_permutex2var_ps(x0, even, x1));
+			_mm512_store_ps(xsplit + c + 32 + 16 * h, _mm512_permutex2var_ps(x0, odd, x1));
+		}
+}
+
+/* The 64 codes at p as halves (e4m3 * 2^-8) in h: the even columns to
+ * h[0, 32), the odd ones to h[32, 64), as halves_of_bytes on 32 words. */
+AVX512_F8 static inline void halves64_avx512(uint16_t *h, const uint8_t *p)
+{
+	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
+	const __m512i to_even = _mm512_set1_epi16(F8_PICK_EVEN), to_odd = _mm512_set1_epi16((short)F8_PICK_ODD);
+	__m512i w = _mm512_loadu_si512(p);
+	_mm512_store_si512(h, _mm512_and_si512(_mm512_maddubs_epi16(to_even, w), mask));
+	_mm512_store_si512(h + 32, _mm512_and_si512(_mm512_maddubs_epi16(to_odd, w), mask));
+}
+
+/* The 8 row sums (times 2^-8) with x, its whole lines of 64 columns read
+ * from xsplit (split_vector_avx512), the rest as dot8_avx512 reads it.
+ * Two accumulators a row, so that the FMAs of a line do not wait on each
+ * other; the order of the sums is not the scalar kernel's (file comment). */
+AVX512_F8 static __m256 dot8_split_avx512(const uint8_t *const row[AVX512_F8_ROWS], size_t cols,
+					  const float *x, const float *xsplit)
+{
+	__m512 a[AVX512_F8_ROWS], b[AVX512_F8_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = b[i] = _mm512_setzero_ps();
+	size_t c = 0;
+	for (; c + 64 <= cols; c += 64) {
+		__m512 x0 = _mm512_load_ps(xsplit + c), x1 = _mm512_load_ps(xsplit + c + 16);
+		__m512 x2 = _mm512_load_ps(xsplit + c + 32), x3 = _mm512_load_ps(xsplit + c + 48);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++) {
+			_Alignas(64) uint16_t h[64];
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+			halves64_avx512(h, row[i] + c);
+			a[i] = _mm512_fmadd_ps(cvtph_mem_avx512(h), x0, a[i]);
+			b[i] = _mm512_fmadd_ps(cvtph_mem_avx512(h + 16), x1, b[i]);
+			a[i] = _mm512_fmadd_ps(cvtph_mem_avx512(h + 32), x2, a[i]);
+			b[i] = _mm512_fmadd_ps(cvtph_mem_avx512(h + 48), x3, b[i]);
+		}
+	}
+	for (; c < cols; c += 16) {
+		__mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+		__m512 xv = _mm512_maskz_loadu_ps(m, x + c);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++)
+			a[i] = _mm512_fmadd_ps(widen16_masked_avx512(row[i] + c, m), xv, a[i]);
+	}
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = _mm512_add_ps(a[i], b[i]);
+	return reduce8x16_avx512(a);
+}
+
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
@@ -570,13 +646,21 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);
 		return;
 	}
+	size_t cols = (size_t)w->cols;
+	_Alignas(64) float table[F8_XSPLIT_MAX];
+	const float *xsplit = NULL;
+	if (cols <= F8_XSPLIT_MAX && cols >= 64) {
+		split_vector_avx512(table, x, cols);
+		xsplit = table;
+	}
 	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
 		const uint8_t *row[AVX512_F8_ROWS];
 		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
 		__mmask8 m = (__mmask8)((1u << valid) - 1);
 		/* scale[r] * act_scale, rounded once, as the scalar kernel */
 		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
-		__m256 s = _mm256_mul_ps(_mm256_mul_ps(dot8_avx512(row, (size_t)w->cols, x), _mm256_set1_ps(256.0f)), k);
+		__m256 d = xsplit ? dot8_split_avx512(row, cols, x, xsplit) : dot8_avx512(row, cols, x);
+		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(256.0f)), k);
 		if (accumulate)
 			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
 		_mm256_mask_storeu_ps(y + r, m, s);
