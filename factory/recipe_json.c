@@ -82,9 +82,14 @@ struct num_key {
 	size_t off;
 };
 
+static const double *nums_at(const void *obj, const struct num_key *k)
+{
+	return (const double *)(const void *)((const char *)obj + k->off);
+}
+
 static double num_at(const void *obj, const struct num_key *k)
 {
-	return *(const double *)(const void *)((const char *)obj + k->off);
+	return *nums_at(obj, k);
 }
 
 #define TOL(k) {#k, offsetof(nf_recipe_tolerance, k)}
@@ -224,9 +229,7 @@ static json_t *performance_json(struct jb *b, const nf_recipe_performance *pf)
 		jset(b, o, performance_bounds[i].key, x > 0 ? json_real(x) : json_null());
 	}
 	for (size_t i = 0; i < N_KEYS(performance_ratios); i++)
-		jset(b, o, performance_ratios[i].key,
-		     ratios_json(b, (const double *)(const void *)((const char *)pf +
-								   performance_ratios[i].off)));
+		jset(b, o, performance_ratios[i].key, ratios_json(b, nums_at(pf, &performance_ratios[i])));
 	return o;
 }
 

@@ -539,6 +539,50 @@ static void test_serving_sizes(void)
 	nf_recipe_free(r);
 }
 
+/* The canonical JSON's tables: every tolerance key and every performance
+ * bound and ratio the recipe sets comes out under its own key, with its
+ * value (a key missing from a table, or two swapped, fails here). */
+static void test_json_tables(void)
+{
+	static const char *tol[] = {"min_token_agreement", "max_logit_rel_error",
+				    "min_top1_agreement", "max_kl_mean", "min_ppl_ratio"};
+	static const char *bounds[] = {"min_decode_tokens_per_s", "max_peak_memory_mib",
+				       "min_prefill_tokens_per_s", "max_ttft_ms"};
+	static const char *ratios[] = {"min_decode_speedup", "min_prefill_speedup", "max_ttft_ratio",
+				       "max_memory_ratio", "max_size_ratio"};
+	char text[2048];
+	nf_recipe *r = NULL;
+	json_t *j = NULL;
+	int n = snprintf(text, sizeof text, "%.*s", (int)(strstr(minimal, "gates:") - minimal), minimal);
+	n += snprintf(text + n, sizeof text - (size_t)n,
+		      "gates:\n  correctness:\n    prompts: [hi]\n"
+		      "    precisions: {int8-wo: {min_token_agreement: 0.5, max_logit_rel_error: 0.25,"
+		      " min_top1_agreement: 0.125, max_kl_mean: 0.0625, min_ppl_ratio: 0.75}}\n"
+		      "  performance: {prompt: hi, min_decode_tokens_per_s: 1, max_peak_memory_mib: 2,"
+		      " min_prefill_tokens_per_s: 3, max_ttft_ms: 4, min_decode_speedup: {int8-wo: 5},"
+		      " min_prefill_speedup: {int8-wo: 6}, max_ttft_ratio: {int8-wo: 7},"
+		      " max_memory_ratio: {int8-wo: 8}, max_size_ratio: {int8-wo: 9}}\n%s",
+		      strstr(minimal, "image:"));
+	is_int(parse_mem(text, (size_t)n, &r), 0, "a recipe setting every bound parses");
+	ok(r && nf_recipe_to_json(&j, r) == 0 && j, "its canonical JSON");
+	json_t *g = json_object_get(j, "gates");
+	json_t *t8 = json_object_get(json_object_get(json_object_get(g, "correctness"), "precisions"),
+				     "int8-wo");
+	json_t *pf = json_object_get(g, "performance");
+	double want_tol[] = {0.5, 0.25, 0.125, 0.0625, 0.75};
+	for (size_t i = 0; i < 5; i++)
+		ok(json_real_value(json_object_get(t8, tol[i])) == want_tol[i], "tolerance %s", tol[i]);
+	for (size_t i = 0; i < 4; i++)
+		ok(json_real_value(json_object_get(pf, bounds[i])) == (double)(i + 1), "bound %s",
+		   bounds[i]);
+	for (size_t i = 0; i < 5; i++)
+		ok(json_real_value(json_object_get(json_object_get(pf, ratios[i]), "int8-wo")) ==
+			   (double)(i + 5),
+		   "ratio %s", ratios[i]);
+	json_decref(j);
+	nf_recipe_free(r);
+}
+
 int main(void)
 {
 	src_dir = tap_env("NF_SRC", ".");
@@ -552,5 +596,6 @@ int main(void)
 	test_hostile();
 	test_speculative();
 	test_serving_sizes();
+	test_json_tables();
 	return done_testing();
 }
