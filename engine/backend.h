@@ -43,6 +43,8 @@ typedef struct nf_bk_matrix {
 	const float *scale;    /* (rows) per-output-channel scales: INT8_ROW, FP8_E4M3 */
 	const int32_t *rowsum; /* (rows) sum of q8 over each row (for u8 x s8 dot products) */
 	float act_scale;       /* FP8_E4M3: the static per-tensor activation scale */
+	int f8_normal;         /* FP8_E4M3: no subnormal code (nf_fp8_codes_normal), so a
+				  code may widen by moving its bits (engine/cpu/gemm_f8.c) */
 	nf_bk_layout layout;   /* NF_BK_ROWS unless tiled (nf_bk_tile_in_place) */
 } nf_bk_matrix;
 

@@ -371,6 +371,10 @@ static int map_matrix(nf_fwd_src *src, const nf_st_file *st, const tensor_spec *
 	}
 	if ((uintptr_t)t->data % (f->bits >= 8 ? f->bits / 8 : 1))
 		return nf_error_set(NF_EINPUT, "%s: tensor %s is not aligned", path, name);
+	/* read from the codes, not trusted from the file: an engine of an
+	 * older nimfactory may hold subnormal codes */
+	if (src->kind == NF_QUANT_FP8_E4M3)
+		src->f8_normal = nf_fp8_codes_normal(src->data, (size_t)(s->layers * s->rows * s->cols));
 	return 0;
 }
 

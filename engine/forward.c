@@ -113,6 +113,7 @@ static nf_bk_matrix view(const nf_fwd_src *s, uint64_t rows, uint64_t cols, size
 	m.cols = (int)cols;
 	m.group = s->group;
 	m.act_scale = s->act_scale ? s->act_scale[l] : 0.0f;
+	m.f8_normal = s->f8_normal;
 	switch (s->kind) {
 	case NF_QUANT_NONE:
 		m.f32 = (const float *)data;

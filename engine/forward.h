@@ -44,6 +44,7 @@ typedef struct nf_fwd_src {
 	const void *aux;
 	const float *act_scale;
 	int group;
+	int f8_normal; /* fp8: no subnormal code in data (nf_bk_matrix.f8_normal) */
 } nf_fwd_src;
 /* Point the views of table tensor id (an nf_tensor_id of cfg's
  * architecture, engine/arch.h) at s, stacked by layer.  Vectors (norms,

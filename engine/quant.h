@@ -95,10 +95,15 @@ int nf_quant_int4_from_gguf(uint8_t *q4, uint16_t *gsm, const void *blocks, int 
 			    size_t rows, size_t cols);
 
 /* fp8 e4m3 (quant_fp8.c): per-row scale max|W[r,:]| / 448, codes the
- * nearest e4m3 of W / scale (ties to even) into f8 (rows * cols bytes) and
- * scales (rows floats), both caller-owned.  NF_EINPUT, naming the element,
- * for a NaN or infinite weight. */
+ * nearest e4m3 of W / scale (ties to even) that is zero or normal (no
+ * subnormal code: see quant_fp8.c) into f8 (rows * cols bytes) and scales
+ * (rows floats), both caller-owned.  NF_EINPUT, naming the element, for a
+ * NaN or infinite weight. */
 int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols);
+/* 1 when none of the n codes is subnormal (every one zero, normal or NaN):
+ * what nf_quant_fp8_rows writes, and what lets the SIMD kernels widen a
+ * code by moving its bits (nf_bk_matrix.f8_normal). */
+int nf_fp8_codes_normal(const uint8_t *codes, size_t n);
 float nf_fp8_e4m3_to_f32(uint8_t code);   /* exact; the NaN codes 0x7f, 0xff give NaN */
 /* Nearest, ties to even, saturating at +-448 (infinities too); NaN gives
  * 0x7f | its sign. */

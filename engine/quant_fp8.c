@@ -44,6 +44,31 @@ static int row_absmax(float *out, const float *w, size_t cols, size_t first)
 	return 0;
 }
 
+/* A weight's code: v (the weight over its row's scale) to the nearest
+ * e4m3 value that is zero or normal.  Below 2^-6 the format's subnormals
+ * k * 2^-9 are left out: under 2^-7 a weight becomes zero (its sign kept),
+ * from 2^-7 to 2^-6 it becomes +-2^-6.  They are weights under 2^-6 / 448
+ * of the row's largest, where this adds at most 2^-7 (a quarter of the
+ * step between codes around 2^-4) to the error; in exchange every code
+ * widens to a normal float32 by moving its bits (gemm_f8.c), which a
+ * subnormal would make a float denormal, many times slower to multiply on
+ * Intel cores.  The codes are still e4m3 and mean the same everywhere. */
+static uint8_t weight_code(float v)
+{
+	uint8_t code = nf_fp8_e4m3_from_f32(v), sign = code & 0x80;
+	if ((code & 0x78) || !(code & 0x07)) /* a normal exponent, or zero */
+		return code;
+	return fabsf(v) < 0x1p-7f ? sign : (uint8_t)(sign | 0x08);
+}
+
+int nf_fp8_codes_normal(const uint8_t *codes, size_t n)
+{
+	unsigned subnormal = 0;
+	for (size_t i = 0; i < n; i++) /* no branch: the compiler vectorizes it */
+		subnormal |= !(codes[i] & 0x78) & !!(codes[i] & 0x07);
+	return !subnormal;
+}
+
 int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, size_t cols)
 {
 	for (size_t r = 0; r < rows; r++) {
@@ -59,7 +84,7 @@ int nf_quant_fp8_rows(uint8_t *f8, float *scales, const float *w, size_t rows, s
 		 * (or a rounding away, which saturates); a zero row (or one so
 		 * small that s underflows) stays all zero codes */
 		for (size_t c = 0; c < cols; c++)
-			f8[r * cols + c] = s > 0.0f ? nf_fp8_e4m3_from_f32(row[c] / s) : 0;
+			f8[r * cols + c] = s > 0.0f ? weight_code(row[c] / s) : 0;
 	}
 	return 0;
 }

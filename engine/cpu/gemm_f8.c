@@ -13,18 +13,24 @@
  * tight enough to catch a dropped column or a wrong sign).  Each path takes
  * the order that is fastest for it:
  *
- * - scalar, AVX2 (decode and prefill) and AVX-512 prefill: 16 lanes, lane j
- *   summing the columns c = j mod 16 in increasing c; then f[i] = lane[i] +
- *   lane[i + 8] and the row's sum is ((f0 + f1) + (f2 + f3)) + ((f4 + f5) +
- *   (f6 + f7)).  These give the scalar kernel's bits, and the tests keep
- *   asserting it.
- * - AVX-512 decode: per 64 columns, the even columns and the odd ones in
- *   separate lanes (vpmaddubsw picks a word's byte, so no byte shuffle),
- *   into two accumulators a row (dot8_split_avx512).
+ * - scalar, AVX2 and AVX-512 prefill: 16 lanes, lane j summing the columns
+ *   c = j mod 16 in increasing c; then f[i] = lane[i] + lane[i + 8] and the
+ *   row's sum is ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)).  These
+ *   give the scalar kernel's bits, and the tests keep asserting it.
+ * - AVX2 and AVX-512 decode of a matrix without subnormal codes (all the
+ *   quantizer writes) and whole blocks of 32 (AVX2) or 64 (AVX-512)
+ *   columns: the direct widening (gemv_direct_avx2, dot8_direct_avx512),
+ *   columns c + 4j + k of each block in lane j of class k, two
+ *   accumulators a row.
+ * - other AVX-512 decode: per 64 columns, the even columns and the odd ones
+ *   in separate lanes (vpmaddubsw picks a word's byte, so no byte shuffle),
+ *   into two accumulators a row (dot8_split_avx512); other AVX2 decode: the
+ *   scalar order.
  *
  * y = sum * (scale[r] * act_scale) in every path.
  *
- * The SIMD families widen a code to float through IEEE half: moving the
+ * Apart from the direct decode, the SIMD families widen a code to float
+ * through IEEE half: moving the
  * code's 7 magnitude bits up by 7 and its sign to bit 15 gives the half of
  * value e4m3 * 2^-8, normals and subnormals alike (half has 5 exponent bits
  * to e4m3's 4, the same place for the mantissa's top), which the F16C
@@ -282,14 +288,18 @@ dot_rows_avx2(float *out, const uint8_t *const row[AVX2_F8_ROWS], size_t cols, c
 			out[v * AVX2_F8_ROWS + i] = reduce16_avx2(a[v][i], b[v][i]);
 }
 
-/* Rows [r, r + valid) of y for vectors [b, b + nv): the sums times 2^8
- * (exact) times scale[r] * act_scale. */
+/* The power of two the half-based widenings' sums lack (e4m3 * 2^-8). */
+#define F8_HALF_UNIT 256.0f
+
+/* Rows [r, r + valid) of y for vectors [b, b + nv): the sums times unit
+ * (a power of two: exact) times scale[r] * act_scale. */
 static inline void store_rows(float *y, size_t ldy, const nf_bk_matrix *w, const float *sums,
-			      size_t stride, int r, int valid, size_t b, int nv, int accumulate)
+			      size_t stride, int r, int valid, size_t b, int nv, int accumulate,
+			      float unit)
 {
 	for (int v = 0; v < nv; v++)
 		for (int i = 0; i < valid; i++) {
-			float s = sums[(size_t)v * stride + (size_t)i] * 256.0f *
+			float s = sums[(size_t)v * stride + (size_t)i] * unit *
 				  (w->scale[r + i] * w->act_scale);
 			float *o = y + (b + (size_t)v) * ldy + (size_t)(r + i);
 			*o = accumulate ? *o + s : s;
@@ -319,17 +329,17 @@ gemm_block_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, con
 	if (nr == AVX2_F8_ROWS) {
 		for (; b < n; b++) {
 			dot_rows_avx2(sums, row, cols, x + b * ldx, xsplit, ldx, AVX2_F8_ROWS, 1);
-			store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
+			store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate, F8_HALF_UNIT);
 		}
 		return;
 	}
 	for (; b + AVX2_F8_NV <= n; b += AVX2_F8_NV) {
 		dot_rows_avx2(sums, row, cols, x + b * ldx, NULL, ldx, 2, AVX2_F8_NV);
-		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, AVX2_F8_NV, accumulate);
+		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, AVX2_F8_NV, accumulate, F8_HALF_UNIT);
 	}
 	for (; b < n; b++) {
 		dot_rows_avx2(sums, row, cols, x + b * ldx, NULL, ldx, 2, 1);
-		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate);
+		store_rows(y, ldy, w, sums, AVX2_F8_ROWS, r, valid, b, 1, accumulate, F8_HALF_UNIT);
 	}
 }
 
@@ -348,10 +358,105 @@ AVX2_F8 static void split_vector_avx2(float *xsplit, const float *x, size_t cols
 	}
 }
 
+/*
+ * AVX2 decode straight to float32, without the half conversion (which
+ * shares the two 256-bit multiply ports with the FMAs).  vpmaddubsw of 32
+ * codes (signed) with 16 in one byte of each word and 0 in the other gives
+ * a code times 16: its magnitude's 7 bits at bits 4..10 of the word, its
+ * sign above.  Such a word as the high half of a dword, masked to the sign
+ * and those 7 bits, is the float32 of the code times 2^-120: the code's 4
+ * exponent bits land in the float's exponent and its 3 mantissa bits on top
+ * of the float's mantissa.  Codes of exponent 0 other than zero would
+ * become float denormals (exact, but many times slower on Intel cores):
+ * the quantizer never writes them (quant_fp8.c), and a matrix that holds
+ * one (an engine of an older nimfactory) takes the half-based path
+ * (w->f8_normal, read from the codes when the engine opens).  The even words of a dword give columns 4j and 4j + 2 (j the dword),
+ * the odd ones 4j + 1 and 4j + 3: the activations are laid out once per
+ * call in those four classes, times 2^100 (exact; a product is then the
+ * true one times 2^-20, folded into the row scale).  Per 32 codes: 2
+ * vpmaddubsw and 2 shifts on the multiply ports beside the 4 FMAs, the 4
+ * masks on the third vector port.  The sums' order is not the scalar
+ * kernel's: within the error bound of the file comment.
+ */
+#define F8_DIRECT_UNIT 1048576.0f /* 2^20: what the products lack */
+#define F8_DIRECT_BIAS 0x1p100f
+
+/* x times 2^100 in the classes of the direct decode, per block of 4 *
+ * lanes columns (a vector's dwords): [x(c + 4j)], [x(c + 4j + 1)],
+ * [x(c + 4j + 2)], [x(c + 4j + 3)], j < lanes.  cols a multiple of the
+ * block. */
+static void split_direct(float *xq, const float *x, size_t cols, size_t lanes)
+{
+	for (size_t c = 0; c < cols; c += 4 * lanes)
+		for (size_t k = 0; k < 4; k++)
+			for (size_t j = 0; j < lanes; j++)
+				xq[c + k * lanes + j] = x[c + 4 * j + k] * F8_DIRECT_BIAS;
+}
+
+/* Columns [c, c + 32) of 4 rows into their two accumulators each. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t *const row[AVX2_F8_ROWS],
+		   size_t c, const float *xq)
+{
+	const __m256i to_even = _mm256_set1_epi16(0x0010), to_odd = _mm256_set1_epi16(0x1000);
+	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
+	__m256 x0 = _mm256_load_ps(xq + c), x1 = _mm256_load_ps(xq + c + 8);
+	__m256 x2 = _mm256_load_ps(xq + c + 16), x3 = _mm256_load_ps(xq + c + 24);
+#pragma GCC unroll 4
+	for (int i = 0; i < AVX2_F8_ROWS; i++) {
+		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
+		__m256i e = _mm256_maddubs_epi16(to_even, w), o = _mm256_maddubs_epi16(to_odd, w);
+		__m256 f0 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(e, 16), mask));
+		__m256 f1 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(o, 16), mask));
+		__m256 f2 = _mm256_castsi256_ps(_mm256_and_si256(e, mask));
+		__m256 f3 = _mm256_castsi256_ps(_mm256_and_si256(o, mask));
+		a[i] = _mm256_fmadd_ps(f0, x0, a[i]);
+		b[i] = _mm256_fmadd_ps(f1, x1, b[i]);
+		a[i] = _mm256_fmadd_ps(f2, x2, a[i]);
+		b[i] = _mm256_fmadd_ps(f3, x3, b[i]);
+	}
+}
+
+/* The 4 row sums (times 2^-20) of rows row[0..4) against the laid-out xq. */
+AVX2_F8 static void dot_rows_direct_avx2(float out[AVX2_F8_ROWS], const uint8_t *const row[AVX2_F8_ROWS],
+					 size_t cols, const float *xq)
+{
+	__m256 a[AVX2_F8_ROWS], b[AVX2_F8_ROWS];
+	for (int i = 0; i < AVX2_F8_ROWS; i++)
+		a[i] = b[i] = _mm256_setzero_ps();
+	for (size_t c = 0; c < cols; c += 32) {
+		if (!(c & 63))
+			for (int i = 0; i < AVX2_F8_ROWS; i++)
+				_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+		step32_direct_avx2(a, b, row, c, xq);
+	}
+	for (int i = 0; i < AVX2_F8_ROWS; i++)
+		out[i] = reduce16_avx2(a[i], b[i]);
+}
+
+/* Decode of rows [r0, r1) by the direct widening; cols a multiple of 32. */
+AVX2_F8 static void gemv_direct_avx2(float *y, const nf_bk_matrix *w, const float *x, int r0, int r1,
+				     int accumulate)
+{
+	_Alignas(32) float xq[F8_XSPLIT_MAX];
+	size_t cols = (size_t)w->cols;
+	split_direct(xq, x, cols, 8);
+	for (int r = r0; r < r1; r += AVX2_F8_ROWS) {
+		const uint8_t *row[AVX2_F8_ROWS];
+		float sums[AVX2_F8_ROWS];
+		int valid = block_rows(row, w, r, r1, AVX2_F8_ROWS);
+		dot_rows_direct_avx2(sums, row, cols, xq);
+		store_rows(y, 0, w, sums, AVX2_F8_ROWS, r, valid, 0, 1, accumulate, F8_DIRECT_UNIT);
+	}
+}
+
 AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				 size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
-	if (n == 1) {
+	if (n == 1 && w->f8_normal && (size_t)w->cols % 32 == 0 && (size_t)w->cols <= F8_XSPLIT_MAX &&
+	    r1 - r0 > AVX2_F8_ROWS) {
+		gemv_direct_avx2(y, w, x, r0, r1, accumulate);
+	} else if (n == 1) {
 		_Alignas(32) float table[F8_XSPLIT_MAX];
 		const float *xsplit = NULL;
 		if ((size_t)w->cols <= F8_XSPLIT_MAX && r1 - r0 > AVX2_F8_ROWS) {
@@ -566,7 +671,7 @@ AVX512_F8 static void prefill_block_avx512(float *y, size_t ldy, const nf_bk_mat
 		for (int v = 0; v < nv; v++)
 			for (int i = 0; i < AVX512_F8_PREFILL_ROWS; i++)
 				t[v * AVX512_F8_PREFILL_ROWS + i] = sums[i * AVX512_F8_NV + v];
-		store_rows(y, ldy, w, t, AVX512_F8_PREFILL_ROWS, r, valid, b, nv, accumulate);
+		store_rows(y, ldy, w, t, AVX512_F8_PREFILL_ROWS, r, valid, b, nv, accumulate, F8_HALF_UNIT);
 		b += (size_t)nv;
 	}
 }
@@ -636,6 +741,45 @@ AVX512_F8 static __m256 dot8_split_avx512(const uint8_t *const row[AVX512_F8_ROW
 	return reduce8x16_avx512(a);
 }
 
+/* AVX-512 decode by the direct widening of the AVX2 one (see there), 64
+ * codes a line: 2 vpmaddubsw and 2 shifts, 4 masks, 4 FMAs, all on the two
+ * ports that run 512-bit operations, against the 2 vpmaddubsw, 2 masks, 4
+ * two-uop conversions and 4 FMAs of the half-based path.  The 8 row sums
+ * (times 2^-20) of rows row[0..8) against xq (split_direct, 16 lanes);
+ * cols a multiple of 64. */
+AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_ROWS], size_t cols,
+					   const float *xq)
+{
+	const __m512i to_even = _mm512_set1_epi16(0x0010), to_odd = _mm512_set1_epi16(0x1000);
+	const __m512i mask = _mm512_set1_epi32((int)0x87f00000u);
+	__m512 a[AVX512_F8_ROWS], b[AVX512_F8_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = b[i] = _mm512_setzero_ps();
+	for (size_t c = 0; c < cols; c += 64) {
+		__m512 x0 = _mm512_load_ps(xq + c), x1 = _mm512_load_ps(xq + c + 16);
+		__m512 x2 = _mm512_load_ps(xq + c + 32), x3 = _mm512_load_ps(xq + c + 48);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++) {
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+			__m512i w = _mm512_loadu_si512(row[i] + c);
+			__m512i e = _mm512_maddubs_epi16(to_even, w), o = _mm512_maddubs_epi16(to_odd, w);
+			__m512 f0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(e, 16), mask));
+			__m512 f1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(o, 16), mask));
+			__m512 f2 = _mm512_castsi512_ps(_mm512_and_si512(e, mask));
+			__m512 f3 = _mm512_castsi512_ps(_mm512_and_si512(o, mask));
+			a[i] = _mm512_fmadd_ps(f0, x0, a[i]);
+			b[i] = _mm512_fmadd_ps(f1, x1, b[i]);
+			a[i] = _mm512_fmadd_ps(f2, x2, a[i]);
+			b[i] = _mm512_fmadd_ps(f3, x3, b[i]);
+		}
+	}
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = _mm512_add_ps(a[i], b[i]);
+	return reduce8x16_avx512(a);
+}
+
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
@@ -648,8 +792,11 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 	}
 	size_t cols = (size_t)w->cols;
 	_Alignas(64) float table[F8_XSPLIT_MAX];
-	const float *xsplit = NULL;
-	if (cols <= F8_XSPLIT_MAX && cols >= 64) {
+	const float *xsplit = NULL, *xq = NULL;
+	if (w->f8_normal && cols <= F8_XSPLIT_MAX && cols % 64 == 0) {
+		split_direct(table, x, cols, 16);
+		xq = table;
+	} else if (cols <= F8_XSPLIT_MAX && cols >= 64) {
 		split_vector_avx512(table, x, cols);
 		xsplit = table;
 	}
@@ -659,8 +806,10 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 		__mmask8 m = (__mmask8)((1u << valid) - 1);
 		/* scale[r] * act_scale, rounded once, as the scalar kernel */
 		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
-		__m256 d = xsplit ? dot8_split_avx512(row, cols, x, xsplit) : dot8_avx512(row, cols, x);
-		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(256.0f)), k);
+		__m256 d = xq ? dot8_direct_avx512(row, cols, xq)
+			      : xsplit ? dot8_split_avx512(row, cols, x, xsplit) : dot8_avx512(row, cols, x);
+		float unit = xq ? F8_DIRECT_UNIT : F8_HALF_UNIT;
+		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(unit)), k);
 		if (accumulate)
 			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
 		_mm256_mask_storeu_ps(y + r, m, s);

@@ -212,6 +212,7 @@ static int pack_fp8(bench *b, const float *w)
 	b->m.f8 = f8;
 	b->m.scale = scale;
 	b->m.act_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+	b->m.f8_normal = nf_fp8_codes_normal(f8, rows * cols); /* as an engine's open finds */
 	nf_bk_prepare_f8(b->ops, b->x8, b->x, cols, cols, b->n, b->m.act_scale);
 	return 0;
 }
