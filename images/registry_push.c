@@ -191,113 +191,140 @@ done:
 	return err;
 }
 
+/* The image manifests to push: an index's entries (*kids, the caller frees
+ * it; nested indexes refused), or top itself. */
+static int list_images(nf_oci_desc **kids, size_t *n_kids, const char *layout,
+		       const nf_oci_desc *top)
+{
+	json_t *topj = NULL;
+	const json_t *arr, *e;
+	size_t i;
+	int err = 0;
+
+	*n_kids = 0;
+	if (!is_index(top->media_type)) {
+		if (!(*kids = calloc(1, sizeof(**kids))))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		(*kids)[(*n_kids)++] = *top;
+		return 0;
+	}
+	if ((err = nf_oci_json_read_blob(&topj, layout, top)))
+		return err;
+	arr = json_object_get(topj, "manifests");
+	if (!json_is_array(arr) || json_array_size(arr) > NF_OCI_LIST_MAX) {
+		err = nf_error_set(NF_EINPUT, "%s: index %s: bad manifests list", layout, top->digest);
+		goto done;
+	}
+	if (!(*kids = calloc(json_array_size(arr) + 1, sizeof(**kids)))) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	json_array_foreach(arr, i, e) {
+		if ((err = nf_oci_desc_parse(&(*kids)[*n_kids], e, layout)))
+			goto done;
+		if (is_index((*kids)[*n_kids].media_type)) {
+			err = nf_error_set(NF_EUNSUPPORTED, "%s: nested image indexes are not pushed", layout);
+			goto done;
+		}
+		(*n_kids)++;
+	}
+done:
+	json_decref(topj);
+	return err;
+}
+
+/* Every blob of image manifest d not in done_blobs (then added to it). */
+static int push_image_blobs(nf_reg_client *c, const char *layout, const char *name,
+			    const nf_oci_desc *d, const char *mount_from, digest_set *done_blobs)
+{
+	nf_oci_manifest *pm = NULL;
+	json_t *m = NULL;
+	int err;
+
+	if ((err = nf_oci_json_read_blob(&m, layout, d)) || (err = nf_oci_manifest_parse(&pm, m, layout)))
+		goto done;
+	for (size_t b = 0; b <= pm->n_layers && !err; b++) {
+		const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
+		if (set_has(done_blobs, bd->digest))
+			continue;
+		if (!(err = push_blob(c, layout, name, bd, mount_from)))
+			err = set_add(done_blobs, bd->digest);
+	}
+done:
+	nf_oci_manifest_free(pm);
+	json_decref(m);
+	return err;
+}
+
+/* The layout's manifest d put under ref in name. */
+static int put_layout_manifest(nf_reg_client *c, const char *layout, const char *name,
+			       const char *ref, const nf_oci_desc *d)
+{
+	char *bytes = NULL;
+	size_t len = 0;
+	bool there = false;
+	int err;
+
+	if (!(err = nf_oci_blob_read(&bytes, &len, layout, d, NF_OCI_JSON_MAX)))
+		err = put_manifest(NULL, &there, c, name, ref, d, bytes, len);
+	free(bytes);
+	return err;
+}
+
+/* The layout's artifacts about subject, each with its referrer entry. */
+static int push_artifacts_about(nf_reg_client *c, const char *layout, const char *name,
+				const char *subject)
+{
+	json_t *arts = NULL;
+	const json_t *e;
+	size_t k;
+	int err;
+
+	if ((err = nf_oci_artifact_list(&arts, layout, subject, NULL)))
+		return err;
+	json_array_foreach(arts, k, e)
+		if ((err = push_artifact(c, layout, name, e, subject)))
+			break;
+	json_decref(arts);
+	return err;
+}
+
 int nf_reg_push_layout(nf_oci_desc *out, nf_reg_client *c, const char *layout, const char *ref,
 		       const char *name, const char *tag, const char *mount_from)
 {
 	nf_oci_desc top, *kids = NULL;
-	json_t *topj = NULL, *m = NULL, *arts = NULL;
-	char *bytes = NULL;
-	size_t n_kids = 0, len = 0, i;
+	size_t n_kids = 0, i;
 	digest_set done_blobs = {0};
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	if ((err = resolve_top(&top, layout, ref)))
+	if ((err = resolve_top(&top, layout, ref)) || (err = nf_reg_ping(c)) ||
+	    (err = list_images(&kids, &n_kids, layout, &top)))
 		goto done;
-	if ((err = nf_reg_ping(c)))
-		goto done;
-	if (is_index(top.media_type)) {
-		const json_t *arr, *e;
-		if ((err = nf_oci_json_read_blob(&topj, layout, &top)))
-			goto done;
-		arr = json_object_get(topj, "manifests");
-		if (!json_is_array(arr) || json_array_size(arr) > NF_OCI_LIST_MAX) {
-			err = nf_error_set(NF_EINPUT, "%s: index %s: bad manifests list", layout, top.digest);
-			goto done;
-		}
-		kids = calloc(json_array_size(arr) + 1, sizeof(*kids));
-		if (!kids) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		json_array_foreach(arr, i, e) {
-			if ((err = nf_oci_desc_parse(&kids[n_kids], e, layout)))
-				goto done;
-			if (is_index(kids[n_kids].media_type)) {
-				err = nf_error_set(NF_EUNSUPPORTED, "%s: nested image indexes are not pushed", layout);
-				goto done;
-			}
-			n_kids++;
-		}
-	} else {
-		kids = calloc(1, sizeof(*kids));
-		if (!kids) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		kids[0] = top;
-		n_kids = 1;
-	}
-	/* blobs, then each image manifest by digest */
+	/* blobs, then each image manifest by digest (a lone image only when no tag names it) */
 	for (i = 0; i < n_kids; i++) {
-		nf_oci_manifest *pm = NULL;
-		bool there = false;
-		json_decref(m);
-		m = NULL;
-		if ((err = nf_oci_json_read_blob(&m, layout, &kids[i])) ||
-		    (err = nf_oci_manifest_parse(&pm, m, layout)))
+		if ((err = push_image_blobs(c, layout, name, &kids[i], mount_from, &done_blobs)))
 			goto done;
-		for (size_t b = 0; b <= pm->n_layers && !err; b++) {
-			const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
-			if (set_has(&done_blobs, bd->digest))
-				continue;
-			if (!(err = push_blob(c, layout, name, bd, mount_from)))
-				err = set_add(&done_blobs, bd->digest);
-		}
-		nf_oci_manifest_free(pm);
-		if (err)
+		if ((is_index(top.media_type) || !tag) &&
+		    (err = put_layout_manifest(c, layout, name, kids[i].digest, &kids[i])))
 			goto done;
-		free(bytes);
-		bytes = NULL;
-		if ((err = nf_oci_blob_read(&bytes, &len, layout, &kids[i], NF_OCI_JSON_MAX)))
-			goto done;
-		if (is_index(top.media_type) || !tag)
-			if ((err = put_manifest(NULL, &there, c, name, kids[i].digest, &kids[i], bytes, len)))
-				goto done;
 	}
 	/* the tagged manifest or index */
-	if (tag) {
-		bool there = false;
-		free(bytes);
-		bytes = NULL;
-		if ((err = nf_oci_blob_read(&bytes, &len, layout, &top, NF_OCI_JSON_MAX)) ||
-		    (err = put_manifest(NULL, &there, c, name, tag, &top, bytes, len)))
-			goto done;
-	}
+	if (tag && (err = put_layout_manifest(c, layout, name, tag, &top)))
+		goto done;
 	/* artifacts about the index or any of its manifests */
 	for (i = 0; i <= n_kids; i++) {
 		const char *subject = i == 0 ? top.digest : kids[i - 1].digest;
-		const json_t *e;
-		size_t k;
 		if (i > 0 && !strcmp(subject, top.digest))
 			continue;
-		json_decref(arts);
-		arts = NULL;
-		if ((err = nf_oci_artifact_list(&arts, layout, subject, NULL)))
+		if ((err = push_artifacts_about(c, layout, name, subject)))
 			goto done;
-		json_array_foreach(arts, k, e)
-			if ((err = push_artifact(c, layout, name, e, subject)))
-				goto done;
 	}
 	*out = top;
 done:
 	if (err)
 		nf_error_wrap(err, "push %s to %s/%s", layout, c->host, name);
-	json_decref(topj);
-	json_decref(m);
-	json_decref(arts);
 	free(kids);
-	free(bytes);
 	free(done_blobs.d);
 	return err;
 }
