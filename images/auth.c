@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -52,11 +53,178 @@ static int bad_challenge(const char *header, size_t pos, const char *why)
 			    why, pos, q, header[i] ? "..." : "");
 }
 
+/* Where the parse of one header stands; errors quote the whole header. */
+typedef struct challenge_cursor {
+	const char *header, *p;
+} challenge_cursor;
+
+static int cursor_fail(const challenge_cursor *c, const char *why)
+{
+	return bad_challenge(c->header, (size_t)(c->p - c->header), why);
+}
+
+static size_t token_len(const char *p)
+{
+	size_t n = 0;
+	while (is_tchar((unsigned char)p[n]))
+		n++;
+	return n;
+}
+
+static void skip_blanks(challenge_cursor *c)
+{
+	while (*c->p == ' ' || *c->p == '\t')
+		c->p++;
+}
+
+/* The schemes we answer, by name (any case). */
+static const struct {
+	const char *name;
+	nf_auth_scheme scheme;
+} known_schemes[] = {
+	{"Basic", NF_AUTH_BASIC},
+	{"Bearer", NF_AUTH_BEARER},
+};
+
+/* The scheme, then the spaces before the first parameter. */
+static int parse_scheme(nf_auth_scheme *out, challenge_cursor *c)
+{
+	size_t n;
+
+	skip_blanks(c);
+	n = token_len(c->p);
+	*out = NF_AUTH_NONE;
+	for (size_t i = 0; i < sizeof(known_schemes) / sizeof(known_schemes[0]); i++)
+		if (strlen(known_schemes[i].name) == n && !strncasecmp(c->p, known_schemes[i].name, n))
+			*out = known_schemes[i].scheme;
+	if (*out == NF_AUTH_NONE)
+		return cursor_fail(c, "unknown scheme");
+	c->p += n;
+	if (*c->p && *c->p != ' ')
+		return cursor_fail(c, "no space after the scheme");
+	while (*c->p == ' ')
+		c->p++;
+	return 0;
+}
+
+/* A quoted string (c->p at its opening quote) into value (cap bytes with
+ * the NUL), \-escapes undone; control bytes refused. */
+static int parse_quoted(char *value, size_t cap, challenge_cursor *c)
+{
+	size_t vn = 0;
+
+	c->p++;
+	while (*c->p && *c->p != '"') {
+		if (*c->p == '\\' && c->p[1])
+			c->p++;
+		if ((unsigned char)*c->p < 0x20 || *c->p == 0x7f || vn + 1 >= cap)
+			return cursor_fail(c, "bad byte or overlong value");
+		value[vn++] = *c->p++;
+	}
+	if (*c->p != '"')
+		return cursor_fail(c, "unterminated quoted string");
+	c->p++;
+	value[vn] = '\0';
+	return 0;
+}
+
+/* An unquoted value: token characters, '/' and ':' (a bare URL or scope). */
+static int parse_bare(char *value, size_t cap, challenge_cursor *c)
+{
+	size_t vn = 0;
+
+	while (is_tchar((unsigned char)*c->p) || *c->p == '/' || *c->p == ':') {
+		if (vn + 1 >= cap)
+			return cursor_fail(c, "overlong value");
+		value[vn++] = *c->p++;
+	}
+	if (vn == 0)
+		return cursor_fail(c, "empty value");
+	value[vn] = '\0';
+	return 0;
+}
+
+/* The parameters kept, by name (any case); others (error=, charset=) are
+ * allowed and ignored. */
+static const struct {
+	const char *name;
+	size_t offset; /* of the char * in nf_auth_challenge */
+} kept_params[] = {
+	{"realm", offsetof(nf_auth_challenge, realm)},
+	{"service", offsetof(nf_auth_challenge, service)},
+	{"scope", offsetof(nf_auth_challenge, scope)},
+};
+
+static int keep_param(nf_auth_challenge *out, const char *name, const char *value,
+		      const challenge_cursor *c)
+{
+	for (size_t i = 0; i < sizeof(kept_params) / sizeof(kept_params[0]); i++) {
+		char **slot = (char **)((char *)out + kept_params[i].offset);
+		if (strcasecmp(name, kept_params[i].name))
+			continue;
+		if (*slot)
+			return cursor_fail(c, "duplicate parameter");
+		if (!(*slot = strdup(value)))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		return 0;
+	}
+	return 0;
+}
+
+/* The end of the header, or a comma and (after blanks) another pair. */
+static int parse_separator(challenge_cursor *c)
+{
+	skip_blanks(c);
+	if (*c->p == ',') {
+		c->p++;
+		skip_blanks(c);
+		if (!*c->p)
+			return cursor_fail(c, "trailing comma");
+	} else if (*c->p) {
+		return cursor_fail(c, "expected ',' between parameters");
+	}
+	return 0;
+}
+
+/* One name=value pair and what follows it; the value kept in out by name. */
+static int parse_param(nf_auth_challenge *out, challenge_cursor *c)
+{
+	char name[32], value[PARAM_MAX];
+	size_t n = token_len(c->p);
+	int err;
+
+	if (n == 0 || n >= sizeof(name))
+		return cursor_fail(c, "expected a parameter name");
+	memcpy(name, c->p, n);
+	name[n] = '\0';
+	c->p += n;
+	if (*c->p != '=')
+		return cursor_fail(c, "expected '='");
+	c->p++;
+	if ((err = *c->p == '"' ? parse_quoted(value, sizeof(value), c)
+				: parse_bare(value, sizeof(value), c)) ||
+	    (err = keep_param(out, name, value, c)))
+		return err;
+	return parse_separator(c);
+}
+
+/* A Bearer challenge says where to fetch the token: an http(s) URL with no
+ * blanks, control bytes or quotes. */
+static int check_bearer_realm(const nf_auth_challenge *out, const char *header, size_t hlen)
+{
+	if (!out->realm || (strncmp(out->realm, "https://", 8) && strncmp(out->realm, "http://", 7)))
+		return bad_challenge(header, hlen, "Bearer without an http(s) realm");
+	for (const char *r = out->realm; *r; r++)
+		if ((unsigned char)*r <= 0x20 || *r == 0x7f || *r == '"')
+			return bad_challenge(header, hlen, "realm is not a URL");
+	return 0;
+}
+
 int nf_auth_challenge_parse(nf_auth_challenge *out, const char *header)
 {
-	const char *p = header;
-	size_t hlen, n;
-	int err = 0;
+	challenge_cursor c = {header, header};
+	size_t hlen;
+	int err;
 
 	memset(out, 0, sizeof(*out));
 	if (!header)
@@ -65,114 +233,11 @@ int nf_auth_challenge_parse(nf_auth_challenge *out, const char *header)
 	if (hlen > NF_AUTH_HEADER_MAX)
 		return nf_error_set(NF_EINPUT, "registry sent a WWW-Authenticate header of %zu bytes (at most %d)",
 				    hlen, NF_AUTH_HEADER_MAX);
-	while (*p == ' ' || *p == '\t')
-		p++;
-	for (n = 0; is_tchar((unsigned char)p[n]); n++)
-		;
-	if (n == 5 && !strncasecmp(p, "Basic", 5))
-		out->scheme = NF_AUTH_BASIC;
-	else if (n == 6 && !strncasecmp(p, "Bearer", 6))
-		out->scheme = NF_AUTH_BEARER;
-	else
-		return bad_challenge(header, (size_t)(p - header), "unknown scheme");
-	p += n;
-	if (*p && *p != ' ')
-		return bad_challenge(header, (size_t)(p - header), "no space after the scheme");
-	while (*p == ' ')
-		p++;
-	while (*p) {
-		char name[32], value[PARAM_MAX];
-		size_t vn = 0;
-		char **slot = NULL;
-
-		for (n = 0; is_tchar((unsigned char)p[n]); n++)
-			;
-		if (n == 0 || n >= sizeof(name)) {
-			err = bad_challenge(header, (size_t)(p - header), "expected a parameter name");
-			goto done;
-		}
-		memcpy(name, p, n);
-		name[n] = '\0';
-		p += n;
-		if (*p != '=') {
-			err = bad_challenge(header, (size_t)(p - header), "expected '='");
-			goto done;
-		}
-		p++;
-		if (*p == '"') {
-			p++;
-			while (*p && *p != '"') {
-				if (*p == '\\' && p[1])
-					p++;
-				if ((unsigned char)*p < 0x20 || *p == 0x7f || vn + 1 >= sizeof(value)) {
-					err = bad_challenge(header, (size_t)(p - header),
-							    "bad byte or overlong value");
-					goto done;
-				}
-				value[vn++] = *p++;
-			}
-			if (*p != '"') {
-				err = bad_challenge(header, (size_t)(p - header), "unterminated quoted string");
-				goto done;
-			}
-			p++;
-		} else {
-			while (is_tchar((unsigned char)*p) || *p == '/' || *p == ':') {
-				if (vn + 1 >= sizeof(value)) {
-					err = bad_challenge(header, (size_t)(p - header), "overlong value");
-					goto done;
-				}
-				value[vn++] = *p++;
-			}
-			if (vn == 0) {
-				err = bad_challenge(header, (size_t)(p - header), "empty value");
-				goto done;
-			}
-		}
-		value[vn] = '\0';
-		if (!strcasecmp(name, "realm"))
-			slot = &out->realm;
-		else if (!strcasecmp(name, "service"))
-			slot = &out->service;
-		else if (!strcasecmp(name, "scope"))
-			slot = &out->scope;
-		if (slot) {
-			if (*slot) {
-				err = bad_challenge(header, (size_t)(p - header), "duplicate parameter");
-				goto done;
-			}
-			if (!(*slot = strdup(value))) {
-				err = nf_error_set(NF_ENOMEM, "out of memory");
-				goto done;
-			}
-		} /* other parameters (error=, charset=) are allowed and ignored */
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == ',') {
-			p++;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			if (!*p) {
-				err = bad_challenge(header, (size_t)(p - header), "trailing comma");
-				goto done;
-			}
-		} else if (*p) {
-			err = bad_challenge(header, (size_t)(p - header), "expected ',' between parameters");
-			goto done;
-		}
-	}
-	if (out->scheme == NF_AUTH_BEARER) {
-		if (!out->realm || (strncmp(out->realm, "https://", 8) && strncmp(out->realm, "http://", 7))) {
-			err = bad_challenge(header, hlen, "Bearer without an http(s) realm");
-			goto done;
-		}
-		for (const char *r = out->realm; *r; r++)
-			if ((unsigned char)*r <= 0x20 || *r == 0x7f || *r == '"') {
-				err = bad_challenge(header, hlen, "realm is not a URL");
-				goto done;
-			}
-	}
-done:
+	err = parse_scheme(&out->scheme, &c);
+	while (!err && *c.p)
+		err = parse_param(out, &c);
+	if (!err && out->scheme == NF_AUTH_BEARER)
+		err = check_bearer_realm(out, header, hlen);
 	if (err)
 		nf_auth_challenge_release(out);
 	return err;

@@ -603,16 +603,23 @@ static bool transient_curl(CURLcode rc)
 	}
 }
 
-/* One transfer without retries; *rc the curl result. */
-static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_reg_req *q,
-		   const char *url, bool with_auth)
+/* Append line to *hl; NF_ENOMEM when it cannot, or when line is NULL (a
+ * format that could not allocate). */
+static int header_add(struct curl_slist **hl, const char *line)
 {
-	struct curl_slist *hl = NULL;
-	char *hv = NULL;
-	char errbuf[CURL_ERROR_SIZE] = "";
-	body_src src = {q, 0};
-	bool has_body = q->fd >= 0 || q->body;
-	uint64_t blen = q->fd >= 0 ? q->fd_len : q->body_len;
+	struct curl_slist *t = line ? curl_slist_append(*hl, line) : NULL;
+	if (!t)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	*hl = t;
+	return 0;
+}
+
+/* q's headers into *hl (the caller frees it, also on error): those of q
+ * that are set, the credentials where wanted (our copy wiped once curl has
+ * its own), and an empty Expect so curl never waits for 100-continue. */
+static int request_headers(struct curl_slist **hl, const nf_reg_client *c, const nf_reg_req *q,
+			   bool with_auth)
+{
 	const struct {
 		const char *name, *value;
 	} plain[] = {
@@ -620,52 +627,53 @@ static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_r
 		{"Content-Type", q->content_type},
 		{"Content-Range", q->content_range},
 	};
-	int err = 0;
+	char *line;
+	int err;
 
-	resp_reset(resp);
-	resp->req = q;
-	resp->c = c;
-	resp->max = q->max_resp;
-	resp->t0 = nf_reg_now();
-	resp->last_progress = 0;
-	curl_easy_reset(c->h);
-#define ADDH(s)                                                        \
-	do {                                                           \
-		struct curl_slist *t_ = curl_slist_append(hl, (s));    \
-		if (!t_) {                                             \
-			err = nf_error_set(NF_ENOMEM, "out of memory"); \
-			goto done;                                     \
-		}                                                      \
-		hl = t_;                                               \
-	} while (0)
 	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
 		if (!plain[i].value)
 			continue;
-		free(hv);
-		hv = nf_strdup_printf("%s: %s", plain[i].name, plain[i].value);
-		ADDH(hv);
+		line = nf_strdup_printf("%s: %s", plain[i].name, plain[i].value);
+		err = header_add(hl, line);
+		free(line);
+		if (err)
+			return err;
 	}
 	if (with_auth && c->auth_value) {
-		nf_auth_secret_free(hv);
-		hv = nf_strdup_printf("Authorization: %s", c->auth_value);
-		if (!hv) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		ADDH(hv);
-		nf_auth_secret_free(hv);
-		hv = NULL;
+		line = nf_strdup_printf("Authorization: %s", c->auth_value);
+		err = header_add(hl, line);
+		nf_auth_secret_free(line);
+		if (err)
+			return err;
 	}
-	ADDH("Expect:");
-#undef ADDH
+	return header_add(hl, "Expect:");
+}
+
+/* The numeric transfer settings every request shares: no redirects
+ * followed, TLS verified, no signals (threads), bounded waits and buffers. */
+static const struct {
+	CURLoption opt;
+	long value;
+} fixed_options[] = {
+	{CURLOPT_FOLLOWLOCATION, 0L},
+	{CURLOPT_SSL_VERIFYPEER, 1L},
+	{CURLOPT_SSL_VERIFYHOST, 2L},
+	{CURLOPT_NOSIGNAL, 1L},
+	{CURLOPT_CONNECTTIMEOUT, 15L},
+	{CURLOPT_LOW_SPEED_LIMIT, 1L},
+	{CURLOPT_BUFFERSIZE, 256L * 1024},
+	{CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024},
+};
+
+/* Everything of c's handle but the method: where to, with which headers,
+ * and the callbacks that fill resp (curl's message into errbuf). */
+static void set_transfer(nf_reg_client *c, nf_reg_resp *resp, const char *url,
+			 struct curl_slist *hl, char *errbuf)
+{
+	for (size_t i = 0; i < sizeof(fixed_options) / sizeof(fixed_options[0]); i++)
+		curl_easy_setopt(c->h, fixed_options[i].opt, fixed_options[i].value);
 	curl_easy_setopt(c->h, CURLOPT_URL, url);
 	curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYHOST, 2L);
-	curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT, 15L);
-	curl_easy_setopt(c->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c->h, CURLOPT_LOW_SPEED_TIME, c->o.timeout_s);
 	curl_easy_setopt(c->h, CURLOPT_USERAGENT, "nimfactory/" NF_VERSION);
 	curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, hl);
@@ -676,49 +684,86 @@ static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_r
 	curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c->h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(c->h, CURLOPT_XFERINFODATA, resp);
-	curl_easy_setopt(c->h, CURLOPT_NOPROGRESS, q->progress_what ? 0L : 1L);
-	curl_easy_setopt(c->h, CURLOPT_BUFFERSIZE, 256L * 1024);
-	curl_easy_setopt(c->h, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
+	curl_easy_setopt(c->h, CURLOPT_NOPROGRESS, resp->req->progress_what ? 0L : 1L);
+}
+
+/* q's method on handle h; a body, where the method sends one, is read from
+ * src (q's buffer or file). */
+static void set_method(CURL *h, const nf_reg_req *q, body_src *src)
+{
+	bool has_body = q->fd >= 0 || q->body;
+	uint64_t blen = q->fd >= 0 ? q->fd_len : q->body_len;
+
 	if (!strcmp(q->method, "HEAD")) {
-		curl_easy_setopt(c->h, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	} else if (!strcmp(q->method, "POST")) {
-		curl_easy_setopt(c->h, CURLOPT_POST, 1L);
-		curl_easy_setopt(c->h, CURLOPT_READFUNCTION, on_read);
-		curl_easy_setopt(c->h, CURLOPT_READDATA, &src);
-		curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, src);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
 	} else if (!strcmp(q->method, "PUT") || !strcmp(q->method, "PATCH")) {
-		curl_easy_setopt(c->h, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(c->h, CURLOPT_READFUNCTION, on_read);
-		curl_easy_setopt(c->h, CURLOPT_READDATA, &src);
-		curl_easy_setopt(c->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)(has_body ? blen : 0));
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, src);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)(has_body ? blen : 0));
 		if (!strcmp(q->method, "PATCH"))
-			curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, "PATCH");
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
 	} else if (strcmp(q->method, "GET")) {
-		curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, q->method);
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
 	}
-	c->st.requests++;
-	*rc = curl_easy_perform(c->h);
-	if (*rc == CURLE_OK) {
-		long code = 0;
+}
+
+/* What curl's result rc means: the status into resp when it answered; an
+ * error for an answer over q's limit (not retried); for a failed transfer
+ * only the message, since the caller retries by rc. */
+static int transfer_result(CURLcode rc, nf_reg_resp *resp, nf_reg_client *c, const nf_reg_req *q,
+			   const char *url, const char *errbuf)
+{
+	char path[256];
+	long code = 0;
+
+	if (rc == CURLE_OK) {
 		curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
 		resp->status = code;
-	} else if (resp->too_big) {
-		char path[256];
-		url_path(path, sizeof(path), url);
-		err = nf_error_set(NF_EINPUT, "%s %s: registry answer is larger than %zu bytes: refused",
-				   q->method, path, q->max_resp);
-	} else {
-		char path[256];
-		url_path(path, sizeof(path), url);
-		nf_error_set(NF_ENET, "%s %s%s: %s", q->method, c->host, path,
-			     errbuf[0] ? errbuf : curl_easy_strerror(*rc));
+		return 0;
 	}
-	if ((strstr(q->url, "/blobs/uploads/") && (has_body)))
+	url_path(path, sizeof(path), url);
+	if (resp->too_big)
+		return nf_error_set(NF_EINPUT, "%s %s: registry answer is larger than %zu bytes: refused",
+				    q->method, path, q->max_resp);
+	nf_error_set(NF_ENET, "%s %s%s: %s", q->method, c->host, path,
+		     errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	return 0;
+}
+
+/* One transfer without retries; *rc the curl result. */
+static int perform(CURLcode *rc, nf_reg_resp *resp, nf_reg_client *c, const nf_reg_req *q,
+		   const char *url, bool with_auth)
+{
+	struct curl_slist *hl = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	body_src src = {q, 0};
+	int err;
+
+	resp_reset(resp);
+	resp->req = q;
+	resp->c = c;
+	resp->max = q->max_resp;
+	resp->t0 = nf_reg_now();
+	resp->last_progress = 0;
+	curl_easy_reset(c->h);
+	if ((err = request_headers(&hl, c, q, with_auth)))
+		goto done;
+	set_transfer(c, resp, url, hl, errbuf);
+	set_method(c->h, q, &src);
+	c->st.requests++;
+	*rc = curl_easy_perform(c->h);
+	err = transfer_result(*rc, resp, c, q, url, errbuf);
+	if (strstr(q->url, "/blobs/uploads/") && (q->fd >= 0 || q->body))
 		c->st.blob_bytes_uploaded += src.pos;
 done:
 	curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hl);
-	free(hv);
 	resp->req = NULL;
 	return err;
 }

@@ -191,113 +191,140 @@ done:
 	return err;
 }
 
+/* The image manifests to push: an index's entries (*kids, the caller frees
+ * it; nested indexes refused), or top itself. */
+static int list_images(nf_oci_desc **kids, size_t *n_kids, const char *layout,
+		       const nf_oci_desc *top)
+{
+	json_t *topj = NULL;
+	const json_t *arr, *e;
+	size_t i;
+	int err = 0;
+
+	*n_kids = 0;
+	if (!is_index(top->media_type)) {
+		if (!(*kids = calloc(1, sizeof(**kids))))
+			return nf_error_set(NF_ENOMEM, "out of memory");
+		(*kids)[(*n_kids)++] = *top;
+		return 0;
+	}
+	if ((err = nf_oci_json_read_blob(&topj, layout, top)))
+		return err;
+	arr = json_object_get(topj, "manifests");
+	if (!json_is_array(arr) || json_array_size(arr) > NF_OCI_LIST_MAX) {
+		err = nf_error_set(NF_EINPUT, "%s: index %s: bad manifests list", layout, top->digest);
+		goto done;
+	}
+	if (!(*kids = calloc(json_array_size(arr) + 1, sizeof(**kids)))) {
+		err = nf_error_set(NF_ENOMEM, "out of memory");
+		goto done;
+	}
+	json_array_foreach(arr, i, e) {
+		if ((err = nf_oci_desc_parse(&(*kids)[*n_kids], e, layout)))
+			goto done;
+		if (is_index((*kids)[*n_kids].media_type)) {
+			err = nf_error_set(NF_EUNSUPPORTED, "%s: nested image indexes are not pushed", layout);
+			goto done;
+		}
+		(*n_kids)++;
+	}
+done:
+	json_decref(topj);
+	return err;
+}
+
+/* Every blob of image manifest d not in done_blobs (then added to it). */
+static int push_image_blobs(nf_reg_client *c, const char *layout, const char *name,
+			    const nf_oci_desc *d, const char *mount_from, digest_set *done_blobs)
+{
+	nf_oci_manifest *pm = NULL;
+	json_t *m = NULL;
+	int err;
+
+	if ((err = nf_oci_json_read_blob(&m, layout, d)) || (err = nf_oci_manifest_parse(&pm, m, layout)))
+		goto done;
+	for (size_t b = 0; b <= pm->n_layers && !err; b++) {
+		const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
+		if (set_has(done_blobs, bd->digest))
+			continue;
+		if (!(err = push_blob(c, layout, name, bd, mount_from)))
+			err = set_add(done_blobs, bd->digest);
+	}
+done:
+	nf_oci_manifest_free(pm);
+	json_decref(m);
+	return err;
+}
+
+/* The layout's manifest d put under ref in name. */
+static int put_layout_manifest(nf_reg_client *c, const char *layout, const char *name,
+			       const char *ref, const nf_oci_desc *d)
+{
+	char *bytes = NULL;
+	size_t len = 0;
+	bool there = false;
+	int err;
+
+	if (!(err = nf_oci_blob_read(&bytes, &len, layout, d, NF_OCI_JSON_MAX)))
+		err = put_manifest(NULL, &there, c, name, ref, d, bytes, len);
+	free(bytes);
+	return err;
+}
+
+/* The layout's artifacts about subject, each with its referrer entry. */
+static int push_artifacts_about(nf_reg_client *c, const char *layout, const char *name,
+				const char *subject)
+{
+	json_t *arts = NULL;
+	const json_t *e;
+	size_t k;
+	int err;
+
+	if ((err = nf_oci_artifact_list(&arts, layout, subject, NULL)))
+		return err;
+	json_array_foreach(arts, k, e)
+		if ((err = push_artifact(c, layout, name, e, subject)))
+			break;
+	json_decref(arts);
+	return err;
+}
+
 int nf_reg_push_layout(nf_oci_desc *out, nf_reg_client *c, const char *layout, const char *ref,
 		       const char *name, const char *tag, const char *mount_from)
 {
 	nf_oci_desc top, *kids = NULL;
-	json_t *topj = NULL, *m = NULL, *arts = NULL;
-	char *bytes = NULL;
-	size_t n_kids = 0, len = 0, i;
+	size_t n_kids = 0, i;
 	digest_set done_blobs = {0};
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	if ((err = resolve_top(&top, layout, ref)))
+	if ((err = resolve_top(&top, layout, ref)) || (err = nf_reg_ping(c)) ||
+	    (err = list_images(&kids, &n_kids, layout, &top)))
 		goto done;
-	if ((err = nf_reg_ping(c)))
-		goto done;
-	if (is_index(top.media_type)) {
-		const json_t *arr, *e;
-		if ((err = nf_oci_json_read_blob(&topj, layout, &top)))
-			goto done;
-		arr = json_object_get(topj, "manifests");
-		if (!json_is_array(arr) || json_array_size(arr) > NF_OCI_LIST_MAX) {
-			err = nf_error_set(NF_EINPUT, "%s: index %s: bad manifests list", layout, top.digest);
-			goto done;
-		}
-		kids = calloc(json_array_size(arr) + 1, sizeof(*kids));
-		if (!kids) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		json_array_foreach(arr, i, e) {
-			if ((err = nf_oci_desc_parse(&kids[n_kids], e, layout)))
-				goto done;
-			if (is_index(kids[n_kids].media_type)) {
-				err = nf_error_set(NF_EUNSUPPORTED, "%s: nested image indexes are not pushed", layout);
-				goto done;
-			}
-			n_kids++;
-		}
-	} else {
-		kids = calloc(1, sizeof(*kids));
-		if (!kids) {
-			err = nf_error_set(NF_ENOMEM, "out of memory");
-			goto done;
-		}
-		kids[0] = top;
-		n_kids = 1;
-	}
-	/* blobs, then each image manifest by digest */
+	/* blobs, then each image manifest by digest (a lone image only when no tag names it) */
 	for (i = 0; i < n_kids; i++) {
-		nf_oci_manifest *pm = NULL;
-		bool there = false;
-		json_decref(m);
-		m = NULL;
-		if ((err = nf_oci_json_read_blob(&m, layout, &kids[i])) ||
-		    (err = nf_oci_manifest_parse(&pm, m, layout)))
+		if ((err = push_image_blobs(c, layout, name, &kids[i], mount_from, &done_blobs)))
 			goto done;
-		for (size_t b = 0; b <= pm->n_layers && !err; b++) {
-			const nf_oci_desc *bd = b == 0 ? &pm->config : &pm->layers[b - 1];
-			if (set_has(&done_blobs, bd->digest))
-				continue;
-			if (!(err = push_blob(c, layout, name, bd, mount_from)))
-				err = set_add(&done_blobs, bd->digest);
-		}
-		nf_oci_manifest_free(pm);
-		if (err)
+		if ((is_index(top.media_type) || !tag) &&
+		    (err = put_layout_manifest(c, layout, name, kids[i].digest, &kids[i])))
 			goto done;
-		free(bytes);
-		bytes = NULL;
-		if ((err = nf_oci_blob_read(&bytes, &len, layout, &kids[i], NF_OCI_JSON_MAX)))
-			goto done;
-		if (is_index(top.media_type) || !tag)
-			if ((err = put_manifest(NULL, &there, c, name, kids[i].digest, &kids[i], bytes, len)))
-				goto done;
 	}
 	/* the tagged manifest or index */
-	if (tag) {
-		bool there = false;
-		free(bytes);
-		bytes = NULL;
-		if ((err = nf_oci_blob_read(&bytes, &len, layout, &top, NF_OCI_JSON_MAX)) ||
-		    (err = put_manifest(NULL, &there, c, name, tag, &top, bytes, len)))
-			goto done;
-	}
+	if (tag && (err = put_layout_manifest(c, layout, name, tag, &top)))
+		goto done;
 	/* artifacts about the index or any of its manifests */
 	for (i = 0; i <= n_kids; i++) {
 		const char *subject = i == 0 ? top.digest : kids[i - 1].digest;
-		const json_t *e;
-		size_t k;
 		if (i > 0 && !strcmp(subject, top.digest))
 			continue;
-		json_decref(arts);
-		arts = NULL;
-		if ((err = nf_oci_artifact_list(&arts, layout, subject, NULL)))
+		if ((err = push_artifacts_about(c, layout, name, subject)))
 			goto done;
-		json_array_foreach(arts, k, e)
-			if ((err = push_artifact(c, layout, name, e, subject)))
-				goto done;
 	}
 	*out = top;
 done:
 	if (err)
 		nf_error_wrap(err, "push %s to %s/%s", layout, c->host, name);
-	json_decref(topj);
-	json_decref(m);
-	json_decref(arts);
 	free(kids);
-	free(bytes);
 	free(done_blobs.d);
 	return err;
 }
@@ -379,18 +406,19 @@ done:
 	return err;
 }
 
-int nf_reg_promote(nf_reg_promotion *out, nf_reg_client *c, const nf_reg_ref *src,
-		   const nf_reg_ref *dst, bool force)
-{
-	char *top_bytes = NULL, *kid_bytes = NULL, *abytes = NULL, *newa = NULL;
-	size_t top_len = 0, kid_len = 0, alen = 0, newa_len = 0;
-	json_t *topj = NULL, *kj = NULL, *am = NULL;
-	const char *src_ref = src->digest[0] ? src->digest : src->tag;
-	const char *dst_tag = dst->tag[0] ? dst->tag : src->tag;
-	digest_set seen = {0};
-	int err;
+/* What one promotion's phases share: where from, where to, what is done. */
+typedef struct promotion {
+	nf_reg_promotion *out;
+	nf_reg_client *c;
+	const char *src_name, *dst_name;
+	digest_set seen; /* blobs already mounted or found in dst */
+} promotion;
 
-	memset(out, 0, sizeof(*out));
+/* The refusals that need no request: one registry for both, a source to
+ * read and a destination to write. */
+static int check_refs(const nf_reg_client *c, const nf_reg_ref *src, const nf_reg_ref *dst,
+		      const char *src_ref, const char *dst_tag)
+{
 	if (strcmp(src->host, dst->host) || strcmp(src->host, c->host))
 		return nf_error_set(NF_EINPUT, "promote: source and destination must be on the same registry (%s, %s)",
 				    src->host, dst->host);
@@ -398,9 +426,164 @@ int nf_reg_promote(nf_reg_promotion *out, nf_reg_client *c, const nf_reg_ref *sr
 		return nf_error_set(NF_EINPUT, "promote: the source needs a tag or a digest");
 	if (!dst_tag[0] && !dst->digest[0])
 		return nf_error_set(NF_EINPUT, "promote: the destination needs a tag");
-	if ((err = nf_reg_ping(c)))
+	return 0;
+}
+
+/* NF_EGATE unless the gate report says "passed" or force overrides it (the
+ * override is kept in out->forced and logged). */
+static int check_verdict(promotion *p, const char *src_ref, bool force)
+{
+	nf_reg_promotion *out = p->out;
+	if (out->report_found && !strcmp(out->verdict, "passed"))
+		return 0;
+	if (!force)
+		return out->report_found
+			       ? nf_error_set(NF_EGATE, "promote: the gate report of %s/%s says '%s': refused (--force-unpassed overrides)",
+					      p->src_name, src_ref, out->verdict)
+			       : nf_error_set(NF_EGATE, "promote: no gate report refers to %s/%s (%s): refused (--force-unpassed overrides)",
+					      p->src_name, src_ref, out->manifest.digest);
+	out->forced = true;
+	nf_reg_logf(p->c, "promote: forced despite gate verdict '%s'", out->report_found ? out->verdict : "missing");
+	return 0;
+}
+
+/* One manifest an index lists (entry e): its blobs mounted, then itself put
+ * by digest.  Nested indexes are refused. */
+static int copy_index_entry(promotion *p, const json_t *e)
+{
+	nf_oci_desc kd, got;
+	char *bytes = NULL;
+	size_t len = 0;
+	json_t *kj = NULL;
+	bool there = false;
+	int err;
+
+	if ((err = nf_oci_desc_parse(&kd, e, "index")) ||
+	    (err = nf_reg_manifest_get(&bytes, &len, &got, p->c, p->src_name, kd.digest)))
 		goto done;
-	if ((err = nf_reg_manifest_get(&top_bytes, &top_len, &out->manifest, c, src->name, src_ref)))
+	if (is_index(got.media_type)) {
+		err = nf_error_set(NF_EUNSUPPORTED, "promote: nested image indexes are not supported");
+		goto done;
+	}
+	kj = json_loadb(bytes, len, 0, NULL);
+	if (!(err = mount_blobs(p->c, p->dst_name, p->src_name, kj, &p->seen, &p->out->blobs_mounted)))
+		err = put_manifest(NULL, &there, p->c, p->dst_name, kd.digest, &got, bytes, len);
+done:
+	free(bytes);
+	json_decref(kj);
+	return err;
+}
+
+/* The image (top_bytes, out->manifest) into dst under dst_ref: its blobs,
+ * or each of its manifests' blobs and the manifests, first; then itself. */
+static int copy_image(promotion *p, const char *top_bytes, size_t top_len, const char *dst_ref)
+{
+	json_t *topj = json_loadb(top_bytes, top_len, 0, NULL);
+	bool there = false;
+	int err = 0;
+
+	if (!topj)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	if (is_index(p->out->manifest.media_type)) {
+		const json_t *e;
+		size_t i;
+		json_array_foreach(json_object_get(topj, "manifests"), i, e)
+			if ((err = copy_index_entry(p, e)))
+				break;
+	} else {
+		err = mount_blobs(p->c, p->dst_name, p->src_name, topj, &p->seen, &p->out->blobs_mounted);
+	}
+	if (!err)
+		err = put_manifest(NULL, &there, p->c, p->dst_name, dst_ref, &p->out->manifest, top_bytes,
+				   top_len);
+	json_decref(topj);
+	return err;
+}
+
+/* The report manifest am with the forced promotion annotated on it: new
+ * bytes (*bytes, *len, the caller frees) and so a new digest and size in *nd. */
+static int annotate_forced(char **bytes, size_t *len, nf_oci_desc *nd, json_t *am,
+			   const char *verdict)
+{
+	json_t *ann = json_object_get(am, "annotations");
+	char hex[65];
+	int err;
+
+	if (!json_is_object(ann)) {
+		ann = json_object();
+		json_object_set_new(am, "annotations", ann);
+	}
+	json_object_set_new(ann, NF_OCI_ANN_PROMOTE_FORCED, json_string("true"));
+	json_object_set_new(ann, "io.nimfactory.promote.verdict", json_string(verdict));
+	if ((err = nf_oci_json_dump(bytes, len, am)) || (err = nf_sha256_hex(hex, *bytes, *len)))
+		return err;
+	snprintf(nd->digest, sizeof(nd->digest), "sha256:%s", hex);
+	nd->size = *len;
+	return 0;
+}
+
+/* For a registry that did not take the report as a referrer (no
+ * OCI-Subject in its answer): list it under the referrers tag instead. */
+static int tag_referrer(promotion *p, const nf_oci_desc *nd, const char *artifact_type,
+			json_t *am)
+{
+	json_t *dj = nf_oci_desc_json(nd);
+	int err;
+
+	if (!dj)
+		return nf_error_set(NF_ENOMEM, "out of memory");
+	json_object_set_new(dj, "artifactType", json_string(artifact_type));
+	if (json_is_object(json_object_get(am, "annotations")))
+		json_object_set(dj, "annotations", json_object_get(am, "annotations"));
+	err = nf_reg_referrers_tag_add(p->c, p->dst_name, p->out->manifest.digest, dj);
+	json_decref(dj);
+	return err;
+}
+
+/* The gate report (am, abytes) travels with the image: its blobs, itself
+ * (re-annotated when forced) and its referrer entry.  Sets out->report. */
+static int copy_report(promotion *p, json_t *am, const char *abytes, size_t alen)
+{
+	nf_reg_promotion *out = p->out;
+	nf_oci_artifact a;
+	nf_oci_desc nd = out->report;
+	char *newa = NULL;
+	size_t newa_len = 0;
+	bool subject_ok = false, there = false;
+	int err;
+
+	if ((err = nf_oci_artifact_parse(&a, am, "gate report artifact")) ||
+	    (err = mount_blobs(p->c, p->dst_name, p->src_name, am, &p->seen, &out->blobs_mounted)))
+		goto done;
+	if (out->forced && (err = annotate_forced(&newa, &newa_len, &nd, am, out->verdict)))
+		goto done;
+	if ((err = put_manifest(&subject_ok, &there, p->c, p->dst_name, nd.digest, &nd,
+				newa ? newa : abytes, newa ? newa_len : alen)))
+		goto done;
+	out->report = nd;
+	if (!subject_ok)
+		err = tag_referrer(p, &nd, a.artifact_type, am);
+done:
+	free(newa);
+	return err;
+}
+
+int nf_reg_promote(nf_reg_promotion *out, nf_reg_client *c, const nf_reg_ref *src,
+		   const nf_reg_ref *dst, bool force)
+{
+	char *top_bytes = NULL, *abytes = NULL;
+	size_t top_len = 0, alen = 0;
+	json_t *am = NULL;
+	const char *src_ref = src->digest[0] ? src->digest : src->tag;
+	const char *dst_tag = dst->tag[0] ? dst->tag : src->tag;
+	promotion p = {.out = out, .c = c, .src_name = src->name, .dst_name = dst->name};
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if ((err = check_refs(c, src, dst, src_ref, dst_tag)))
+		return err;
+	if ((err = nf_reg_ping(c)) ||
+	    (err = nf_reg_manifest_get(&top_bytes, &top_len, &out->manifest, c, src->name, src_ref)))
 		goto done;
 	if (dst->digest[0] && strcmp(dst->digest, out->manifest.digest)) {
 		err = nf_error_set(NF_EINPUT, "promote: destination digest %s is not the source's %s",
@@ -408,111 +591,18 @@ int nf_reg_promote(nf_reg_promotion *out, nf_reg_client *c, const nf_reg_ref *sr
 		goto done;
 	}
 	/* the gate report first: nothing is written when it refuses */
-	if ((err = read_report(out, &am, &abytes, &alen, c, src->name, out->manifest.digest)))
+	if ((err = read_report(out, &am, &abytes, &alen, c, src->name, out->manifest.digest)) ||
+	    (err = check_verdict(&p, src_ref, force)) ||
+	    (err = copy_image(&p, top_bytes, top_len, dst_tag[0] ? dst_tag : dst->digest)))
 		goto done;
-	if (!out->report_found || strcmp(out->verdict, "passed")) {
-		if (!force) {
-			err = out->report_found
-				      ? nf_error_set(NF_EGATE, "promote: the gate report of %s/%s says '%s': refused (--force-unpassed overrides)",
-						     src->name, src_ref, out->verdict)
-				      : nf_error_set(NF_EGATE, "promote: no gate report refers to %s/%s (%s): refused (--force-unpassed overrides)",
-						     src->name, src_ref, out->manifest.digest);
-			goto done;
-		}
-		out->forced = true;
-		nf_reg_logf(c, "promote: forced despite gate verdict '%s'", out->report_found ? out->verdict : "missing");
-	}
-	topj = json_loadb(top_bytes, top_len, 0, NULL);
-	if (!topj) {
-		err = nf_error_set(NF_ENOMEM, "out of memory");
-		goto done;
-	}
-	if (is_index(out->manifest.media_type)) {
-		const json_t *e;
-		size_t i;
-		json_array_foreach(json_object_get(topj, "manifests"), i, e) {
-			nf_oci_desc kd, got;
-			bool there = false;
-			if ((err = nf_oci_desc_parse(&kd, e, "index")))
-				goto done;
-			free(kid_bytes);
-			kid_bytes = NULL;
-			json_decref(kj);
-			kj = NULL;
-			if ((err = nf_reg_manifest_get(&kid_bytes, &kid_len, &got, c, src->name, kd.digest)))
-				goto done;
-			if (is_index(got.media_type)) {
-				err = nf_error_set(NF_EUNSUPPORTED, "promote: nested image indexes are not supported");
-				goto done;
-			}
-			kj = json_loadb(kid_bytes, kid_len, 0, NULL);
-			if ((err = mount_blobs(c, dst->name, src->name, kj, &seen, &out->blobs_mounted)) ||
-			    (err = put_manifest(NULL, &there, c, dst->name, kd.digest, &got, kid_bytes, kid_len)))
-				goto done;
-		}
-	} else if ((err = mount_blobs(c, dst->name, src->name, topj, &seen, &out->blobs_mounted))) {
-		goto done;
-	}
-	{
-		bool there = false;
-		if ((err = put_manifest(NULL, &there, c, dst->name, dst_tag[0] ? dst_tag : dst->digest,
-					&out->manifest, top_bytes, top_len)))
-			goto done;
-	}
-	/* the report travels with the image */
-	if (out->report_found) {
-		nf_oci_artifact a;
-		nf_oci_desc nd = out->report;
-		json_t *dj = NULL;
-		bool subject_ok = false, there = false;
-		if ((err = nf_oci_artifact_parse(&a, am, "gate report artifact")) ||
-		    (err = mount_blobs(c, dst->name, src->name, am, &seen, &out->blobs_mounted)))
-			goto done;
-		if (out->forced) {
-			json_t *ann = json_object_get(am, "annotations");
-			if (!json_is_object(ann)) {
-				ann = json_object();
-				json_object_set_new(am, "annotations", ann);
-			}
-			json_object_set_new(ann, NF_OCI_ANN_PROMOTE_FORCED, json_string("true"));
-			json_object_set_new(ann, "io.nimfactory.promote.verdict", json_string(out->verdict));
-			if ((err = nf_oci_json_dump(&newa, &newa_len, am)))
-				goto done;
-			char hex[65];
-			if ((err = nf_sha256_hex(hex, newa, newa_len)))
-				goto done;
-			snprintf(nd.digest, sizeof(nd.digest), "sha256:%s", hex);
-			nd.size = newa_len;
-		}
-		if ((err = put_manifest(&subject_ok, &there, c, dst->name, nd.digest, &nd,
-					newa ? newa : abytes, newa ? newa_len : alen)))
-			goto done;
-		out->report = nd;
-		if (!subject_ok) {
-			dj = nf_oci_desc_json(&nd);
-			if (!dj) {
-				err = nf_error_set(NF_ENOMEM, "out of memory");
-				goto done;
-			}
-			json_object_set_new(dj, "artifactType", json_string(a.artifact_type));
-			if (json_is_object(json_object_get(am, "annotations")))
-				json_object_set(dj, "annotations", json_object_get(am, "annotations"));
-			err = nf_reg_referrers_tag_add(c, dst->name, out->manifest.digest, dj);
-			json_decref(dj);
-			if (err)
-				goto done;
-		}
-	}
+	if (out->report_found)
+		err = copy_report(&p, am, abytes, alen);
 done:
 	if (err && err != NF_EGATE)
 		nf_error_wrap(err, "promote %s/%s to %s", src->name, src_ref, dst->name);
 	free(top_bytes);
-	free(kid_bytes);
 	free(abytes);
-	free(newa);
-	json_decref(topj);
-	json_decref(kj);
 	json_decref(am);
-	free(seen.d);
+	free(p.seen.d);
 	return err;
 }

@@ -90,6 +90,11 @@ int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_resul
 int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop, int warmup,
 			int runs, int (*run)(void *arg), void *arg, const char *what, double *median_us);
 
+/* The most rows and the most columns among the n matrices m (at least 1
+ * each, so a buffer sized from them is never empty): the timing buffers
+ * that every shape tuned fits in. */
+void nf_cuda_wmat_widest(size_t *rows, size_t *cols, const nf_cuda_wmat *const *m, size_t n);
+
 /* Launch variant v for w at batch (a power of two), as tuning chose. */
 int nf_cuda_backend_choose(nf_cuda_backend *b, const nf_cuda_wmat *w, int batch, nf_cu_variant v);
 /* The variant w at n tokens runs: the tuned choice of the largest power of

@@ -87,6 +87,18 @@ int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop,
 	return 0;
 }
 
+void nf_cuda_wmat_widest(size_t *rows, size_t *cols, const nf_cuda_wmat *const *m, size_t n)
+{
+	*rows = 1;
+	*cols = 1;
+	for (size_t i = 0; i < n; i++) {
+		if ((size_t)m[i]->m.rows > *rows)
+			*rows = (size_t)m[i]->m.rows;
+		if ((size_t)m[i]->m.cols > *cols)
+			*cols = (size_t)m[i]->m.cols;
+	}
+}
+
 /* One launch of a candidate kernel (nf_cuda_time_median's run). */
 typedef struct one_launch {
 	nf_cuda_backend *b;
@@ -185,13 +197,10 @@ size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
 
 static int make_timer(nf_cuda_backend *b, timer *tm, const nf_cuda_wmat **m, size_t n)
 {
-	size_t rows = 1, cols = 1;
+	size_t rows, cols;
 	nf_cu_result rc;
 	int err;
-	for (size_t i = 0; i < n; i++) {
-		rows = (size_t)m[i]->m.rows > rows ? (size_t)m[i]->m.rows : rows;
-		cols = (size_t)m[i]->m.cols > cols ? (size_t)m[i]->m.cols : cols;
-	}
+	nf_cuda_wmat_widest(&rows, &cols, m, n);
 	if ((err = nf_cuda_backend_alloc(b, &tm->x, BATCH_MAX * cols * sizeof(float), "timing")) ||
 	    (err = nf_cuda_backend_alloc(b, &tm->y, BATCH_MAX * rows * sizeof(float), "timing")))
 		return err;

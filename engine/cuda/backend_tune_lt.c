@@ -87,13 +87,10 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const lt_timer
 
 static int make_timer(nf_cuda_backend *b, lt_timer *tm, const nf_cuda_wmat **m, size_t n)
 {
-	size_t rows = 1, cols = 1;
+	size_t rows, cols;
 	nf_cu_result rc;
 	int err;
-	for (size_t i = 0; i < n; i++) {
-		rows = (size_t)m[i]->m.rows > rows ? (size_t)m[i]->m.rows : rows;
-		cols = (size_t)m[i]->m.cols > cols ? (size_t)m[i]->m.cols : cols;
-	}
+	nf_cuda_wmat_widest(&rows, &cols, m, n);
 	/* two bytes an element covers every candidate's type */
 	if ((err = nf_cuda_backend_alloc(b, &tm->x, LT_BATCH_MAX * cols * 2, "cuBLASLt timing")) ||
 	    (err = nf_cuda_backend_alloc(b, &tm->y, LT_BATCH_MAX * rows * sizeof(float),

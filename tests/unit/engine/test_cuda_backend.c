@@ -17,6 +17,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/cuda/backend.h"
+#include "engine/cuda/backend_impl.h"
 #include "engine/cuda/backend_kernels.h"
 #include "engine/cuda/cubin.h"
 #include "engine/cuda/launch.h"
@@ -372,6 +373,23 @@ static void test_real_cubin(void)
 	free(image);
 }
 
+/* The timing buffers are sized from the widest rows and columns, found
+ * apart in different matrices, and never from an empty list. */
+static void test_wmat_widest(void)
+{
+	nf_cuda_wmat a = {0}, b = {0};
+	const nf_cuda_wmat *m[2] = {&a, &b};
+	size_t rows = 0, cols = 0;
+	a.m.rows = 768;
+	a.m.cols = 64;
+	b.m.rows = 32;
+	b.m.cols = 2048;
+	nf_cuda_wmat_widest(&rows, &cols, m, 2);
+	ok(rows == 768 && cols == 2048, "widest of two: %zu rows, %zu cols (768, 2048)", rows, cols);
+	nf_cuda_wmat_widest(&rows, &cols, m, 0);
+	ok(rows == 1 && cols == 1, "an empty list gives 1 by 1, never 0: %zu by %zu", rows, cols);
+}
+
 int main(void)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared"), *build = tap_env("NF_BUILD", "build");
@@ -391,6 +409,7 @@ int main(void)
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", root);
 	if (system(cmd) != 0)
 		return 1;
+	test_wmat_widest();
 	o.precision = NF_PREC_INT8_WO;
 	o.tokenizer_path = tok;
 	o.threads = 1;

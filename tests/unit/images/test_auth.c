@@ -62,6 +62,37 @@ static void challenge_bad(void)
 	free(big);
 }
 
+/* Each refusal names its reason and the byte where the parse stopped. */
+static void challenge_reasons(void)
+{
+	static const struct {
+		const char *header, *why;
+		size_t at;
+	} cases[] = {
+		{"Negotiate abc", "unknown scheme", 0},
+		{"Bearer=x", "no space after the scheme", 6},
+		{"Bearer realm=\"https://a\",,service=x", "expected a parameter name", 25},
+		{"Bearer realm", "expected '='", 12},
+		{"Bearer realm=\"https://a", "unterminated quoted string", 23},
+		{"Bearer realm=\"https://a\",realm=\"https://b\"", "duplicate parameter", 42},
+		{"Bearer realm=\"https://a\",", "trailing comma", 25},
+		{"Bearer realm=\"https://a\" service=\"x\"", "expected ',' between parameters", 25},
+		{"Basic realm=<<<", "empty value", 12},
+		{"Bearer service=\"x\"", "Bearer without an http(s) realm", 18},
+		{"Bearer realm=\"https://a b\"", "realm is not a URL", 26},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		nf_auth_challenge c;
+		char want[128];
+		int err = nf_auth_challenge_parse(&c, cases[i].header);
+		snprintf(want, sizeof(want), "(%s at byte %zu)", cases[i].why, cases[i].at);
+		ok(err == NF_EINPUT && strstr(nf_error_last(), want) && c.realm == NULL &&
+			   c.scheme == NF_AUTH_NONE,
+		   "'%s' refused %s, nothing kept: %s", cases[i].header, want, nf_error_last());
+		nf_auth_challenge_release(&c);
+	}
+}
+
 static void docker_config(void)
 {
 	nf_auth_creds c;
@@ -130,6 +161,7 @@ int main(void)
 	plan_no_plan();
 	challenge_ok();
 	challenge_bad();
+	challenge_reasons();
 	docker_config();
 	env_and_basic();
 	tokens();
