@@ -158,17 +158,10 @@ static void devices_running(char *buf, size_t size, nf_precision prec)
 	}
 }
 
-int nf_plan_make(nf_plan **out, const nf_recipe *r)
+/* Room for every (device, precision, tp, KV cache) point of r's targets. */
+static int alloc_points(nf_plan *p, const nf_recipe *r)
 {
-	nf_plan *p = calloc(1, sizeof(*p));
-	size_t cap_stages = 0, max_points = 0, fetch_model, fetch_tok = 0, convert, reference;
-	int err = 0, has_tokenizer = r->model.tokenizer.kind != NF_SOURCE_NONE;
-
-	*out = NULL;
-	if (!p)
-		return nf_error_set(NF_ENOMEM, "plan: out of memory");
-	if ((err = nf_recipe_digest(p->recipe_digest, r)))
-		goto done;
+	size_t max_points = 0;
 	for (size_t t = 0; t < r->build.n_targets; t++) {
 		const nf_recipe_target *tg = &r->build.targets[t];
 		max_points += tg->n_precisions * tg->n_tensor_parallel *
@@ -176,77 +169,88 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 	}
 	p->profiles = calloc(max_points ? max_points : 1, sizeof(*p->profiles));
 	p->dropped = calloc(max_points ? max_points : 1, sizeof(*p->dropped));
-	if (!p->profiles || !p->dropped) {
-		err = nf_error_set(NF_ENOMEM, "plan: out of memory");
-		goto done;
-	}
+	if (!p->profiles || !p->dropped)
+		return nf_error_set(NF_ENOMEM, "plan: out of memory");
+	return 0;
+}
 
-	for (size_t t = 0; t < r->build.n_targets; t++) {
-		const nf_recipe_target *tg = &r->build.targets[t];
-		for (size_t i = 0; i < tg->n_precisions; i++) {
-			nf_precision prec = tg->precisions[i];
-			if (!nf_sku_supports(tg->sku, prec)) {
-				char list[512];
-				devices_running(list, sizeof(list), prec);
-				err = nf_error_set(NF_EINPUT,
-						   "%s: build.targets[%zu]: device '%s' cannot run %s; "
-						   "devices that can: %s",
-						   r->file, t, tg->sku->name, nf_precision_name(prec),
-						   list[0] ? list : "none");
-				goto done;
-			}
-			for (size_t k = 0; k < tg->n_tensor_parallel; k++) {
-				int tp = tg->tensor_parallel[k];
-				const char *why = not_buildable(tg->sku, prec, tp);
-				if (why) {
-					nf_dropped *d = &p->dropped[p->n_dropped++];
-					snprintf(d->device, sizeof(d->device), "%s", tg->sku->name);
-					snprintf(d->precision, sizeof(d->precision), "%s",
-						 nf_precision_name(prec));
-					d->tensor_parallel = tp;
-					snprintf(d->reason, sizeof(d->reason), "%s", why);
-					continue;
-				}
-				/* the recipe's caches, or the precision's default one */
-				for (size_t v = 0; v < (tg->n_kv_caches ? tg->n_kv_caches : 1); v++) {
-					point pt = {tg->sku, prec, tp,
-						    tg->n_kv_caches ? tg->kv_caches[v] : nf_kv_kind_default(prec)};
-					if ((err = make_profile(&p->profiles[p->n_profiles], r, &pt)))
-						goto done;
-					p->n_profiles++;
-				}
-			}
+/* Keep a point this nimfactory cannot build, with the reason. */
+static void add_dropped_point(nf_plan *p, const nf_sku *sku, nf_precision prec, int tp, const char *why)
+{
+	nf_dropped *d = &p->dropped[p->n_dropped++];
+	snprintf(d->device, sizeof(d->device), "%s", sku->name);
+	snprintf(d->precision, sizeof(d->precision), "%s", nf_precision_name(prec));
+	d->tensor_parallel = tp;
+	snprintf(d->reason, sizeof(d->reason), "%s", why);
+}
+
+/* The profiles of target t at precision prec: one per tp and KV cache (the
+ * recipe's caches, or the precision's default one), or a dropped point. */
+static int expand_precision(nf_plan *p, const nf_recipe *r, size_t t, nf_precision prec)
+{
+	const nf_recipe_target *tg = &r->build.targets[t];
+	int err;
+	if (!nf_sku_supports(tg->sku, prec)) {
+		char list[512];
+		devices_running(list, sizeof(list), prec);
+		return nf_error_set(NF_EINPUT,
+				    "%s: build.targets[%zu]: device '%s' cannot run %s; devices that can: %s",
+				    r->file, t, tg->sku->name, nf_precision_name(prec), list[0] ? list : "none");
+	}
+	for (size_t k = 0; k < tg->n_tensor_parallel; k++) {
+		int tp = tg->tensor_parallel[k];
+		const char *why = not_buildable(tg->sku, prec, tp);
+		if (why) {
+			add_dropped_point(p, tg->sku, prec, tp, why);
+			continue;
+		}
+		for (size_t v = 0; v < (tg->n_kv_caches ? tg->n_kv_caches : 1); v++) {
+			point pt = {tg->sku, prec, tp,
+				    tg->n_kv_caches ? tg->kv_caches[v] : nf_kv_kind_default(prec)};
+			if ((err = make_profile(&p->profiles[p->n_profiles], r, &pt)))
+				return err;
+			p->n_profiles++;
 		}
 	}
-	if (p->n_profiles == 0) {
-		err = nf_error_set(NF_EINPUT,
-				   "%s: nothing to build: every target was dropped (first: %s %s: %s)",
-				   r->file, p->dropped[0].device, p->dropped[0].precision,
-				   p->dropped[0].reason);
-		goto done;
-	}
+	return 0;
+}
 
-	/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package,
-	 * and convert -> reference -> every gate. */
+/* Every target's profiles; NF_EINPUT when none is left to build. */
+static int expand_targets(nf_plan *p, const nf_recipe *r)
+{
+	int err;
+	for (size_t t = 0; t < r->build.n_targets; t++)
+		for (size_t i = 0; i < r->build.targets[t].n_precisions; i++)
+			if ((err = expand_precision(p, r, t, r->build.targets[t].precisions[i])))
+				return err;
+	if (p->n_profiles == 0)
+		return nf_error_set(NF_EINPUT,
+				    "%s: nothing to build: every target was dropped (first: %s %s: %s)",
+				    r->file, p->dropped[0].device, p->dropped[0].precision,
+				    p->dropped[0].reason);
+	return 0;
+}
+
+/* The DAG: fetch -> convert -> compile(profile) -> gate(profile) -> package,
+ * and convert -> reference -> every gate. */
+static int lay_out_stages(nf_plan *p, int has_tokenizer)
+{
+	size_t cap_stages = 0, fetch_model, fetch_tok = 0, convert, reference;
+	int err;
 	if ((err = add_stage(p, &cap_stages, NF_STAGE_FETCH, -1, "fetch model", NULL, 0, &fetch_model)))
-		goto done;
+		return err;
 	if (has_tokenizer &&
 	    (err = add_stage(p, &cap_stages, NF_STAGE_FETCH, -1, "fetch tokenizer", NULL, 0, &fetch_tok)))
-		goto done;
-	{
-		size_t deps[2] = {fetch_model, fetch_tok};
-		if ((err = add_stage(p, &cap_stages, NF_STAGE_CONVERT, -1, "convert checkpoint", deps,
-				     has_tokenizer ? 2 : 1, &convert)))
-			goto done;
-	}
-	if ((err = add_stage(p, &cap_stages, NF_STAGE_REFERENCE, -1, "float32 reference", &convert, 1,
+		return err;
+	size_t fetched[2] = {fetch_model, fetch_tok};
+	if ((err = add_stage(p, &cap_stages, NF_STAGE_CONVERT, -1, "convert checkpoint", fetched,
+			     has_tokenizer ? 2 : 1, &convert)) ||
+	    (err = add_stage(p, &cap_stages, NF_STAGE_REFERENCE, -1, "float32 reference", &convert, 1,
 			     &reference)))
-		goto done;
+		return err;
 	size_t *gates = calloc(p->n_profiles, sizeof(*gates));
-	if (!gates) {
-		err = nf_error_set(NF_ENOMEM, "plan: out of memory");
-		goto done;
-	}
+	if (!gates)
+		return nf_error_set(NF_ENOMEM, "plan: out of memory");
 	for (size_t i = 0; i < p->n_profiles && !err; i++) {
 		char name[128];
 		size_t deps[2];
@@ -262,8 +266,20 @@ int nf_plan_make(nf_plan **out, const nf_recipe *r)
 		err = add_stage(p, &cap_stages, NF_STAGE_PACKAGE, -1, "package image", gates,
 				p->n_profiles < NF_STAGE_MAX_DEPS ? p->n_profiles : NF_STAGE_MAX_DEPS, NULL);
 	free(gates);
-done:
-	if (err) {
+	return err;
+}
+
+int nf_plan_make(nf_plan **out, const nf_recipe *r)
+{
+	nf_plan *p = calloc(1, sizeof(*p));
+	int err;
+
+	*out = NULL;
+	if (!p)
+		return nf_error_set(NF_ENOMEM, "plan: out of memory");
+	if ((err = nf_recipe_digest(p->recipe_digest, r)) || (err = alloc_points(p, r)) ||
+	    (err = expand_targets(p, r)) ||
+	    (err = lay_out_stages(p, r->model.tokenizer.kind != NF_SOURCE_NONE))) {
 		nf_plan_free(p);
 		return err;
 	}
