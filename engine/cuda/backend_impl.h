@@ -84,11 +84,26 @@ int nf_cuda_backend_fail(const nf_cuda_backend *b, const char *what, nf_cu_resul
 /* Most timed runs a tactic gets (nf_cuda_time_median's runs). */
 #define NF_CUDA_TUNE_RUNS_MAX 64
 
-/* The median microseconds of run(arg) on b's stream: `warmup` untimed
- * calls, then `runs` (1..NF_CUDA_TUNE_RUNS_MAX) each between the events
- * start and stop.  run's error, or the driver's refusal naming `what`. */
-int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop, int warmup,
-			int runs, int (*run)(void *arg), void *arg, const char *what, double *median_us);
+/* What the tuners time with: two events on b's stream, and the untimed
+ * and timed runs each candidate gets. */
+typedef struct nf_cuda_stopwatch {
+	nf_cu_event start, stop;
+	int warmup, runs;
+} nf_cuda_stopwatch;
+
+/* NF_EINPUT "WHO: W warm-up and R timed runs (0..1000, 1..MAX)" unless
+ * 0 <= warmup <= 1000 and 1 <= runs <= NF_CUDA_TUNE_RUNS_MAX. */
+int nf_cuda_stopwatch_check(const char *who, int warmup, int runs);
+/* sw's events created (warmup and runs already set); NF_EENV when the
+ * driver refuses.  nf_cuda_stopwatch_release frees what was made. */
+int nf_cuda_stopwatch_start(nf_cuda_backend *b, nf_cuda_stopwatch *sw);
+void nf_cuda_stopwatch_release(nf_cuda_backend *b, nf_cuda_stopwatch *sw);
+
+/* The median microseconds of run(arg) on b's stream: sw->warmup untimed
+ * calls, then sw->runs each between sw's events.  run's error, or the
+ * driver's refusal naming `what`. */
+int nf_cuda_time_median(nf_cuda_backend *b, const nf_cuda_stopwatch *sw, int (*run)(void *arg),
+			void *arg, const char *what, double *median_us);
 
 /* The most rows and the most columns among the n matrices m (at least 1
  * each, so a buffer sized from them is never empty): the timing buffers

@@ -56,34 +56,59 @@ static int cached_candidate(const candidate *c, int n, const nf_tc_tactic *t)
 }
 
 typedef struct timer {
-	nf_cu_event start, stop;
+	nf_cuda_stopwatch sw;
 	nf_cu_ptr x, y;   /* (BATCH_MAX, widest) inputs, (BATCH_MAX, tallest) outputs */
-	int warmup, runs;
 } timer;
 
-int nf_cuda_time_median(nf_cuda_backend *b, nf_cu_event start, nf_cu_event stop, int warmup,
-			int runs, int (*run)(void *arg), void *arg, const char *what, double *median_us)
+int nf_cuda_stopwatch_check(const char *who, int warmup, int runs)
+{
+	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
+		return nf_error_set(NF_EINPUT, "%s: %d warm-up and %d timed runs (0..1000, 1..%d)", who,
+				    warmup, runs, NF_CUDA_TUNE_RUNS_MAX);
+	return 0;
+}
+
+int nf_cuda_stopwatch_start(nf_cuda_backend *b, nf_cuda_stopwatch *sw)
+{
+	nf_cu_result rc;
+	if ((rc = b->api->cuEventCreate(&sw->start, 0)) != 0 ||
+	    (rc = b->api->cuEventCreate(&sw->stop, 0)) != 0)
+		return nf_cuda_backend_fail(b, "cuEventCreate", rc);
+	return 0;
+}
+
+void nf_cuda_stopwatch_release(nf_cuda_backend *b, nf_cuda_stopwatch *sw)
+{
+	if (sw->start)
+		b->api->cuEventDestroy(sw->start);
+	if (sw->stop)
+		b->api->cuEventDestroy(sw->stop);
+	sw->start = sw->stop = 0;
+}
+
+int nf_cuda_time_median(nf_cuda_backend *b, const nf_cuda_stopwatch *sw, int (*run)(void *arg),
+			void *arg, const char *what, double *median_us)
 {
 	double us[NF_CUDA_TUNE_RUNS_MAX];
 	nf_cu_result rc;
 	int err;
-	if (runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
-		return nf_error_set(NF_EINPUT, "cuda tune: %d timed runs (1..%d)", runs,
+	if (sw->runs < 1 || sw->runs > NF_CUDA_TUNE_RUNS_MAX)
+		return nf_error_set(NF_EINPUT, "cuda tune: %d timed runs (1..%d)", sw->runs,
 				    NF_CUDA_TUNE_RUNS_MAX);
-	for (int i = 0; i < warmup; i++)
+	for (int i = 0; i < sw->warmup; i++)
 		if ((err = run(arg)))
 			return err;
-	for (int r = 0; r < runs; r++) {
+	for (int r = 0; r < sw->runs; r++) {
 		float ms = 0;
 		err = 0;
-		if ((rc = b->api->cuEventRecord(start, b->stream)) != 0 || (err = run(arg)) ||
-		    (rc = b->api->cuEventRecord(stop, b->stream)) != 0 ||
-		    (rc = b->api->cuEventSynchronize(stop)) != 0 ||
-		    (rc = b->api->cuEventElapsedTime(&ms, start, stop)) != 0)
+		if ((rc = b->api->cuEventRecord(sw->start, b->stream)) != 0 || (err = run(arg)) ||
+		    (rc = b->api->cuEventRecord(sw->stop, b->stream)) != 0 ||
+		    (rc = b->api->cuEventSynchronize(sw->stop)) != 0 ||
+		    (rc = b->api->cuEventElapsedTime(&ms, sw->start, sw->stop)) != 0)
 			return rc ? nf_cuda_backend_fail(b, what, rc) : err;
 		us[r] = 1000.0 * ms;
 	}
-	*median_us = nf_tc_median(us, runs);
+	*median_us = nf_tc_median(us, sw->runs);
 	return 0;
 }
 
@@ -121,7 +146,7 @@ static int time_one(nf_cuda_backend *b, const timer *tm, const candidate *c, con
 	int accumulate = 0;
 	void *p[] = {&y, &ldy, &m, &x, &ldx, &batch, &accumulate};
 	one_launch o = {b, c, p};
-	return nf_cuda_time_median(b, tm->start, tm->stop, tm->warmup, tm->runs, launch_once, &o,
+	return nf_cuda_time_median(b, &tm->sw, launch_once, &o,
 				   "a timed run", median_us);
 }
 
@@ -168,7 +193,7 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const timer *t
 			return err;
 		hit = c[best].t;
 		hit.median_us = all.median_us;
-		hit.runs = tm->runs;
+		hit.runs = tm->sw.runs;
 		hit.n_candidates = all.n_candidates;
 		memcpy(hit.candidate, all.candidate, sizeof hit.candidate);
 		memcpy(hit.candidate_us, all.candidate_us, sizeof hit.candidate_us);
@@ -198,16 +223,12 @@ size_t nf_cuda_tune_distinct(const nf_cuda_wmat **out, const nf_cuda_backend *b)
 static int make_timer(nf_cuda_backend *b, timer *tm, const nf_cuda_wmat **m, size_t n)
 {
 	size_t rows, cols;
-	nf_cu_result rc;
 	int err;
 	nf_cuda_wmat_widest(&rows, &cols, m, n);
 	if ((err = nf_cuda_backend_alloc(b, &tm->x, BATCH_MAX * cols * sizeof(float), "timing")) ||
 	    (err = nf_cuda_backend_alloc(b, &tm->y, BATCH_MAX * rows * sizeof(float), "timing")))
 		return err;
-	if ((rc = b->api->cuEventCreate(&tm->start, 0)) != 0 ||
-	    (rc = b->api->cuEventCreate(&tm->stop, 0)) != 0)
-		return nf_cuda_backend_fail(b, "cuEventCreate", rc);
-	return 0;
+	return nf_cuda_stopwatch_start(b, &tm->sw);
 }
 
 int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup, int runs,
@@ -219,11 +240,10 @@ int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup,
 	int top = b->max_batch > b->max_prefill ? b->max_batch : b->max_prefill, err;
 
 	*timed = 0;
-	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
-		return nf_error_set(NF_EINPUT, "cuda: %d warm-up and %d timed runs (0..1000, 1..%d)",
-				    warmup, runs, NF_CUDA_TUNE_RUNS_MAX);
-	tm.warmup = warmup;
-	tm.runs = runs;
+	if ((err = nf_cuda_stopwatch_check("cuda", warmup, runs)))
+		return err;
+	tm.sw.warmup = warmup;
+	tm.sw.runs = runs;
 	if (top > BATCH_MAX)
 		top = BATCH_MAX;
 	if ((err = make_timer(b, &tm, m, n)))
@@ -232,9 +252,6 @@ int nf_cuda_backend_tune(nf_cuda_backend *b, nf_timing_cache *cache, int warmup,
 		for (int batch = 1; batch <= top && !err; batch *= 2)
 			err = tune_shape(b, cache, &tm, m[i], batch, timed);
 done:
-	if (tm.start)
-		b->api->cuEventDestroy(tm.start);
-	if (tm.stop)
-		b->api->cuEventDestroy(tm.stop);
+	nf_cuda_stopwatch_release(b, &tm.sw);
 	return err;
 }

@@ -20,9 +20,8 @@
 #define LT_WORKSPACE ((size_t)32 << 20)
 
 typedef struct lt_timer {
-	nf_cu_event start, stop;
+	nf_cuda_stopwatch sw;
 	nf_cu_ptr x, y, ws; /* (batch, widest) in the weights' type, (batch, tallest) floats */
-	int warmup, runs;
 } lt_timer;
 
 /* One run of algorithm i of a plan (nf_cuda_time_median's run). */
@@ -45,7 +44,7 @@ static int time_algo(nf_cuda_backend *b, const lt_timer *tm, const nf_lt_plan *p
 		     nf_cu_ptr w, double *median_us)
 {
 	one_algo a = {b, tm, p, i, w};
-	return nf_cuda_time_median(b, tm->start, tm->stop, tm->warmup, tm->runs, run_algo, &a,
+	return nf_cuda_time_median(b, &tm->sw, run_algo, &a,
 				   "a timed cuBLASLt run", median_us);
 }
 
@@ -74,7 +73,7 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const lt_timer
 		if (i == 0 || us < best.median_us) {
 			snprintf(best.kernel, sizeof best.kernel, "cublaslt:%d", i);
 			best.median_us = us;
-			best.runs = tm->runs;
+			best.runs = tm->sw.runs;
 			best.split_k = 1;
 		}
 	}
@@ -88,7 +87,6 @@ static int tune_shape(nf_cuda_backend *b, nf_timing_cache *cache, const lt_timer
 static int make_timer(nf_cuda_backend *b, lt_timer *tm, const nf_cuda_wmat **m, size_t n)
 {
 	size_t rows, cols;
-	nf_cu_result rc;
 	int err;
 	nf_cuda_wmat_widest(&rows, &cols, m, n);
 	/* two bytes an element covers every candidate's type */
@@ -97,10 +95,7 @@ static int make_timer(nf_cuda_backend *b, lt_timer *tm, const nf_cuda_wmat **m, 
 					 "cuBLASLt timing")) ||
 	    (err = nf_cuda_backend_alloc(b, &tm->ws, LT_WORKSPACE, "cuBLASLt workspace")))
 		return err;
-	if ((rc = b->api->cuEventCreate(&tm->start, 0)) != 0 ||
-	    (rc = b->api->cuEventCreate(&tm->stop, 0)) != 0)
-		return nf_cuda_backend_fail(b, "cuEventCreate", rc);
-	return 0;
+	return nf_cuda_stopwatch_start(b, &tm->sw);
 }
 
 int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, nf_timing_cache *cache, const nf_cublaslt *lt,
@@ -112,25 +107,21 @@ int nf_cuda_backend_tune_cublaslt(nf_cuda_backend *b, nf_timing_cache *cache, co
 	int top = b->max_prefill < LT_BATCH_MAX ? b->max_prefill : LT_BATCH_MAX, err = 0;
 
 	*timed = 0;
-	if (warmup < 0 || warmup > 1000 || runs < 1 || runs > NF_CUDA_TUNE_RUNS_MAX)
-		return nf_error_set(NF_EINPUT, "cublaslt: %d warm-up and %d timed runs (0..1000, 1..%d)",
-				    warmup, runs, NF_CUDA_TUNE_RUNS_MAX);
+	if ((err = nf_cuda_stopwatch_check("cublaslt", warmup, runs)))
+		return err;
 	for (size_t i = 0; i < total; i++)
 		if (nf_cublaslt_kind_ok(all[i]->kind, b->sm))
 			m[n++] = all[i];
 	if (n == 0)
 		return 0; /* int8 and int4 weights: no cuBLASLt candidate */
-	tm.warmup = warmup;
-	tm.runs = runs;
+	tm.sw.warmup = warmup;
+	tm.sw.runs = runs;
 	if ((err = make_timer(b, &tm, m, n)))
 		goto done;
 	for (size_t i = 0; i < n && !err; i++)
 		for (int batch = 2; batch <= top && !err; batch *= 2)
 			err = tune_shape(b, cache, &tm, lt, m[i], batch, timed);
 done:
-	if (tm.start)
-		b->api->cuEventDestroy(tm.start);
-	if (tm.stop)
-		b->api->cuEventDestroy(tm.stop);
+	nf_cuda_stopwatch_release(b, &tm.sw);
 	return err;
 }
