@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "engine/checkpoint.h"
+#include "engine/cuda/backend.h"
+#include "engine/cuda/driver.h"
 #include "engine/cuda/cubin.h"
 #include "engine/engine.h"
 #include "tests/tap.h"
@@ -32,8 +34,9 @@ static inline void fake_cubin(unsigned char *buf, size_t len, int sm)
 }
 
 /* stories260K's engine in precision p into dir, with a fake sm_90 cubin:
- * what a GPU profile's engine holds, for the fake driver to load. */
-static inline int fake_sm90_engine(const char *dir, nf_precision p)
+ * what a GPU profile's engine holds, for the fake driver to load; its
+ * config.json's profile is profile_json (NULL: none). */
+static inline int fake_sm90_engine(const char *dir, nf_precision p, const char *profile_json)
 {
 	const char *shared = tap_env("NF_SHARED", "../shared");
 	char mpath[1024], tok[1024];
@@ -48,6 +51,7 @@ static inline int fake_sm90_engine(const char *dir, nf_precision p)
 	o.precision = p;
 	o.tokenizer_path = tok;
 	o.threads = 1;
+	o.profile_json = profile_json;
 	err = nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C);
 	if (!err)
 		err = nf_engine_build(dir, m, &o);
@@ -55,6 +59,24 @@ static inline int fake_sm90_engine(const char *dir, nf_precision p)
 		err = nf_cubin_store(dir, "sm_90", cubin, sizeof cubin, NULL, 0);
 	nf_model_free(m);
 	return err;
+}
+
+/* The engine at dir (fake_sm90_engine's) opened, the fake driver loaded
+ * and a backend made on it: sm_90, 2 sequences, prefills of 4 tokens, an
+ * f16 KV cache.  The caller frees what is set, also on failure. */
+static inline int fake_sm90_backend(const char *dir, nf_engine **e, nf_cuda_driver **d,
+				    nf_cuda_backend **b)
+{
+	nf_cuda_backend_opts o = {0};
+	int err;
+	if ((err = nf_engine_open(e, dir, 1)) || (err = nf_cuda_driver_open(d)))
+		return err;
+	o.engine_dir = dir;
+	o.arch = "sm_90";
+	o.max_batch = 2;
+	o.max_prefill = 4;
+	o.kv = NF_KV_F16;
+	return nf_cuda_backend_new(b, *d, nf_engine_config(*e), nf_engine_fwd_weights(*e), &o);
 }
 
 /* The log at path so far as one string (caller frees; "" when none); the

@@ -84,7 +84,7 @@ static void test_plan(const nf_cublaslt *lt)
 	free(take_log());
 }
 
-static int build_engine(const char *dir) { return fake_sm90_engine(dir, NF_PREC_FP16); }
+static int build_engine(const char *dir) { return fake_sm90_engine(dir, NF_PREC_FP16, NULL); }
 
 /* The tactics time every algorithm of every fp16 shape and prefill batch,
  * keep the fastest, and the backend still launches its own GEMM. */
@@ -96,24 +96,13 @@ static void test_tune(const nf_cublaslt *lt, const char *root)
 	nf_cuda_driver *d = NULL;
 	nf_cuda_backend *b = NULL;
 	nf_timing_cache *c = NULL;
-	nf_cuda_backend_opts o = {0};
 	nf_tc_tactic t;
 	int timed = -1, prompt[4] = {1, 2, 3, 4};
 	char *log;
 
 	snprintf(dir, sizeof dir, "%s/engine", root);
-	if (build_engine(dir) || nf_engine_open(&e, dir, 1) || nf_cuda_driver_open(&d)) {
-		ok(0, "an fp16 stories260K engine on the fake driver: %s", nf_error_last());
-		goto done;
-	}
-	o.engine_dir = dir;
-	o.arch = "sm_90";
-	o.max_batch = 2;
-	o.max_prefill = 4;
-	o.kv = NF_KV_F16;
-	if (nf_cuda_backend_new(&b, d, nf_engine_config(e), nf_engine_fwd_weights(e), &o) ||
-	    nf_timing_cache_new(&c, &key)) {
-		ok(0, "open the backend: %s", nf_error_last());
+	if (build_engine(dir) || fake_sm90_backend(dir, &e, &d, &b) || nf_timing_cache_new(&c, &key)) {
+		ok(0, "an fp16 stories260K engine and a backend on the fake driver: %s", nf_error_last());
 		goto done;
 	}
 	free(take_log());

@@ -155,7 +155,7 @@ static int candidates_are(const nf_tc_tactic *t)
 	return t->n_candidates == 5 && found == 5;
 }
 
-static int build_engine(const char *dir) { return fake_sm90_engine(dir, NF_PREC_INT8_WO); }
+static int build_engine(const char *dir) { return fake_sm90_engine(dir, NF_PREC_INT8_WO, NULL); }
 
 static void test_tune(const char *root)
 {
@@ -164,7 +164,6 @@ static void test_tune(const char *root)
 	nf_cuda_driver *d = NULL;
 	nf_cuda_backend *b = NULL;
 	nf_timing_cache *c = NULL;
-	nf_cuda_backend_opts o = {0};
 	nf_tc_tactic t;
 	int timed = -1;
 
@@ -172,18 +171,8 @@ static void test_tune(const char *root)
 	snprintf(log, sizeof log, "%s/fake.log", root);
 	snprintf(path, sizeof path, "%s/tune.json", root);
 	setenv("NF_WEIGHTS_TILE", "0", 1);
-	if (build_engine(dir) || nf_engine_open(&e, dir, 1) || nf_cuda_driver_open(&d)) {
-		ok(0, "a stories260K engine on the fake driver: %s", nf_error_last());
-		goto done;
-	}
-	o.engine_dir = dir;
-	o.arch = "sm_90";
-	o.max_batch = 2;
-	o.max_prefill = 4;
-	o.kv = NF_KV_F16;
-	if (nf_cuda_backend_new(&b, d, nf_engine_config(e), nf_engine_fwd_weights(e), &o) ||
-	    nf_timing_cache_new(&c, &key)) {
-		ok(0, "open the backend: %s", nf_error_last());
+	if (build_engine(dir) || fake_sm90_backend(dir, &e, &d, &b) || nf_timing_cache_new(&c, &key)) {
+		ok(0, "a stories260K engine and a backend on the fake driver: %s", nf_error_last());
 		goto done;
 	}
 	/* per shape, 3 runs of each variant: batch 1 the GEMV, its split-K

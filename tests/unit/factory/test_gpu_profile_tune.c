@@ -36,24 +36,7 @@ static char *take_log(void) { return take_log_at(log_path); }
 /* A stories260K int8-wo engine of an h100-sxm profile, with a fake cubin. */
 static int build_engine(const char *dir)
 {
-	const char *shared = tap_env("NF_SHARED", "../shared");
-	char mpath[1024], tok[1024];
-	unsigned char cubin[512];
-	nf_engine_build_opts o = {0};
-	nf_model *m = NULL;
-	int err;
-
-	snprintf(mpath, sizeof mpath, "%s/models/stories260K/stories260K.bin", shared);
-	snprintf(tok, sizeof tok, "%s/models/stories260K/tok512.bin", shared);
-	o.precision = NF_PREC_INT8_WO;
-	o.tokenizer_path = tok;
-	o.threads = 1;
-	o.profile_json = "{\"device\":\"h100-sxm\",\"precision\":\"int8-wo\"}";
-	fake_cubin(cubin, sizeof cubin, 90);
-	if (!(err = nf_ckpt_load(&m, mpath, NF_CKPT_LLAMA2C)) && !(err = nf_engine_build(dir, m, &o)))
-		err = nf_cubin_store(dir, "sm_90", cubin, sizeof cubin, NULL, 0);
-	nf_model_free(m);
-	return err;
+	return fake_sm90_engine(dir, NF_PREC_INT8_WO, "{\"device\":\"h100-sxm\",\"precision\":\"int8-wo\"}");
 }
 
 static char *read_text(const char *path)
