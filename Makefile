@@ -107,7 +107,7 @@ test-bins: all $(TEST_BINS)
 # The fake CUDA driver (tests/fakes/libcuda.c) that the tests of the CUDA
 # loader open through NF_LIBCUDA; built without sanitizers, as a real driver is.
 FAKE_LIBCUDA := $(BUILD)/tests/fakes/libcuda.so.1
-$(FAKE_LIBCUDA): tests/fakes/libcuda.c
+$(FAKE_LIBCUDA): tests/fakes/libcuda.c tests/fakes/fake_log.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
 $(BUILD)/tests/engine/test_cuda_driver $(BUILD)/tests/engine/test_cubin $(BUILD)/tests/serve/test_gpu \
@@ -117,7 +117,7 @@ test-bins: $(FAKE_LIBCUDA)
 # The fake cuBLASLt (tests/fakes/libcublasLt.c) the tactics' tests open
 # through NF_LIBCUBLASLT: the call sequence of a candidate, no product.
 FAKE_LIBCUBLASLT := $(BUILD)/tests/fakes/libcublasLt.so.13
-$(FAKE_LIBCUBLASLT): tests/fakes/libcublasLt.c
+$(FAKE_LIBCUBLASLT): tests/fakes/libcublasLt.c tests/fakes/fake_log.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
 $(BUILD)/tests/engine/test_cuda_cublaslt: | $(FAKE_LIBCUDA) $(FAKE_LIBCUBLASLT)

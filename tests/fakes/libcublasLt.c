@@ -20,25 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_log.h"
+
 typedef int cublasStatus_t;
 
 enum { OK = 0, NOT_SUPPORTED = 15 };
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void logf_(const char *fmt, ...)
-{
-	const char *path = getenv("FAKE_CUDA_LOG");
-	FILE *f;
-	va_list ap;
-	if (!path || !*path || !(f = fopen(path, "a")))
-		return;
-	va_start(ap, fmt);
-	vfprintf(f, fmt, ap);
-	va_end(ap);
-	fputc('\n', f);
-	fclose(f);
-}
 
 static int fails(const char *call)
 {

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_log.h"
+
 typedef int CUresult;
 
 enum {
@@ -57,21 +59,6 @@ static int env_int(const char *name, int fallback)
 
 static int cc(void) { return env_int("FAKE_CUDA_CC", 90); }
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void logf_(const char *fmt, ...)
-{
-	const char *path = getenv("FAKE_CUDA_LOG");
-	FILE *f;
-	va_list ap;
-	if (!path || !*path || !(f = fopen(path, "a")))
-		return;
-	va_start(ap, fmt);
-	vfprintf(f, fmt, ap);
-	va_end(ap);
-	fputc('\n', f);
-	fclose(f);
-}
 
 static int allocs_made;
 
