@@ -222,8 +222,13 @@ static int speculation_setup(nf_sched_opts *so, nf_engine **draft, const opts *o
 		return nf_error_wrap(rc, "draft profile");
 	if ((rc = nf_engine_open(draft, m->profiles[at].engine_path, (int)o->threads)) < 0)
 		return nf_error_wrap(rc, "loading draft engine %s", m->profiles[at].engine_path);
-	logf_("draft profile %s (%s, %s), %d tokens a step: %s", m->profiles[at].name, m->profiles[at].id,
-	      nf_precision_name(nf_engine_precision(*draft)), so->spec_k, why);
+	/* its sequences follow the served ones: no longer KV caches than theirs */
+	if (o->max_context && o->max_context < nf_engine_config(*draft)->max_seq_len &&
+	    (rc = nf_engine_cap_context(*draft, (int)o->max_context)) < 0)
+		return nf_error_wrap(rc, "draft engine");
+	logf_("draft profile %s (%s, %s), %d tokens a step, context %d: %s", m->profiles[at].name,
+	      m->profiles[at].id, nf_precision_name(nf_engine_precision(*draft)), so->spec_k,
+	      nf_engine_config(*draft)->max_seq_len, why);
 	so->spec_draft = *draft;
 	return 0;
 }
@@ -233,7 +238,7 @@ static int speculation_setup(nf_sched_opts *so, nf_engine **draft, const opts *o
  * otherwise one line says why it runs on the CPU.  The prefix cache and
  * speculative decoding stay as asked: the device copies prefixes and
  * gives the verifier's rows of logits (engine/cuda/backend.h). */
-static void on_gpu(nf_engine *e, opts *o)
+static void on_gpu(nf_engine *e, const opts *o)
 {
 	const nf_sku *sku = nf_engine_gpu_sku(e);
 	if (!sku)

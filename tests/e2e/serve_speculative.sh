@@ -29,12 +29,14 @@ FP32="--profile cpu-fp32-tp1"
 start_server spec $FP32 --speculative lookup --spec-k 4 --spec-ngram 3 --spec-adaptive 0 ||
 	{ echo "Bail out! server did not start"; exit 1; }
 P2=$PORT PID2=$PID
-start_server draft $FP32 --spec-adaptive 0 || { echo "Bail out! server did not start: $(tail -3 "$W/draft.log")"; exit 1; }
+start_server draft $FP32 --spec-adaptive 0 --max-context 256 || { echo "Bail out! server did not start: $(tail -3 "$W/draft.log")"; exit 1; }
 P3=$PORT PID3=$PID
 start_server adaptive $FP32 || { echo "Bail out! server did not start: $(tail -3 "$W/adaptive.log")"; exit 1; }
 P4=$PORT PID4=$PID
 grep -q "draft profile cpu-int8-wo-tp1 (.*int8-wo), 3 tokens a step" "$W/draft.log"
 okt $? "the manifest's serving.speculative chooses the draft engine"
+grep -q "3 tokens a step, context 256:" "$W/draft.log" && grep -q "ready: .*context 256)" "$W/draft.log"
+okt $? "--max-context 256 caps the served engine and the draft engine alike"
 grep -q "speculative by draft engine (adaptive" "$W/adaptive.log"
 okt $? "speculation is adaptive unless --spec-adaptive 0"
 
