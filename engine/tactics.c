@@ -39,13 +39,22 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Nominal multiply-adds per microsecond of one core, by family. */
+/* Nominal multiply-adds per microsecond of one core, by family (the
+ * scalar one's for a family not listed). */
+static const struct {
+	const char *family;
+	double rate;
+} family_rates[] = {
+	{"avx512-bf16", 32000.0},
+	{"avx512-vnni", 32000.0},
+	{"avx2", 16000.0},
+};
+
 static double family_rate(const char *name)
 {
-	if (strcmp(name, "avx512-vnni") == 0)
-		return 32000.0;
-	if (strcmp(name, "avx2") == 0)
-		return 16000.0;
+	for (size_t i = 0; i < sizeof family_rates / sizeof family_rates[0]; i++)
+		if (strcmp(name, family_rates[i].family) == 0)
+			return family_rates[i].rate;
 	return 2000.0;
 }
 

@@ -578,21 +578,40 @@ AVX512 static void avx512_to_f16(uint16_t *h, const float *x, int n)
 	}
 }
 
+/* What the two AVX-512 families share: all but their fp8 GEMM. */
+#define AVX512_SHARED_OPS                              \
+	.gemm_f32 = avx512_gemm_f32,                   \
+	.gemm_q8 = avx512_gemm_q8,                     \
+	.gemm_h16 = nf_cpu_gemm_h16_avx512,            \
+	.round_f8 = nf_cpu_round_f8_avx512,            \
+	.gemm_q4 = nf_cpu_gemm_q4_avx512,              \
+	.rmsnorm = avx512_rmsnorm,                     \
+	.rope = nf_cpu_rope_ref,                       \
+	.softmax = avx512_softmax,                     \
+	.attention = avx512_attention,                 \
+	.swiglu = avx512_swiglu,                       \
+	.add = avx512_add,                             \
+	.quantize_q8 = avx512_quantize_q8,             \
+	.to_f16 = avx512_to_f16
+
 const nf_backend_ops nf_cpu_avx512_ops = {
 	.name = "avx512-vnni",
 	.available = avx512_available,
-	.gemm_f32 = avx512_gemm_f32,
-	.gemm_q8 = avx512_gemm_q8,
-	.gemm_h16 = nf_cpu_gemm_h16_avx512,
 	.gemm_f8 = nf_cpu_gemm_f8_avx512,
-	.round_f8 = nf_cpu_round_f8_avx512,
-	.gemm_q4 = nf_cpu_gemm_q4_avx512,
-	.rmsnorm = avx512_rmsnorm,
-	.rope = nf_cpu_rope_ref,
-	.softmax = avx512_softmax,
-	.attention = avx512_attention,
-	.swiglu = avx512_swiglu,
-	.add = avx512_add,
-	.quantize_q8 = avx512_quantize_q8,
-	.to_f16 = avx512_to_f16,
+	AVX512_SHARED_OPS,
+};
+
+/* avx512-vnni and, where the CPU has AVX512_BF16 and GFNI (Zen 4,
+ * Sapphire Rapids and later), fp8 decode by bf16 dot products
+ * (gemm_f8.c). */
+static int avx512bf16_available(void)
+{
+	return avx512_available() && nf_cpu_has(NF_CPU_AVX512BF16 | NF_CPU_GFNI);
+}
+
+const nf_backend_ops nf_cpu_avx512bf16_ops = {
+	.name = "avx512-bf16",
+	.available = avx512bf16_available,
+	.gemm_f8 = nf_cpu_gemm_f8_avx512bf16,
+	AVX512_SHARED_OPS,
 };

@@ -1,5 +1,6 @@
 /*
- * cpu.h - the CPU backend: kernel families (scalar, avx2, avx512-vnni), the
+ * cpu.h - the CPU backend: kernel families (scalar, avx2, avx512-vnni,
+ * avx512-bf16), the
  * choice among them by CPU features, and the thread pool that splits work.
  */
 #ifndef NF_ENGINE_CPU_CPU_H
@@ -13,6 +14,7 @@
 extern const nf_backend_ops nf_cpu_scalar_ops;
 extern const nf_backend_ops nf_cpu_avx2_ops;
 extern const nf_backend_ops nf_cpu_avx512_ops;
+extern const nf_backend_ops nf_cpu_avx512bf16_ops;
 
 /* CPU features the kernel families need, detected in one place (cpu.c). */
 enum {
@@ -23,6 +25,8 @@ enum {
 	NF_CPU_AVX512BW = 1 << 4,
 	NF_CPU_AVX512VL = 1 << 5,
 	NF_CPU_AVX512VNNI = 1 << 6,
+	NF_CPU_AVX512BF16 = 1 << 7,
+	NF_CPU_GFNI = 1 << 8,
 };
 /* 1 when this CPU (and the OS, for the AVX state) has every feature in mask. */
 int nf_cpu_has(unsigned mask);
@@ -89,6 +93,10 @@ void nf_cpu_round_f8_avx2(float *out, const float *x, float inv_scale, int n);
 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 			   size_t ldx, size_t n, int r0, int r1, int accumulate);
 void nf_cpu_round_f8_avx512(float *out, const float *x, float inv_scale, int n);
+/* The avx512-bf16 family's: decode by bf16 dot products, the rest as
+ * nf_cpu_gemm_f8_avx512.  Needs AVX512_BF16 and GFNI besides. */
+void nf_cpu_gemm_f8_avx512bf16(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+			       size_t ldx, size_t n, int r0, int r1, int accumulate);
 
 /* Thread pool: `threads` workers including the caller (thread 0). */
 typedef struct nf_pool nf_pool;

@@ -780,6 +780,112 @@ AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_RO
 	return reduce8x16_avx512(a);
 }
 
+/*
+ * AVX-512 decode by bf16 dot products (the avx512-bf16 family: AVX512_BF16
+ * and GFNI beside the avx512-vnni family's features).  A code of a matrix
+ * without subnormal codes is a bf16 of its value times 2^-120 by moving its
+ * bits: the sign to bit 15, the 4 exponent bits to the bottom of the bf16's
+ * exponent (bits 7..10), the 3 mantissa bits to the top of its mantissa
+ * (bits 4..6).  Two GF(2) affine maps (vgf2p8affineqb, one instruction per
+ * 64 codes each) give every code's high byte and low byte; interleaving
+ * them makes the bf16 words, and vdpbf16ps multiplies 32 of them by 32
+ * activations and adds the products in pairs to 16 float32 lanes.  Per 64
+ * codes: 2 affine maps, 2 unpacks, 2 dot products, against the direct
+ * widening's 2 vpmaddubsw, 2 shifts, 4 masks and 4 FMAs.
+ *
+ * The activations (on the e4m3 grid: 4 significant bits, which a bf16
+ * holds exactly) are taken times 2^100 as the direct decode takes them, so
+ * a product is the true one times 2^-20, between 2^-35 and 2^-2: the
+ * instruction flushes denormals, and no product and no partial sum (a
+ * multiple of 2^-38) comes near them.  A product of two bf16 holding 4
+ * significant bits each is exact, so the sums are within the bound of the
+ * file comment in any order.  The unpacks take bytes 0..7 of each 16-byte
+ * lane in one vector and 8..15 in the other: the activations are laid out
+ * once per call in that order (split_bf16).
+ */
+#define AVX512BF16_F8 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,gfni,f16c,fma")))
+
+/* The GF(2) matrices of vgf2p8affineqb (row i of the output bit i is byte
+ * 7 - i of the qword): the high byte of a code's bf16 takes the sign (bit 7
+ * to 7) and the top 3 exponent bits (6..4 to 2..0); the low byte the last
+ * exponent bit and the mantissa (3..0 to 7..4). */
+#define F8_BF16_HIGH 0x1020400000000080ll
+#define F8_BF16_LOW 0x0000000001020408ll
+
+/* x[c, c + 64) times 2^100 as bf16, per 64 columns: of each 16 columns the
+ * first 8 into words [0, 32), the last 8 into [32, 64), as the unpacks pick
+ * the codes.  cols a multiple of 64. */
+AVX512BF16_F8 static void split_bf16(uint16_t *xb, const float *x, size_t cols)
+{
+	const __m512 bias = _mm512_set1_ps(F8_DIRECT_BIAS);
+	for (size_t c = 0; c < cols; c += 64)
+		for (size_t j = 0; j < 4; j++) {
+			__m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c + 16 * j), bias));
+			_mm_storeu_si128((__m128i *)(xb + c + 8 * j), _mm256_castsi256_si128(h));
+			_mm_storeu_si128((__m128i *)(xb + c + 32 + 8 * j), _mm256_extracti128_si256(h, 1));
+		}
+}
+
+/* The 8 row sums (times 2^-20) of rows row[0..8) against xb (split_bf16);
+ * cols a multiple of 64.  Two accumulators a row, the low and the high
+ * bytes of each lane's 16 codes. */
+AVX512BF16_F8 static __m256 dot8_bf16_avx512(const uint8_t *const row[AVX512_F8_ROWS], size_t cols,
+					     const uint16_t *xb)
+{
+	const __m512i high = _mm512_set1_epi64(F8_BF16_HIGH), low = _mm512_set1_epi64(F8_BF16_LOW);
+	__m512 a[AVX512_F8_ROWS], b[AVX512_F8_ROWS];
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = b[i] = _mm512_setzero_ps();
+	for (size_t c = 0; c < cols; c += 64) {
+		__m512bh x0 = (__m512bh)_mm512_load_si512(xb + c), x1 = (__m512bh)_mm512_load_si512(xb + c + 32);
+#pragma GCC unroll 8
+		for (int i = 0; i < AVX512_F8_ROWS; i++) {
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+			__m512i w = _mm512_loadu_si512(row[i] + c);
+			__m512i hi = _mm512_gf2p8affine_epi64_epi8(w, high, 0);
+			__m512i lo = _mm512_gf2p8affine_epi64_epi8(w, low, 0);
+			a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)_mm512_unpacklo_epi8(lo, hi), x0);
+			b[i] = _mm512_dpbf16_ps(b[i], (__m512bh)_mm512_unpackhi_epi8(lo, hi), x1);
+		}
+	}
+#pragma GCC unroll 8
+	for (int i = 0; i < AVX512_F8_ROWS; i++)
+		a[i] = _mm512_add_ps(a[i], b[i]);
+	return reduce8x16_avx512(a);
+}
+
+/* Decode of rows [r0, r1) by dot8_bf16_avx512. */
+AVX512BF16_F8 static void gemv_bf16_avx512(float *y, const nf_bk_matrix *w, const float *x, int r0,
+					   int r1, int accumulate)
+{
+	_Alignas(64) uint16_t xb[F8_XSPLIT_MAX];
+	size_t cols = (size_t)w->cols;
+	split_bf16(xb, x, cols);
+	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
+		const uint8_t *row[AVX512_F8_ROWS];
+		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
+		__mmask8 m = (__mmask8)((1u << valid) - 1);
+		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
+		__m256 d = dot8_bf16_avx512(row, cols, xb);
+		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(F8_DIRECT_UNIT)), k);
+		if (accumulate)
+			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
+		_mm256_mask_storeu_ps(y + r, m, s);
+	}
+}
+
+AVX512BF16_F8 void nf_cpu_gemm_f8_avx512bf16(float *y, size_t ldy, const nf_bk_matrix *w,
+					     const float *x, size_t ldx, size_t n, int r0, int r1,
+					     int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	if (n == 1 && w->f8_normal && cols <= F8_XSPLIT_MAX && cols % 64 == 0)
+		gemv_bf16_avx512(y, w, x, r0, r1, accumulate);
+	else
+		nf_cpu_gemm_f8_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate);
+}
+
 AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				     size_t ldx, size_t n, int r0, int r1, int accumulate)
 {

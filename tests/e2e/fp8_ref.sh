@@ -97,7 +97,7 @@ t "decode: the 256 codes give ml_dtypes' values (NaN where it has NaN)" \
 t "encode: $(($(stat -c %s "$W/x.f32") / 4)) float32s give ml_dtypes' codes (saturating; unclipped below 464)" \
 	sh -c '"$1" encode <"$2" >"$3" && "$4" "$5" encode "$3" "$2"' _ "$TOOL" "$W/x.f32" "$W/codes.u8" \
 	"$PY" "$W/ref.py"
-for family in scalar avx2 avx512-vnni; do
+for family in scalar avx2 avx512-vnni avx512-bf16; do
 	if ! "$TOOL" round "$family" </dev/null 2>/dev/null; then
 		skip "round_f8 $family: not on this CPU"
 		continue

@@ -135,6 +135,7 @@ static const int positions[] = {0, 1, 62, 63, 64, 999}; /* 1, 2, 63, 64, 65, 100
  * error, and whether split calls equal one call bit for bit. */
 static void check_family(const nf_backend_ops *ops)
 {
+	rng_state = 12345u; /* the same cases for every family, however many come first */
 	double worst = 0;
 	int split_same = 1, cases = 0;
 	for (size_t a = 0; a < COUNT(head_sizes); a++)

@@ -529,6 +529,12 @@ static void test_gemm_families(void)
 	}
 }
 
+/* A code of exponent 0 other than a zero. */
+static int is_subnormal_code(uint8_t b)
+{
+	return (b & 0x78) == 0 && (b & 7) != 0;
+}
+
 /* Every family widens every code to its defined value and multiplies it
  * exactly by each class of activation: row r holds code r alone (the
  * others zero) in a column that visits every position of the 64-column
@@ -543,20 +549,21 @@ static int every_code_case(const nf_backend_ops *f, float xv, int COLS, int f8_n
 	float scale[ROWS], x[MAX_COLS], y[ROWS];
 	memset(codes, 0, sizeof codes);
 	for (int r = 0; r < ROWS; r++) {
-		codes[r * COLS + (r * 7) % COLS] = (uint8_t)r;
+		/* f8_normal promises no subnormal code (the widenings by moving
+		 * bits rely on it): those rows are left zero then */
+		if (!(f8_normal && is_subnormal_code((uint8_t)r)))
+			codes[r * COLS + (r * 7) % COLS] = (uint8_t)r;
 		scale[r] = 1.0f;
 	}
 	for (int c = 0; c < COLS; c++)
 		x[c] = xv;
-	/* f8_normal claimed even with the subnormal codes here: the direct
-	 * widening gives them as float denormals, slowly but exactly */
 	nf_bk_matrix m = {.kind = NF_QUANT_FP8_E4M3, .rows = ROWS, .cols = COLS, .f8 = codes,
 			  .scale = scale, .act_scale = 0.5f, .layout = NF_BK_ROWS, .f8_normal = f8_normal};
 	f->gemm_f8(y, 0, &m, x, COLS, 1, 0, ROWS, 0);
 	int bad = 0;
 	for (int r = 0; r < ROWS; r++) {
 		double v = isnan(ref_value(r)) ? (r & 0x80 ? -480.0 : 480.0) : ref_value(r);
-		double want = v * xv * 0.5;
+		double want = f8_normal && is_subnormal_code((uint8_t)r) ? 0.0 : v * xv * 0.5;
 		bad += (double)y[r] != want || !!signbit(y[r]) != (want < 0);
 	}
 	return bad;
