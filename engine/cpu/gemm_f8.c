@@ -393,6 +393,13 @@ static void split_direct(float *xq, const float *x, size_t cols, size_t lanes)
 				xq[c + k * lanes + j] = x[c + 4 * j + k] * F8_DIRECT_BIAS;
 }
 
+/* An empty asm that makes the compiler forget what p points at, so that
+ * each use of it loads again: AVX2 has 16 vector registers, and with 8
+ * accumulators and 3 constants live, a value loaded once into a register
+ * and used twice was spilled to the stack and reloaded; a load folded into
+ * its instruction costs a load-port uop, which this loop has to spare. */
+#define F8_RELOAD(p) __asm__ volatile("" : "+r"(p))
+
 /* Columns [c, c + 32) of 4 rows into their two accumulators each. */
 AVX2_F8 __attribute__((always_inline)) static inline void
 step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t *const row[AVX2_F8_ROWS],
@@ -400,20 +407,26 @@ step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t
 {
 	const __m256i to_even = _mm256_set1_epi16(0x0010), to_odd = _mm256_set1_epi16(0x1000);
 	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
-	__m256 x0 = _mm256_load_ps(xq + c), x1 = _mm256_load_ps(xq + c + 8);
-	__m256 x2 = _mm256_load_ps(xq + c + 16), x3 = _mm256_load_ps(xq + c + 24);
 #pragma GCC unroll 4
 	for (int i = 0; i < AVX2_F8_ROWS; i++) {
-		__m256i w = _mm256_loadu_si256((const __m256i *)(row[i] + c));
-		__m256i e = _mm256_maddubs_epi16(to_even, w), o = _mm256_maddubs_epi16(to_odd, w);
-		__m256 f0 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(e, 16), mask));
-		__m256 f1 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(o, 16), mask));
+		const uint8_t *p = row[i] + c;
+		const float *x = xq + c;
+		F8_RELOAD(x);
+		__m256i e = _mm256_maddubs_epi16(to_even, _mm256_loadu_si256((const __m256i *)p));
+		F8_RELOAD(p);
+		__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
+		/* the low words moved up by a byte shift of each 128-bit lane
+		 * (the shuffle port: the shifts by 16 shared the two ports of
+		 * the FMAs and vpmaddubsw); what comes into the low words is
+		 * masked off */
+		__m256 f0 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask));
+		__m256 f1 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask));
 		__m256 f2 = _mm256_castsi256_ps(_mm256_and_si256(e, mask));
 		__m256 f3 = _mm256_castsi256_ps(_mm256_and_si256(o, mask));
-		a[i] = _mm256_fmadd_ps(f0, x0, a[i]);
-		b[i] = _mm256_fmadd_ps(f1, x1, b[i]);
-		a[i] = _mm256_fmadd_ps(f2, x2, a[i]);
-		b[i] = _mm256_fmadd_ps(f3, x3, b[i]);
+		a[i] = _mm256_fmadd_ps(f0, _mm256_load_ps(x), a[i]);
+		b[i] = _mm256_fmadd_ps(f1, _mm256_load_ps(x + 8), b[i]);
+		a[i] = _mm256_fmadd_ps(f2, _mm256_load_ps(x + 16), a[i]);
+		b[i] = _mm256_fmadd_ps(f3, _mm256_load_ps(x + 24), b[i]);
 	}
 }
 
