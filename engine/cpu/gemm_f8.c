@@ -793,6 +793,20 @@ AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_RO
 	return reduce8x16_avx512(a);
 }
 
+/* y[r, r + valid) of one 8-row decode block from its sums d (times unit,
+ * a power of two): d * unit * (scale[r] * act_scale, rounded once, as the
+ * scalar kernel), added to y when accumulating. */
+AVX512_F8 static inline void store8_avx512(float *y, const nf_bk_matrix *w, int r, int valid, __m256 d,
+					   float unit, int accumulate)
+{
+	__mmask8 m = (__mmask8)((1u << valid) - 1);
+	__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
+	__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(unit)), k);
+	if (accumulate)
+		s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
+	_mm256_mask_storeu_ps(y + r, m, s);
+}
+
 /*
  * AVX-512 decode by bf16 dot products (the avx512-bf16 family: AVX512_BF16
  * and GFNI beside the avx512-vnni family's features).  A code of a matrix
@@ -878,13 +892,7 @@ AVX512BF16_F8 static void gemv_bf16_avx512(float *y, const nf_bk_matrix *w, cons
 	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
 		const uint8_t *row[AVX512_F8_ROWS];
 		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
-		__mmask8 m = (__mmask8)((1u << valid) - 1);
-		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
-		__m256 d = dot8_bf16_avx512(row, cols, xb);
-		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(F8_DIRECT_UNIT)), k);
-		if (accumulate)
-			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
-		_mm256_mask_storeu_ps(y + r, m, s);
+		store8_avx512(y, w, r, valid, dot8_bf16_avx512(row, cols, xb), F8_DIRECT_UNIT, accumulate);
 	}
 }
 
@@ -922,16 +930,9 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 	for (int r = r0; r < r1; r += AVX512_F8_ROWS) {
 		const uint8_t *row[AVX512_F8_ROWS];
 		int valid = block_rows(row, w, r, r1, AVX512_F8_ROWS);
-		__mmask8 m = (__mmask8)((1u << valid) - 1);
-		/* scale[r] * act_scale, rounded once, as the scalar kernel */
-		__m256 k = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, w->scale + r), _mm256_set1_ps(w->act_scale));
 		__m256 d = xq ? dot8_direct_avx512(row, cols, xq)
 			      : xsplit ? dot8_split_avx512(row, cols, x, xsplit) : dot8_avx512(row, cols, x);
-		float unit = xq ? F8_DIRECT_UNIT : F8_HALF_UNIT;
-		__m256 s = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(unit)), k);
-		if (accumulate)
-			s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + r));
-		_mm256_mask_storeu_ps(y + r, m, s);
+		store8_avx512(y, w, r, valid, d, xq ? F8_DIRECT_UNIT : F8_HALF_UNIT, accumulate);
 	}
 }
 
