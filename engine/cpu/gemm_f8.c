@@ -437,12 +437,16 @@ AVX2_F8 static void dot_rows_direct_avx2(float out[AVX2_F8_ROWS], const uint8_t 
 	__m256 a[AVX2_F8_ROWS], b[AVX2_F8_ROWS];
 	for (int i = 0; i < AVX2_F8_ROWS; i++)
 		a[i] = b[i] = _mm256_setzero_ps();
-	for (size_t c = 0; c < cols; c += 32) {
-		if (!(c & 63))
-			for (int i = 0; i < AVX2_F8_ROWS; i++)
-				_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
+	size_t c = 0;
+	for (; c + 64 <= cols; c += 64) {
+#pragma GCC unroll 4
+		for (int i = 0; i < AVX2_F8_ROWS; i++)
+			_mm_prefetch((const char *)row[i] + c + F8_PREFETCH, _MM_HINT_T0);
 		step32_direct_avx2(a, b, row, c, xq);
+		step32_direct_avx2(a, b, row, c + 32, xq);
 	}
+	if (c < cols) /* the last 32 */
+		step32_direct_avx2(a, b, row, c, xq);
 	for (int i = 0; i < AVX2_F8_ROWS; i++)
 		out[i] = reduce16_avx2(a[i], b[i]);
 }
