@@ -22,6 +22,9 @@
  *   columns: the direct widening (gemv_direct_avx2, dot8_direct_avx512),
  *   columns c + 4j + k of each block in lane j of class k, two
  *   accumulators a row.
+ * - the avx512-bf16 family's decode of such a matrix, whole lines of 64
+ *   columns: vdpbf16ps (dot8_bf16_avx512), the products added in pairs,
+ *   in the hardware's order, into 16 lanes; two accumulators a row.
  * - other AVX-512 decode: per 64 columns, the even columns and the odd ones
  *   in separate lanes (vpmaddubsw picks a word's byte, so no byte shuffle),
  *   into two accumulators a row (dot8_split_avx512); other AVX2 decode: the
