@@ -3,6 +3,7 @@
  * features: avx512-bf16, avx512-vnni, then avx2, then scalar.
  */
 #include <cpuid.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
@@ -39,7 +40,8 @@ static unsigned leaf7_features(void)
 	return have;
 }
 
-int nf_cpu_has(unsigned mask)
+/* Every feature of the enum in cpu.h this CPU has. */
+static unsigned detect_features(void)
 {
 	unsigned have = 0;
 	__builtin_cpu_init();
@@ -51,6 +53,22 @@ int nf_cpu_has(unsigned mask)
 	have |= __builtin_cpu_supports("avx512vnni") ? NF_CPU_AVX512VNNI : 0;
 	have |= has_f16c() ? NF_CPU_F16C : 0;
 	have |= leaf7_features();
+	return have;
+}
+
+/* The features, detected on the first call: cpuid traps to the hypervisor
+ * in a VM, and the kernels' availability is asked per tensor.  Threads
+ * that race here store the same value. */
+#define FEATURES_KNOWN (1u << 31)
+static _Atomic unsigned features;
+
+int nf_cpu_has(unsigned mask)
+{
+	unsigned have = atomic_load_explicit(&features, memory_order_relaxed);
+	if (!(have & FEATURES_KNOWN)) {
+		have = detect_features() | FEATURES_KNOWN;
+		atomic_store_explicit(&features, have, memory_order_relaxed);
+	}
 	return (have & mask) == mask;
 }
 

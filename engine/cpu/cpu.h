@@ -1,7 +1,7 @@
 /*
  * cpu.h - the CPU backend: kernel families (scalar, avx2, avx512-vnni,
- * avx512-bf16), the
- * choice among them by CPU features, and the thread pool that splits work.
+ * avx512-bf16), the choice among them by CPU features, and the thread pool
+ * that splits work.
  */
 #ifndef NF_ENGINE_CPU_CPU_H
 #define NF_ENGINE_CPU_CPU_H
