@@ -23,6 +23,10 @@
 #             neighbours), so each of our runs is paired with an nf_membw
 #             measurement taken just before it, and the median of the
 #             per-pair ratios is reported beside the global one
+#   lost      right after each of our runs, nf_preempt reads for 500 ms
+#             how much of the vCPUs' time the host takes away (a decode
+#             waits for its slowest thread at every matrix, nf_membw does
+#             not), reported as the median (and range) over the rounds
 # The table goes to stdout, build/bench/results/decode.{tsv,md} and
 # docs/benchmarks.md (between the bench:decode markers).
 #
@@ -136,17 +140,20 @@ decode_stats() {
 	sort -n | awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
 
-# BENCH_REPS rounds of: a bandwidth reading, our engine $1, llama-bench on
-# GGUF $2 (JSON of its best run to $3).  Prints "ours_best kernel
-# weight_bytes pct_median pct_min pct_max llama_best ratio_median ratio_min
-# ratio_max": the percentages are our tok/s x weight bytes / the bandwidth
-# read just before, the ratios ours/llama.cpp of the same round.
+# BENCH_REPS rounds of: a bandwidth reading, our engine $1, a reading of
+# the time the host takes (nf_preempt), llama-bench on GGUF $2 (JSON of its
+# best run to $3).  Prints "ours_best kernel weight_bytes pct_median pct_min
+# pct_max llama_best ratio_median ratio_min ratio_max lost_median lost_min
+# lost_max": the percentages are our tok/s x weight bytes / the bandwidth
+# read just before, the ratios ours/llama.cpp of the same round, lost the
+# percent of the vCPUs' time taken right after our run.
 decode_rounds() {
 	best=0
 	lbest=0
 	line=""
 	pcts=""
 	ratios=""
+	losts=""
 	i=0
 	while [ "$i" -lt "${BENCH_REPS:-5}" ]; do
 		bw=$("$TOOLS/nf_membw" --threads "$THREADS" --mb 512 --runs 5) || bench_die "nf_membw failed"
@@ -156,10 +163,13 @@ decode_rounds() {
 			bench_die "nf_decode_bench $1 failed"
 		tps=$(bench_field tokens_per_s "$out")
 		wb=$(bench_field weight_bytes "$out")
+		noise=$("$TOOLS/nf_preempt" --threads "$THREADS" --ms 500) || bench_die "nf_preempt failed"
+		lost=$(bench_field lost_pct "$noise")
+		losts="$losts $lost"
 		ltps=$(decode_llama_once "$2" "$3.round")
 		pcts="$pcts $(awk -v t="$tps" -v w="$wb" -v g="$gbs" 'BEGIN { printf "%.1f", 100 * t * w / (g * 1e9) }')"
 		ratios="$ratios $(awk -v a="$tps" -v b="$ltps" 'BEGIN { printf "%.3f", a / b }')"
-		echo "$1 round $((i + 1)): $tps tok/s after $gbs GB/s; llama.cpp $ltps tok/s" >>"$RESULTS/decode-pairs.txt"
+		echo "$1 round $((i + 1)): $tps tok/s after $gbs GB/s, then $lost% of the vCPUs' time lost; llama.cpp $ltps tok/s" >>"$RESULTS/decode-pairs.txt"
 		if awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
 			best=$tps
 			line=$out
@@ -173,12 +183,13 @@ decode_rounds() {
 	rm -f "$3.round"
 	# shellcheck disable=SC2086
 	echo "$best $(bench_field kernel "$line") $(bench_field weight_bytes "$line")" \
-		"$(printf '%s\n' $pcts | decode_stats) $lbest $(printf '%s\n' $ratios | decode_stats)"
+		"$(printf '%s\n' $pcts | decode_stats) $lbest $(printf '%s\n' $ratios | decode_stats)" \
+		"$(printf '%s\n' $losts | decode_stats)"
 }
 
 bench_decode() {
 	decode_models >/dev/null # an unknown model in BENCH_DECODE_MODELS stops here
-	bench_build_tools nf_membw nf_synth_model nf_engine_build_tool nf_decode_bench
+	bench_build_tools nf_membw nf_preempt nf_synth_model nf_engine_build_tool nf_decode_bench
 	bench_peer_start
 	decode_prepare
 	bench_peer_wait
@@ -186,7 +197,7 @@ bench_decode() {
 	decode_verify_peer
 	gbs1=$(bench_membw)
 	tsv=$RESULTS/decode.tsv
-	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\tratio_median\tratio_min\tratio_max\n' >"$tsv.tmp"
+	printf 'model\tprecision\tours_tok_s\tllama_tok_s\tweight_bytes\tkernel\tgguf\tpaired_pct_median\tpaired_pct_min\tpaired_pct_max\tratio_median\tratio_min\tratio_max\tlost_pct_median\tlost_pct_min\tlost_pct_max\n' >"$tsv.tmp"
 	: >"$RESULTS/decode-pairs.txt"
 	decode_models | while IFS='|' read -r name ckpt tok; do
 		for prec in $(bench_precisions); do
@@ -196,9 +207,9 @@ bench_decode() {
 				"$RESULTS/llama-bench-$name-$gt.json")
 			# shellcheck disable=SC2086
 			set -- $r
-			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$1" "$7" \
-				"$3" "$2" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" \
-				"$4" "$5" "$6" "$8" "$9" "${10}" >>"$tsv.tmp"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" \
+				"$1" "$7" "$3" "$2" "$(echo "$gt" | tr '[:lower:]' '[:upper:]')" \
+				"$4" "$5" "$6" "$8" "$9" "${10}" "${11}" "${12}" "${13}" >>"$tsv.tmp"
 		done
 	done
 	mv "$tsv.tmp" "$tsv"

@@ -61,9 +61,14 @@ def decode_rows(path, membw_gbs):
                                          float(r["paired_pct_max"])),
                 "%.1f" % (wbytes / 1e6), r["kernel"],
             ])
+            if r.get("lost_pct_median"):
+                rows[-1].append("%.1f%% (%.1f-%.1f%%)" % (
+                    float(r["lost_pct_median"]), float(r["lost_pct_min"]), float(r["lost_pct_max"])))
     head = ["model", "precision", "ours tok/s", "llama.cpp tok/s", "ours/llama.cpp",
             "ours/llama.cpp per round, median (range)", "ceiling tok/s", "% of ceiling", "% of paired ceiling, median (range)",
             "weight MB/token", "our kernel"]
+    if rows and len(rows[0]) > len(head):
+        head.append("vCPU time lost, median (range)")
     return head, rows
 
 
@@ -271,7 +276,10 @@ def main():
         "per token.  The bandwidth of this VM swings by up to 2x within a minute, so each "
         "of our %d runs also follows its own `nf_membw` reading (512 MiB, best of 5 passes of each kind): "
         "the paired column is the median (and range) of run tok/s x weight bytes / that "
-        "reading." % (a.membw, a.threads, a.reps),
+        "reading.  vCPU time lost: the share of %d spinning threads' time that the host took "
+        "away in 500 ms right after each of our runs (`nf_preempt`): a decode waits for its "
+        "slowest thread at every matrix, so a few percent lost there cost it several times as "
+        "much, while the bandwidth reading hardly moves." % (a.membw, a.threads, a.reps, a.threads),
         "",
         markdown(head, rows),
     ])
