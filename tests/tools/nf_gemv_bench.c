@@ -37,6 +37,7 @@
 #include "engine/gemm.h"
 #include "engine/quant.h"
 #include "tests/rng.h"
+#include "tests/tools/long_opts.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/parse.h"
@@ -307,31 +308,22 @@ static int usage(void)
 static int parse_args(options *o, int argc, char **argv)
 {
 	*o = (options){NULL, NULL, 8192, 4096, 1, 2, 5, 1024};
+	const long_opt nums[] = {{"--rows", &o->rows, 1L << 20}, {"--cols", &o->cols, 1L << 20},
+				 {"--n", &o->n, MAX_N},           {"--threads", &o->threads, 256},
+				 {"--runs", &o->runs, 100000},    {"--mb", &o->mb, 1L << 20}};
 	for (int i = 1; i < argc; i++) {
 		const char *name = argv[i];
-		long *dst = NULL, max = 0;
 		if (i + 1 >= argc)
 			return 1;
+		const long_opt *num = long_opt_find(nums, sizeof nums / sizeof nums[0], name);
 		if (strcmp(name, "--kind") == 0)
 			o->kind = argv[++i];
 		else if (strcmp(name, "--kernel") == 0)
 			o->kernel = argv[++i];
-		else if (strcmp(name, "--rows") == 0)
-			dst = &o->rows, max = 1L << 20;
-		else if (strcmp(name, "--cols") == 0)
-			dst = &o->cols, max = 1L << 20;
-		else if (strcmp(name, "--n") == 0)
-			dst = &o->n, max = MAX_N;
-		else if (strcmp(name, "--threads") == 0)
-			dst = &o->threads, max = 256;
-		else if (strcmp(name, "--runs") == 0)
-			dst = &o->runs, max = 100000;
-		else if (strcmp(name, "--mb") == 0)
-			dst = &o->mb, max = 1L << 20;
-		else
+		else if (!num)
 			return 1;
 		int err;
-		if (dst && (err = nf_parse_long(dst, argv[++i], 1, max, name)))
+		if (num && (err = nf_parse_long(num->dst, argv[++i], 1, num->max, name)))
 			return err;
 	}
 	return o->kind ? 0 : 1;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/tools/long_opts.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/parse.h"
@@ -182,22 +183,13 @@ int main(int argc, char **argv)
 		threads = 1;
 	if (threads > MAX_THREADS)
 		threads = MAX_THREADS;
-	for (int i = 1; i < argc; i++) {
-		long *dst = NULL, max = 0;
-		const char *name = argv[i];
-		if (strcmp(name, "--mb") == 0)
-			dst = &mb, max = 1L << 20;
-		else if (strcmp(name, "--threads") == 0)
-			dst = &threads, max = MAX_THREADS;
-		else if (strcmp(name, "--runs") == 0)
-			dst = &runs, max = 1000;
-		if (!dst || i + 1 >= argc) {
-			fprintf(stderr, "usage: nf_membw [--mb N] [--threads N] [--runs N]\n");
-			return NF_EXIT_INPUT;
-		}
-		if ((err = nf_parse_long(dst, argv[++i], 1, max, name)))
-			goto fail;
+	const long_opt opts[] = {{"--mb", &mb, 1L << 20}, {"--threads", &threads, MAX_THREADS}, {"--runs", &runs, 1000}};
+	if ((err = long_opts_parse(opts, sizeof opts / sizeof opts[0], argc, argv)) == 1) {
+		fprintf(stderr, "usage: nf_membw [--mb N] [--threads N] [--runs N]\n");
+		return NF_EXIT_INPUT;
 	}
+	if (err)
+		goto fail;
 	if (!nf_size_mul(&bytes, (size_t)mb, (size_t)1 << 20)) {
 		err = nf_error_set(NF_EINPUT, "--mb too large");
 		goto fail;

@@ -8,7 +8,8 @@
  * in a loop for `ms` milliseconds (default 500); two readings further
  * apart than `gap-us` microseconds (default 10; a reading takes ~30 ns)
  * are time in which the thread did not run: the hypervisor ran another
- * guest's vCPU, or this kernel ran something else.  Prints
+ * guest's vCPU, or this machine another process (so it reads the host's
+ * share only on an otherwise idle machine).  Prints
  *
  *   lost_pct=<x> max_gap_us=<y> gaps=<n> threads=<t> ms=<m>
  *
@@ -22,12 +23,11 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/tools/long_opts.h"
 #include "util/error.h"
-#include "util/parse.h"
 
 #include "util/banned.h"
 
@@ -76,22 +76,14 @@ int main(int argc, char **argv)
 		threads = 1;
 	if (threads > MAX_THREADS)
 		threads = MAX_THREADS;
-	for (int i = 1; i < argc; i++) {
-		long *dst = NULL, max = 0;
-		const char *name = argv[i];
-		if (strcmp(name, "--threads") == 0)
-			dst = &threads, max = MAX_THREADS;
-		else if (strcmp(name, "--ms") == 0)
-			dst = &ms, max = 600000;
-		else if (strcmp(name, "--gap-us") == 0)
-			dst = &gap_us, max = 1000000;
-		if (!dst || i + 1 >= argc) {
-			fprintf(stderr, "usage: nf_preempt [--threads N] [--ms N] [--gap-us N]\n");
-			return NF_EXIT_INPUT;
-		}
-		if ((err = nf_parse_long(dst, argv[++i], 1, max, name)))
-			goto fail;
+	const long_opt opts[] = {
+		{"--threads", &threads, MAX_THREADS}, {"--ms", &ms, 600000}, {"--gap-us", &gap_us, 1000000}};
+	if ((err = long_opts_parse(opts, sizeof opts / sizeof opts[0], argc, argv)) == 1) {
+		fprintf(stderr, "usage: nf_preempt [--threads N] [--ms N] [--gap-us N]\n");
+		return NF_EXIT_INPUT;
 	}
+	if (err)
+		goto fail;
 	for (long i = 0; i < threads; i++) {
 		pr[i] = (probe){.run_ns = (int64_t)ms * 1000000, .gap_ns = (int64_t)gap_us * 1000};
 		if (pthread_create(&tid[i], NULL, spin, &pr[i]) != 0) {
