@@ -388,10 +388,10 @@ AVX2_F8 static void split_vector_avx2(float *xsplit, const float *x, size_t cols
  * lanes columns (a vector's dwords): [x(c + 4j)], [x(c + 4j + 1)],
  * [x(c + 4j + 2)], [x(c + 4j + 3)], j < lanes (8 or 16).  cols a multiple
  * of the block.  It runs once per call, that is per claim of the pool, so
- * it is a transpose in registers: a scalar loop took a quarter of the
- * time of a small matrix's claims.  Each 32 columns are a 4 x 8 transpose:
- * columns 4j .. 4j + 3 for j < 4 in the low 128-bit lanes, j >= 4 in the
- * high ones, then the 4 x 4 transpose of each lane. */
+ * it is a transpose in registers (as a scalar loop it was much of a small
+ * matrix's time: docs/benchmarks.md, session 11).  Each 32 columns are a
+ * 4 x 8 transpose: columns 4j .. 4j + 3 for j < 4 in the low 128-bit
+ * lanes, j >= 4 in the high ones, then the 4 x 4 transpose of each lane. */
 AVX2_F8 static void split_direct(float *xq, const float *x, size_t cols, size_t lanes)
 {
 	const __m256 bias = _mm256_set1_ps(F8_DIRECT_BIAS);
@@ -453,8 +453,8 @@ step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t
 
 /* The sums (times 2^-20) of the 4 rows from w on (row length cols) against
  * the laid-out xq, lane i row i: each row's two accumulators added, then
- * one tree of horizontal adds for the 4 rows together (a reduction per row
- * cost 7% of the uops of a 576-column block). */
+ * one tree of horizontal adds for the 4 rows together, which costs a
+ * fraction of a reduction per row. */
 AVX2_F8 static __m128 dot_rows_direct_avx2(const uint8_t *w, size_t cols, const float *xq)
 {
 	__m256 a[AVX2_F8_ROWS], b[AVX2_F8_ROWS];

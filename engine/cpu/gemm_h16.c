@@ -214,8 +214,7 @@ AVX2 INLINE float sum_halves_avx2(__m128 f03, __m128 f47)
  * unpacks leave columns 0-3 and 8-11 of each 16 in one register and 4-7,
  * 12-15 in the other, so the activations are read in that order and the
  * accumulators hold the same lanes in another place: each lane's sum and
- * the tree are those of the header comment, the bits the same (1.2x a core
- * in L2 against tile_avx2's bf16). */
+ * the tree are those of the header comment, the bits the same. */
 AVX2 INLINE void tile_bf16_decode_avx2(float *sums, const uint16_t *w, size_t cols, const float *x)
 {
 	const __m256i zero = _mm256_setzero_si256();
