@@ -13,15 +13,17 @@
  * tight enough to catch a dropped column or a wrong sign).  Each path takes
  * the order that is fastest for it:
  *
- * - scalar, AVX2 and AVX-512 prefill: 16 lanes, lane j summing the columns
- *   c = j mod 16 in increasing c; then f[i] = lane[i] + lane[i + 8] and the
- *   row's sum is ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)).  These
- *   give the scalar kernel's bits, and the tests keep asserting it.
+ * - scalar and AVX-512 prefill, and AVX2 prefill of the matrices the next
+ *   item leaves: 16 lanes, lane j summing the columns c = j mod 16 in
+ *   increasing c; then f[i] = lane[i] + lane[i + 8] and the row's sum is
+ *   ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)).  These give the
+ *   scalar kernel's bits, and the tests keep asserting it.
  * - AVX2 and AVX-512 decode of a matrix without subnormal codes (all the
  *   quantizer writes) and whole blocks of 32 (AVX2) or 64 (AVX-512)
- *   columns: the direct widening (gemv_direct_avx2, dot8_direct_avx512),
- *   columns c + 4j + k of each block in lane j of class k, two
- *   accumulators a row.
+ *   columns, and AVX2 prefill of such a matrix of at most 2048 columns:
+ *   the direct widening (gemv_direct_avx2, dot8_direct_avx512,
+ *   prefill_direct_avx2), columns c + 4j + k of each block in lane j of
+ *   class k, two accumulators a row (and vector).
  * - the avx512-bf16 family's decode of such a matrix, whole lines of 64
  *   columns: vdpbf16ps (dot8_bf16_avx512), the products added in pairs,
  *   in the hardware's order, into 16 lanes; two accumulators a row.
@@ -386,13 +388,14 @@ AVX2_F8 static void split_vector_avx2(float *xsplit, const float *x, size_t cols
 
 /* x times 2^100 in the classes of the direct decode, per block of 4 *
  * lanes columns (a vector's dwords): [x(c + 4j)], [x(c + 4j + 1)],
- * [x(c + 4j + 2)], [x(c + 4j + 3)], j < lanes (8 or 16).  cols a multiple
- * of the block.  It runs once per call, that is per claim of the pool, so
+ * [x(c + 4j + 2)], [x(c + 4j + 3)], j < lanes (8 or 16), each block
+ * `step` floats after the one before (4 * lanes: one after the other; the
+ * prefill interleaves its vectors' blocks).  cols a multiple of the block.  It runs once per call, that is per claim of the pool, so
  * it is a transpose in registers (as a scalar loop it was much of a small
  * matrix's time: docs/benchmarks.md, session 11).  Each 32 columns are a
  * 4 x 8 transpose: columns 4j .. 4j + 3 for j < 4 in the low 128-bit
  * lanes, j >= 4 in the high ones, then the 4 x 4 transpose of each lane. */
-AVX2_F8 static void split_direct(float *xq, const float *x, size_t cols, size_t lanes)
+AVX2_F8 static void split_direct(float *xq, const float *x, size_t cols, size_t lanes, size_t step)
 {
 	const __m256 bias = _mm256_set1_ps(F8_DIRECT_BIAS);
 	for (size_t c = 0; c < cols; c += 32) {
@@ -402,8 +405,8 @@ AVX2_F8 static void split_direct(float *xq, const float *x, size_t cols, size_t 
 		__m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
 		__m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
 		/* the 32 columns' place in their block of 4 * lanes */
-		size_t block = c - c % (4 * lanes), half = c % (4 * lanes);
-		float *q = xq + block + half / 4;
+		size_t block = c / (4 * lanes), half = c % (4 * lanes);
+		float *q = xq + block * step + half / 4;
 		_mm256_storeu_ps(q, _mm256_mul_ps(_mm256_shuffle_ps(t0, t2, 0x44), bias));
 		_mm256_storeu_ps(q + lanes, _mm256_mul_ps(_mm256_shuffle_ps(t0, t2, 0xee), bias));
 		_mm256_storeu_ps(q + 2 * lanes, _mm256_mul_ps(_mm256_shuffle_ps(t1, t3, 0x44), bias));
@@ -484,7 +487,7 @@ AVX2_F8 static void gemv_direct_avx2(float *y, const nf_bk_matrix *w, const floa
 {
 	_Alignas(32) float xq[F8_XSPLIT_MAX];
 	size_t cols = (size_t)w->cols;
-	split_direct(xq, x, cols, 8);
+	split_direct(xq, x, cols, 8, 32);
 	const __m128 unit = _mm_set1_ps(F8_DIRECT_UNIT), act = _mm_set1_ps(w->act_scale);
 	for (int r = r0; r < r1; r += AVX2_F8_ROWS) {
 		if (r1 - r < AVX2_F8_ROWS) {
@@ -504,6 +507,107 @@ AVX2_F8 static void gemv_direct_avx2(float *y, const nf_bk_matrix *w, const floa
 	}
 }
 
+/*
+ * AVX2 prefill by the direct widening, for a matrix without subnormal
+ * codes, rows of whole blocks of 32 columns and at most
+ * F8_PREFILL_DIRECT_MAX_COLS of them: a row's 32 codes widened once (8
+ * uops) feed F8_PREFILL_NV vectors (4 FMAs each), against the half-based
+ * widening's 2 conversions on the FMAs' ports per 16 codes.  The
+ * activations are laid out as for the decode, each vector once per call,
+ * up to F8_PREFILL_XQ_FLOATS at a time on the stack, the vectors' blocks
+ * of 32 columns interleaved: a step's 4 vectors are 512 contiguous bytes,
+ * read at constant offsets from one pointer.  Each (row, vector) sums in
+ * the decode's order, within the error bound, not the scalar kernel's
+ * bits.
+ */
+#define F8_PREFILL_NV 4 /* vectors per row: 8 accumulators, 3 constants, 3 temporaries */
+#define F8_PREFILL_DIRECT_MAX_COLS 2048
+#define F8_PREFILL_XQ_FLOATS 16384 /* 64 KiB */
+
+/* 32 columns of the row at p against nv vectors whose blocks of those
+ * columns are 32 floats apart from xq, into two accumulators per vector. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_prefill_direct_avx2(__m256 a[F8_PREFILL_NV], __m256 b[F8_PREFILL_NV], const uint8_t *p,
+			   const float *xq, int nv)
+{
+	const __m256i to_even = _mm256_set1_epi16(0x0010), to_odd = _mm256_set1_epi16(0x1000);
+	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
+	__m256i e = _mm256_maddubs_epi16(to_even, _mm256_loadu_si256((const __m256i *)p));
+	F8_RELOAD(p);
+	__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
+	/* the four classes of step32_direct_avx2, each widened once for
+	 * every vector */
+	__m256 f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask));
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		a[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v), a[v]);
+	f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask));
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		b[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 8), b[v]);
+	f = _mm256_castsi256_ps(_mm256_and_si256(e, mask));
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		a[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 16), a[v]);
+	f = _mm256_castsi256_ps(_mm256_and_si256(o, mask));
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		b[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 24), b[v]);
+}
+
+/* The sums (times 2^-20) of one row against nv (a constant at each call)
+ * vectors laid out from xq, nb vectors interleaved; lane v vector v (lanes
+ * past nv: 0). */
+AVX2_F8 __attribute__((always_inline)) static inline __m128
+dot_row_prefill_direct_avx2(const uint8_t *row, size_t cols, const float *xq, size_t nb, int nv)
+{
+	__m256 a[F8_PREFILL_NV], b[F8_PREFILL_NV];
+	for (int v = 0; v < F8_PREFILL_NV; v++)
+		a[v] = b[v] = _mm256_setzero_ps();
+	for (const uint8_t *end = row + cols; row < end; row += 32, xq += 32 * nb)
+		step32_prefill_direct_avx2(a, b, row, xq, nv);
+	__m256 h01 = _mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]));
+	__m256 h23 = _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3]));
+	__m256 h = _mm256_hadd_ps(h01, h23);
+	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Rows [r0, r1) against the nb vectors laid out in xq (vectors b0 on):
+ * F8_PREFILL_NV vectors at a time against every row, so that their
+ * activations stay in L1 while the rows come again from L2. */
+AVX2_F8 static void prefill_rows_direct_avx2(float *y, size_t ldy, const nf_bk_matrix *w,
+					     const float *xq, size_t nb, size_t b0, int r0, int r1,
+					     int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	for (size_t v = 0; v < nb; v += F8_PREFILL_NV)
+		for (int r = r0; r < r1; r++) {
+			const uint8_t *row = w->f8 + (size_t)r * cols;
+			_Alignas(16) float sums[F8_PREFILL_NV];
+			const float *xv = xq + 32 * v;
+			size_t nv = nb - v < F8_PREFILL_NV ? nb - v : F8_PREFILL_NV;
+			__m128 d = nv == 4   ? dot_row_prefill_direct_avx2(row, cols, xv, nb, 4)
+				   : nv == 3 ? dot_row_prefill_direct_avx2(row, cols, xv, nb, 3)
+				   : nv == 2 ? dot_row_prefill_direct_avx2(row, cols, xv, nb, 2)
+					     : dot_row_prefill_direct_avx2(row, cols, xv, nb, 1);
+			_mm_store_ps(sums, d);
+			store_rows(y, ldy, w, sums, 1, r, 1, b0 + v, (int)nv, accumulate, F8_DIRECT_UNIT);
+		}
+}
+
+AVX2_F8 static void prefill_direct_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
+					size_t ldx, size_t n, int r0, int r1, int accumulate)
+{
+	_Alignas(32) float xq[F8_PREFILL_XQ_FLOATS];
+	size_t cols = (size_t)w->cols, chunk = F8_PREFILL_XQ_FLOATS / cols;
+	for (size_t b0 = 0; b0 < n; b0 += chunk) {
+		size_t nb = n - b0 < chunk ? n - b0 : chunk;
+		for (size_t v = 0; v < nb; v++)
+			split_direct(xq + 32 * v, x + (b0 + v) * ldx, cols, 8, 32 * nb);
+		prefill_rows_direct_avx2(y, ldy, w, xq, nb, b0, r0, r1, accumulate);
+	}
+}
+
 AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
 				 size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
@@ -519,6 +623,9 @@ AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, co
 		}
 		for (int r = r0; r < r1; r += AVX2_F8_ROWS)
 			gemm_block_avx2(y, ldy, w, x, xsplit, ldx, n, r, r1, AVX2_F8_ROWS, accumulate);
+	} else if (w->f8_normal && (size_t)w->cols % 32 == 0 &&
+		   (size_t)w->cols <= F8_PREFILL_DIRECT_MAX_COLS) {
+		prefill_direct_avx2(y, ldy, w, x, ldx, n, r0, r1, accumulate);
 	} else {
 		for (int r = r0; r < r1; r += 2)
 			gemm_block_avx2(y, ldy, w, x, NULL, ldx, n, r, r1, 2, accumulate);
@@ -962,7 +1069,7 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 	_Alignas(64) float table[F8_XSPLIT_MAX];
 	const float *xsplit = NULL, *xq = NULL;
 	if (w->f8_normal && cols <= F8_XSPLIT_MAX && cols % 64 == 0) {
-		split_direct(table, x, cols, 16);
+		split_direct(table, x, cols, 16, 64);
 		xq = table;
 	} else if (cols <= F8_XSPLIT_MAX && cols >= 64) {
 		split_vector_avx512(table, x, cols);
