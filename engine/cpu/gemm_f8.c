@@ -13,17 +13,17 @@
  * tight enough to catch a dropped column or a wrong sign).  Each path takes
  * the order that is fastest for it:
  *
- * - scalar and AVX-512 prefill, and AVX2 prefill of the matrices the next
+ * - scalar prefill, and AVX2 and AVX-512 prefill of the matrices the next
  *   item leaves: 16 lanes, lane j summing the columns c = j mod 16 in
  *   increasing c; then f[i] = lane[i] + lane[i + 8] and the row's sum is
  *   ((f0 + f1) + (f2 + f3)) + ((f4 + f5) + (f6 + f7)).  These give the
  *   scalar kernel's bits, and the tests keep asserting it.
  * - AVX2 and AVX-512 decode of a matrix without subnormal codes (all the
  *   quantizer writes) and whole blocks of 32 (AVX2) or 64 (AVX-512)
- *   columns, and AVX2 prefill of such a matrix of at most 2048 columns:
+ *   columns, and their prefill of such a matrix of at most 2048 columns:
  *   the direct widening (gemv_direct_avx2, dot8_direct_avx512,
- *   prefill_direct_avx2), columns c + 4j + k of each block in lane j of
- *   class k, two accumulators a row (and vector).
+ *   prefill_direct_avx2, prefill_direct_avx512), columns c + 4j + k of
+ *   each block in lane j of class k, two accumulators a row (and vector).
  * - the avx512-bf16 family's decode of such a matrix, whole lines of 64
  *   columns: vdpbf16ps (dot8_bf16_avx512), the products added in pairs,
  *   in the hardware's order, into 16 lanes; two accumulators a row.
@@ -599,7 +599,8 @@ AVX2_F8 static void prefill_direct_avx2(float *y, size_t ldy, const nf_bk_matrix
 					size_t ldx, size_t n, int r0, int r1, int accumulate)
 {
 	_Alignas(32) float xq[F8_PREFILL_XQ_FLOATS];
-	size_t cols = (size_t)w->cols, chunk = F8_PREFILL_XQ_FLOATS / cols;
+	/* whole groups of vectors per chunk: a short group widens as much */
+	size_t cols = (size_t)w->cols, chunk = F8_PREFILL_XQ_FLOATS / cols / F8_PREFILL_NV * F8_PREFILL_NV;
 	for (size_t b0 = 0; b0 < n; b0 += chunk) {
 		size_t nb = n - b0 < chunk ? n - b0 : chunk;
 		for (size_t v = 0; v < nb; v++)
@@ -941,6 +942,111 @@ AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_RO
 	return reduce8x16_avx512(a);
 }
 
+/*
+ * AVX-512 prefill by the direct widening, as AVX2's (prefill_direct_avx2):
+ * for a matrix without subnormal codes, rows of whole lines of 64 columns
+ * and at most F8_PREFILL_DIRECT_MAX_COLS of them, a row's 64 codes widened
+ * once (8 uops) feed 8 vectors (32 FMAs, two accumulators each), against
+ * the half-based widening's conversion per 16 codes; the vectors' lines
+ * interleaved, 8 of them at a time against every row of the call.
+ */
+#define AVX512_F8_PREFILL_NV 8 /* 16 accumulators of the 32 registers */
+
+/* One line of the row at p against nv vectors whose blocks of those
+ * columns are 64 floats apart from xq, into two accumulators per vector. */
+AVX512_F8 __attribute__((always_inline)) static inline void
+step64_prefill_direct_avx512(__m512 a[AVX512_F8_PREFILL_NV], __m512 b[AVX512_F8_PREFILL_NV],
+			     const uint8_t *p, const float *xq, int nv)
+{
+	const __m512i to_even = _mm512_set1_epi16(0x0010), to_odd = _mm512_set1_epi16(0x1000);
+	const __m512i mask = _mm512_set1_epi32((int)0x87f00000u);
+	__m512i w = _mm512_loadu_si512(p);
+	__m512i e = _mm512_maddubs_epi16(to_even, w), o = _mm512_maddubs_epi16(to_odd, w);
+	__m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(e, 16), mask));
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		a[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v), a[v]);
+	f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(o, 16), mask));
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		b[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 16), b[v]);
+	f = _mm512_castsi512_ps(_mm512_and_si512(e, mask));
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		a[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 32), a[v]);
+	f = _mm512_castsi512_ps(_mm512_and_si512(o, mask));
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		b[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 48), b[v]);
+}
+
+/* The sums (times 2^-20) of one row against nv (a constant at each call)
+ * vectors laid out from xq, nb vectors interleaved, into sums[0, nv). */
+AVX512_F8 __attribute__((always_inline)) static inline void
+dot_row_prefill_direct_avx512(float *sums, const uint8_t *row, size_t cols, const float *xq,
+			      size_t nb, int nv)
+{
+	__m512 a[AVX512_F8_PREFILL_NV], b[AVX512_F8_PREFILL_NV];
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		a[v] = b[v] = _mm512_setzero_ps();
+	for (const uint8_t *end = row + cols; row < end; row += 64, xq += 64 * nb)
+		step64_prefill_direct_avx512(a, b, row, xq, nv);
+	if (nv == AVX512_F8_PREFILL_NV) {
+#pragma GCC unroll 8
+		for (int v = 0; v < nv; v++)
+			a[v] = _mm512_add_ps(a[v], b[v]);
+		_mm256_storeu_ps(sums, reduce8x16_avx512(a));
+		return;
+	}
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		sums[v] = _mm512_reduce_add_ps(_mm512_add_ps(a[v], b[v]));
+}
+
+/* Rows [r0, r1) against the nb vectors laid out in xq (vectors b0 on),
+ * in groups of 8, 4, 2 and 1 vectors. */
+AVX512_F8 static void prefill_rows_direct_avx512(float *y, size_t ldy, const nf_bk_matrix *w,
+						 const float *xq, size_t nb, size_t b0, int r0, int r1,
+						 int accumulate)
+{
+	size_t cols = (size_t)w->cols;
+	for (size_t v = 0; v < nb;) {
+		size_t left = nb - v;
+		int nv = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+		const float *xv = xq + 64 * v;
+		for (int r = r0; r < r1; r++) {
+			const uint8_t *row = w->f8 + (size_t)r * cols;
+			float sums[AVX512_F8_PREFILL_NV];
+			if (nv == 8)
+				dot_row_prefill_direct_avx512(sums, row, cols, xv, nb, 8);
+			else if (nv == 4)
+				dot_row_prefill_direct_avx512(sums, row, cols, xv, nb, 4);
+			else if (nv == 2)
+				dot_row_prefill_direct_avx512(sums, row, cols, xv, nb, 2);
+			else
+				dot_row_prefill_direct_avx512(sums, row, cols, xv, nb, 1);
+			store_rows(y, ldy, w, sums, 1, r, 1, b0 + v, nv, accumulate, F8_DIRECT_UNIT);
+		}
+		v += (size_t)nv;
+	}
+}
+
+AVX512_F8 static void prefill_direct_avx512(float *y, size_t ldy, const nf_bk_matrix *w,
+					    const float *x, size_t ldx, size_t n, int r0, int r1,
+					    int accumulate)
+{
+	_Alignas(64) float xq[F8_PREFILL_XQ_FLOATS];
+	size_t cols = (size_t)w->cols,
+	       chunk = F8_PREFILL_XQ_FLOATS / cols / AVX512_F8_PREFILL_NV * AVX512_F8_PREFILL_NV;
+	for (size_t b0 = 0; b0 < n; b0 += chunk) {
+		size_t nb = n - b0 < chunk ? n - b0 : chunk;
+		for (size_t v = 0; v < nb; v++)
+			split_direct(xq + 64 * v, x + (b0 + v) * ldx, cols, 16, 64 * nb);
+		prefill_rows_direct_avx512(y, ldy, w, xq, nb, b0, r0, r1, accumulate);
+	}
+}
+
 /* y[r, r + valid) of one 8-row decode block from its sums d (times unit,
  * a power of two): d * unit * (scale[r] * act_scale, rounded once, as the
  * scalar kernel), added to y when accumulating. */
@@ -1060,6 +1166,11 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 {
 	if (n == 0)
 		return;
+	if (n > 1 && w->f8_normal && (size_t)w->cols % 64 == 0 &&
+	    (size_t)w->cols <= F8_PREFILL_DIRECT_MAX_COLS) {
+		prefill_direct_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate);
+		return;
+	}
 	if (n > 1) {
 		for (int r = r0; r < r1; r += AVX512_F8_PREFILL_ROWS)
 			prefill_block_avx512(y, ldy, w, x, ldx, n, r, r1, accumulate);

@@ -405,14 +405,16 @@ static int f8_outside_bound(const float *y, const float *y0, size_t ldy, const f
 
 /* Whether a family's kernel keeps the scalar kernel's summation order for
  * n vectors of cols columns, and so its bits (gemm_f8.c): not the decode
- * (n = 1) of AVX2 and AVX-512, nor AVX2's prefill by the direct widening
- * (these cases hold no subnormal code; rows of whole blocks of 32 columns,
- * at most 2048). */
+ * (n = 1) of AVX2 and AVX-512, nor their prefill by the direct widening
+ * (these cases hold no subnormal code; rows of whole blocks of 32 columns
+ * for AVX2, of 64 for AVX-512, at most 2048). */
 static int f8_bit_identical(const nf_backend_ops *f, size_t n, int cols)
 {
-	if (n == 1)
-		return 0;
-	return !(f->gemm_f8 == nf_cpu_gemm_f8_avx2 && cols % 32 == 0 && cols <= 2048);
+	if (n == 1 || cols > 2048)
+		return n != 1;
+	if (f->gemm_f8 == nf_cpu_gemm_f8_avx2)
+		return cols % 32 != 0;
+	return f->gemm_f8 == nf_cpu_gemm_f8_scalar || cols % 64 != 0;
 }
 
 /* One family on one shape, rows [r0, r1), n vectors: *outside the count of
