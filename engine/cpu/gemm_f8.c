@@ -524,6 +524,15 @@ AVX2_F8 static void gemv_direct_avx2(float *y, const nf_bk_matrix *w, const floa
 #define F8_PREFILL_DIRECT_MAX_COLS 2048
 #define F8_PREFILL_XQ_FLOATS 16384 /* 64 KiB */
 
+/* acc[v] += f * the 8 floats at xq + 32 v, v < nv. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+fma_vectors_avx2(__m256 acc[F8_PREFILL_NV], __m256 f, const float *xq, int nv)
+{
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		acc[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v), acc[v]);
+}
+
 /* 32 columns of the row at p against nv vectors whose blocks of those
  * columns are 32 floats apart from xq, into two accumulators per vector. */
 AVX2_F8 __attribute__((always_inline)) static inline void
@@ -537,22 +546,10 @@ step32_prefill_direct_avx2(__m256 a[F8_PREFILL_NV], __m256 b[F8_PREFILL_NV], con
 	__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
 	/* the four classes of step32_direct_avx2, each widened once for
 	 * every vector */
-	__m256 f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask));
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		a[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v), a[v]);
-	f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask));
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		b[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 8), b[v]);
-	f = _mm256_castsi256_ps(_mm256_and_si256(e, mask));
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		a[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 16), a[v]);
-	f = _mm256_castsi256_ps(_mm256_and_si256(o, mask));
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		b[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v + 24), b[v]);
+	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask)), xq, nv);
+	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask)), xq + 8, nv);
+	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(e, mask)), xq + 16, nv);
+	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(o, mask)), xq + 24, nv);
 }
 
 /* The sums (times 2^-20) of one row against nv (a constant at each call)
@@ -952,6 +949,15 @@ AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_RO
  */
 #define AVX512_F8_PREFILL_NV 8 /* 16 accumulators of the 32 registers */
 
+/* acc[v] += f * the 16 floats at xq + 64 v, v < nv. */
+AVX512_F8 __attribute__((always_inline)) static inline void
+fma_vectors_avx512(__m512 acc[AVX512_F8_PREFILL_NV], __m512 f, const float *xq, int nv)
+{
+#pragma GCC unroll 8
+	for (int v = 0; v < nv; v++)
+		acc[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v), acc[v]);
+}
+
 /* One line of the row at p against nv vectors whose blocks of those
  * columns are 64 floats apart from xq, into two accumulators per vector. */
 AVX512_F8 __attribute__((always_inline)) static inline void
@@ -962,22 +968,10 @@ step64_prefill_direct_avx512(__m512 a[AVX512_F8_PREFILL_NV], __m512 b[AVX512_F8_
 	const __m512i mask = _mm512_set1_epi32((int)0x87f00000u);
 	__m512i w = _mm512_loadu_si512(p);
 	__m512i e = _mm512_maddubs_epi16(to_even, w), o = _mm512_maddubs_epi16(to_odd, w);
-	__m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(e, 16), mask));
-#pragma GCC unroll 8
-	for (int v = 0; v < nv; v++)
-		a[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v), a[v]);
-	f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(o, 16), mask));
-#pragma GCC unroll 8
-	for (int v = 0; v < nv; v++)
-		b[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 16), b[v]);
-	f = _mm512_castsi512_ps(_mm512_and_si512(e, mask));
-#pragma GCC unroll 8
-	for (int v = 0; v < nv; v++)
-		a[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 32), a[v]);
-	f = _mm512_castsi512_ps(_mm512_and_si512(o, mask));
-#pragma GCC unroll 8
-	for (int v = 0; v < nv; v++)
-		b[v] = _mm512_fmadd_ps(f, _mm512_load_ps(xq + 64 * v + 48), b[v]);
+	fma_vectors_avx512(a, _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(e, 16), mask)), xq, nv);
+	fma_vectors_avx512(b, _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(o, 16), mask)), xq + 16, nv);
+	fma_vectors_avx512(a, _mm512_castsi512_ps(_mm512_and_si512(e, mask)), xq + 32, nv);
+	fma_vectors_avx512(b, _mm512_castsi512_ps(_mm512_and_si512(o, mask)), xq + 48, nv);
 }
 
 /* The sums (times 2^-20) of one row against nv (a constant at each call)
