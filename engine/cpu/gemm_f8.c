@@ -22,7 +22,7 @@
  *   quantizer writes) and whole blocks of 32 (AVX2) or 64 (AVX-512)
  *   columns, and their prefill of such a matrix of at most 2048 columns:
  *   the direct widening (gemv_direct_avx2, dot8_direct_avx512,
- *   prefill_direct_avx2, prefill_direct_avx512), columns c + 4j + k of
+ *   prefill_direct), columns c + 4j + k of
  *   each block in lane j of class k, two accumulators a row (and vector).
  * - the avx512-bf16 family's decode of such a matrix, whole lines of 64
  *   columns: vdpbf16ps (dot8_bf16_avx512), the products added in pairs,
@@ -454,10 +454,19 @@ step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t
 	}
 }
 
+/* The 4 sums of a[i] + b[i], lane i: the pairs added, then one tree of
+ * horizontal adds for the 4 together, which costs a fraction of a
+ * reduction each. */
+AVX2_F8 static inline __m128 sum4_pairs_avx2(const __m256 a[4], const __m256 b[4])
+{
+	__m256 h01 = _mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]));
+	__m256 h23 = _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3]));
+	__m256 h = _mm256_hadd_ps(h01, h23); /* per 128-bit lane: 0-3 */
+	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 /* The sums (times 2^-20) of the 4 rows from w on (row length cols) against
- * the laid-out xq, lane i row i: each row's two accumulators added, then
- * one tree of horizontal adds for the 4 rows together, which costs a
- * fraction of a reduction per row. */
+ * the laid-out xq, lane i row i. */
 AVX2_F8 static __m128 dot_rows_direct_avx2(const uint8_t *w, size_t cols, const float *xq)
 {
 	__m256 a[AVX2_F8_ROWS], b[AVX2_F8_ROWS];
@@ -473,10 +482,7 @@ AVX2_F8 static __m128 dot_rows_direct_avx2(const uint8_t *w, size_t cols, const 
 	}
 	if (cols % 64) /* the last 32 */
 		step32_direct_avx2(a, b, w, cols, xq);
-	__m256 h01 = _mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]));
-	__m256 h23 = _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3]));
-	__m256 h = _mm256_hadd_ps(h01, h23); /* per 128-bit lane: rows 0-3 */
-	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	return sum4_pairs_avx2(a, b);
 }
 
 /* Decode of rows [r0, r1) by the direct widening; cols a multiple of 32,
@@ -563,10 +569,7 @@ dot_row_prefill_direct_avx2(const uint8_t *row, size_t cols, const float *xq, si
 		a[v] = b[v] = _mm256_setzero_ps();
 	for (const uint8_t *end = row + cols; row < end; row += 32, xq += 32 * nb)
 		step32_prefill_direct_avx2(a, b, row, xq, nv);
-	__m256 h01 = _mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]));
-	__m256 h23 = _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3]));
-	__m256 h = _mm256_hadd_ps(h01, h23);
-	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	return sum4_pairs_avx2(a, b);
 }
 
 /* Rows [r0, r1) against the nb vectors laid out in xq (vectors b0 on):
@@ -592,17 +595,26 @@ AVX2_F8 static void prefill_rows_direct_avx2(float *y, size_t ldy, const nf_bk_m
 		}
 }
 
-AVX2_F8 static void prefill_direct_avx2(float *y, size_t ldy, const nf_bk_matrix *w, const float *x,
-					size_t ldx, size_t n, int r0, int r1, int accumulate)
+/* A family's rows part of the direct prefill (prefill_rows_direct_avx2,
+ * prefill_rows_direct_avx512). */
+typedef void (*prefill_rows_fn)(float *y, size_t ldy, const nf_bk_matrix *w, const float *xq,
+				size_t nb, size_t b0, int r0, int r1, int accumulate);
+
+/* Prefill by the direct widening for a family whose blocks are 4 * lanes
+ * columns and whose rows function takes `group` vectors at a time: the
+ * vectors laid out F8_PREFILL_XQ_FLOATS floats at a time, in whole groups
+ * (a short group widens as much), their blocks interleaved. */
+static void prefill_direct(float *y, size_t ldy, const nf_bk_matrix *w, const float *x, size_t ldx,
+			   size_t n, int r0, int r1, int accumulate, size_t lanes, size_t group,
+			   prefill_rows_fn rows)
 {
-	_Alignas(32) float xq[F8_PREFILL_XQ_FLOATS];
-	/* whole groups of vectors per chunk: a short group widens as much */
-	size_t cols = (size_t)w->cols, chunk = F8_PREFILL_XQ_FLOATS / cols / F8_PREFILL_NV * F8_PREFILL_NV;
+	_Alignas(64) float xq[F8_PREFILL_XQ_FLOATS];
+	size_t cols = (size_t)w->cols, block = 4 * lanes, chunk = F8_PREFILL_XQ_FLOATS / cols / group * group;
 	for (size_t b0 = 0; b0 < n; b0 += chunk) {
 		size_t nb = n - b0 < chunk ? n - b0 : chunk;
 		for (size_t v = 0; v < nb; v++)
-			split_direct(xq + 32 * v, x + (b0 + v) * ldx, cols, 8, 32 * nb);
-		prefill_rows_direct_avx2(y, ldy, w, xq, nb, b0, r0, r1, accumulate);
+			split_direct(xq + block * v, x + (b0 + v) * ldx, cols, lanes, block * nb);
+		rows(y, ldy, w, xq, nb, b0, r0, r1, accumulate);
 	}
 }
 
@@ -623,7 +635,8 @@ AVX2_F8 void nf_cpu_gemm_f8_avx2(float *y, size_t ldy, const nf_bk_matrix *w, co
 			gemm_block_avx2(y, ldy, w, x, xsplit, ldx, n, r, r1, AVX2_F8_ROWS, accumulate);
 	} else if (w->f8_normal && (size_t)w->cols % 32 == 0 &&
 		   (size_t)w->cols <= F8_PREFILL_DIRECT_MAX_COLS) {
-		prefill_direct_avx2(y, ldy, w, x, ldx, n, r0, r1, accumulate);
+		prefill_direct(y, ldy, w, x, ldx, n, r0, r1, accumulate, 8, F8_PREFILL_NV,
+			       prefill_rows_direct_avx2);
 	} else {
 		for (int r = r0; r < r1; r += 2)
 			gemm_block_avx2(y, ldy, w, x, NULL, ldx, n, r, r1, 2, accumulate);
@@ -940,7 +953,7 @@ AVX512_F8 static __m256 dot8_direct_avx512(const uint8_t *const row[AVX512_F8_RO
 }
 
 /*
- * AVX-512 prefill by the direct widening, as AVX2's (prefill_direct_avx2):
+ * AVX-512 prefill by the direct widening, as AVX2's (prefill_direct):
  * for a matrix without subnormal codes, rows of whole lines of 64 columns
  * and at most F8_PREFILL_DIRECT_MAX_COLS of them, a row's 64 codes widened
  * once (8 uops) feed 8 vectors (32 FMAs, two accumulators each), against
@@ -1023,21 +1036,6 @@ AVX512_F8 static void prefill_rows_direct_avx512(float *y, size_t ldy, const nf_
 			store_rows(y, ldy, w, sums, 1, r, 1, b0 + v, nv, accumulate, F8_DIRECT_UNIT);
 		}
 		v += (size_t)nv;
-	}
-}
-
-AVX512_F8 static void prefill_direct_avx512(float *y, size_t ldy, const nf_bk_matrix *w,
-					    const float *x, size_t ldx, size_t n, int r0, int r1,
-					    int accumulate)
-{
-	_Alignas(64) float xq[F8_PREFILL_XQ_FLOATS];
-	size_t cols = (size_t)w->cols,
-	       chunk = F8_PREFILL_XQ_FLOATS / cols / AVX512_F8_PREFILL_NV * AVX512_F8_PREFILL_NV;
-	for (size_t b0 = 0; b0 < n; b0 += chunk) {
-		size_t nb = n - b0 < chunk ? n - b0 : chunk;
-		for (size_t v = 0; v < nb; v++)
-			split_direct(xq + 64 * v, x + (b0 + v) * ldx, cols, 16, 64 * nb);
-		prefill_rows_direct_avx512(y, ldy, w, xq, nb, b0, r0, r1, accumulate);
 	}
 }
 
@@ -1162,7 +1160,8 @@ AVX512_F8 void nf_cpu_gemm_f8_avx512(float *y, size_t ldy, const nf_bk_matrix *w
 		return;
 	if (n > 1 && w->f8_normal && (size_t)w->cols % 64 == 0 &&
 	    (size_t)w->cols <= F8_PREFILL_DIRECT_MAX_COLS) {
-		prefill_direct_avx512(y, ldy, w, x, ldx, n, r0, r1, accumulate);
+		prefill_direct(y, ldy, w, x, ldx, n, r0, r1, accumulate, 16, AVX512_F8_PREFILL_NV,
+			       prefill_rows_direct_avx512);
 		return;
 	}
 	if (n > 1) {

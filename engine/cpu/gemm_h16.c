@@ -110,14 +110,20 @@ AVX2 INLINE __m256 widen8_avx2(const uint16_t *p, int bf16)
 	return _mm256_cvtph_ps(h);
 }
 
+/* The rest of the lane tree from f[0..4) and f[4..8) (lanes j + (j+8)). */
+AVX2 INLINE float sum_halves_avx2(__m128 f03, __m128 f47)
+{
+	__m128 s = _mm_add_ps(f03, f47);
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
 /* lane j + lane j+8, then the tree of the header comment. */
 AVX2 INLINE float sum_lanes_avx2(__m256 lo, __m256 hi)
 {
 	__m256 v = _mm256_add_ps(lo, hi);
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
+	return sum_halves_avx2(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 }
 
 /* Columns [c, c + 16) of the tile: lanes' next fma. */
@@ -196,15 +202,6 @@ AVX2 INLINE void tile_avx2(float *sums, const uint16_t *w, size_t cols, const fl
 #pragma GCC unroll 8
 		for (int i = 0; i < rows; i++)
 			sums[v * rows + i] = sum_lanes_avx2(lo[v][i], hi[v][i]);
-}
-
-/* The rest of the lane tree from f[0..4) and f[4..8) (lanes j + (j+8)). */
-AVX2 INLINE float sum_halves_avx2(__m128 f03, __m128 f47)
-{
-	__m128 s = _mm_add_ps(f03, f47);
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
 }
 
 /* Decode of an AVX2_ROWS-row bf16 tile, cols a multiple of 16: a bf16 is
