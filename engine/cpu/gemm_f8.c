@@ -421,36 +421,50 @@ AVX2_F8 static void split_direct(float *xq, const float *x, size_t cols, size_t 
  * its instruction costs a load-port uop, which this loop has to spare. */
 #define F8_RELOAD(p) __asm__ volatile("" : "+r"(p))
 
-/* Columns [c, c + 32) of the 4 rows at w, w + s, w + 2 s, w + 3 s (s the
- * row length: one base pointer and a stride in registers, so that the
- * loop's only scalar work is one pointer step) into their two
- * accumulators each. */
+/* acc[v] += f * the 8 floats at xq + 32 v, v < nv. */
 AVX2_F8 __attribute__((always_inline)) static inline void
-step32_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t *w, size_t s,
-		   const float *xq)
+fma_vectors_avx2(__m256 *acc, __m256 f, const float *xq, int nv)
+{
+#pragma GCC unroll 4
+	for (int v = 0; v < nv; v++)
+		acc[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v), acc[v]);
+}
+
+/* 32 columns of the row at p against nv (a constant at each call) vectors
+ * laid out from xq, their blocks of those columns 32 floats apart, into
+ * two accumulators per vector, a[v] and b[v]: the decode's (nv = 1) and
+ * the prefill's step. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_direct_avx2(__m256 *a, __m256 *b, const uint8_t *p, const float *xq, int nv)
 {
 	const __m256i to_even = _mm256_set1_epi16(0x0010), to_odd = _mm256_set1_epi16(0x1000);
 	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
+	__m256i e = _mm256_maddubs_epi16(to_even, _mm256_loadu_si256((const __m256i *)p));
+	F8_RELOAD(p);
+	__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
+	/* the low words moved up by a byte shift of each 128-bit lane (the
+	 * shuffle port: the shifts by 16 shared the two ports of the FMAs and
+	 * vpmaddubsw); what comes into the low words is masked off.  Each
+	 * class is widened once for every vector. */
+	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask)), xq, nv);
+	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask)), xq + 8, nv);
+	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(e, mask)), xq + 16, nv);
+	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(o, mask)), xq + 24, nv);
+}
+
+/* Columns [c, c + 32) of the 4 rows at w, w + s, w + 2 s, w + 3 s (s the
+ * row length: one base pointer and a stride in registers, so that the
+ * loop's only scalar work is one pointer step) against the decode's one
+ * vector, into their two accumulators each. */
+AVX2_F8 __attribute__((always_inline)) static inline void
+step32_rows_direct_avx2(__m256 a[AVX2_F8_ROWS], __m256 b[AVX2_F8_ROWS], const uint8_t *w, size_t s,
+			const float *xq)
+{
 #pragma GCC unroll 4
 	for (int i = 0; i < AVX2_F8_ROWS; i++) {
-		const uint8_t *p = w + (size_t)i * s;
 		const float *x = xq;
 		F8_RELOAD(x);
-		__m256i e = _mm256_maddubs_epi16(to_even, _mm256_loadu_si256((const __m256i *)p));
-		F8_RELOAD(p);
-		__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
-		/* the low words moved up by a byte shift of each 128-bit lane
-		 * (the shuffle port: the shifts by 16 shared the two ports of
-		 * the FMAs and vpmaddubsw); what comes into the low words is
-		 * masked off */
-		__m256 f0 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask));
-		__m256 f1 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask));
-		__m256 f2 = _mm256_castsi256_ps(_mm256_and_si256(e, mask));
-		__m256 f3 = _mm256_castsi256_ps(_mm256_and_si256(o, mask));
-		a[i] = _mm256_fmadd_ps(f0, _mm256_load_ps(x), a[i]);
-		b[i] = _mm256_fmadd_ps(f1, _mm256_load_ps(x + 8), b[i]);
-		a[i] = _mm256_fmadd_ps(f2, _mm256_load_ps(x + 16), a[i]);
-		b[i] = _mm256_fmadd_ps(f3, _mm256_load_ps(x + 24), b[i]);
+		step32_direct_avx2(&a[i], &b[i], w + (size_t)i * s, x, 1);
 	}
 }
 
@@ -477,11 +491,11 @@ AVX2_F8 static __m128 dot_rows_direct_avx2(const uint8_t *w, size_t cols, const 
 #pragma GCC unroll 4
 		for (int i = 0; i < AVX2_F8_ROWS; i++)
 			_mm_prefetch((const char *)w + (size_t)i * cols + F8_PREFETCH, _MM_HINT_T0);
-		step32_direct_avx2(a, b, w, cols, xq);
-		step32_direct_avx2(a, b, w + 32, cols, xq + 32);
+		step32_rows_direct_avx2(a, b, w, cols, xq);
+		step32_rows_direct_avx2(a, b, w + 32, cols, xq + 32);
 	}
 	if (cols % 64) /* the last 32 */
-		step32_direct_avx2(a, b, w, cols, xq);
+		step32_rows_direct_avx2(a, b, w, cols, xq);
 	return sum4_pairs_avx2(a, b);
 }
 
@@ -530,34 +544,6 @@ AVX2_F8 static void gemv_direct_avx2(float *y, const nf_bk_matrix *w, const floa
 #define F8_PREFILL_DIRECT_MAX_COLS 2048
 #define F8_PREFILL_XQ_FLOATS 16384 /* 64 KiB */
 
-/* acc[v] += f * the 8 floats at xq + 32 v, v < nv. */
-AVX2_F8 __attribute__((always_inline)) static inline void
-fma_vectors_avx2(__m256 acc[F8_PREFILL_NV], __m256 f, const float *xq, int nv)
-{
-#pragma GCC unroll 4
-	for (int v = 0; v < nv; v++)
-		acc[v] = _mm256_fmadd_ps(f, _mm256_load_ps(xq + 32 * v), acc[v]);
-}
-
-/* 32 columns of the row at p against nv vectors whose blocks of those
- * columns are 32 floats apart from xq, into two accumulators per vector. */
-AVX2_F8 __attribute__((always_inline)) static inline void
-step32_prefill_direct_avx2(__m256 a[F8_PREFILL_NV], __m256 b[F8_PREFILL_NV], const uint8_t *p,
-			   const float *xq, int nv)
-{
-	const __m256i to_even = _mm256_set1_epi16(0x0010), to_odd = _mm256_set1_epi16(0x1000);
-	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
-	__m256i e = _mm256_maddubs_epi16(to_even, _mm256_loadu_si256((const __m256i *)p));
-	F8_RELOAD(p);
-	__m256i o = _mm256_maddubs_epi16(to_odd, _mm256_loadu_si256((const __m256i *)p));
-	/* the four classes of step32_direct_avx2, each widened once for
-	 * every vector */
-	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(e, 2), mask)), xq, nv);
-	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(_mm256_bslli_epi128(o, 2), mask)), xq + 8, nv);
-	fma_vectors_avx2(a, _mm256_castsi256_ps(_mm256_and_si256(e, mask)), xq + 16, nv);
-	fma_vectors_avx2(b, _mm256_castsi256_ps(_mm256_and_si256(o, mask)), xq + 24, nv);
-}
-
 /* The sums (times 2^-20) of one row against nv (a constant at each call)
  * vectors laid out from xq, nb vectors interleaved; lane v vector v (lanes
  * past nv: 0). */
@@ -568,7 +554,7 @@ dot_row_prefill_direct_avx2(const uint8_t *row, size_t cols, const float *xq, si
 	for (int v = 0; v < F8_PREFILL_NV; v++)
 		a[v] = b[v] = _mm256_setzero_ps();
 	for (const uint8_t *end = row + cols; row < end; row += 32, xq += 32 * nb)
-		step32_prefill_direct_avx2(a, b, row, xq, nv);
+		step32_direct_avx2(a, b, row, xq, nv);
 	return sum4_pairs_avx2(a, b);
 }
 
